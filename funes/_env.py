@@ -1,0 +1,67 @@
+"""The one place that reads the process environment.
+
+Every other module receives a `Settings` (or a value from it), which keeps tests
+order-independent: they set variables, call `settings()` again, and nothing is cached
+behind their back.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The environment as funes sees it."""
+
+    #: The user's funes directory: the global memory, model cache, logs and keys.
+    home: Path
+    #: Show tracebacks instead of one-line errors.
+    debug: bool
+    #: Author identity recorded in commits.
+    author_name: str
+    author_email: str
+    #: Working directory the process started in (discovery starts here).
+    cwd: Path
+    #: Agent configuration directories, honouring each agent's own variables.
+    claude_config_dir: Path
+    codex_home: Path
+    hermes_home: Path
+    pi_home: Path
+    #: Seconds a second writer waits for the repository lock before giving up.
+    lock_timeout: float
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def debug_enabled() -> bool:
+    """FUNES_DEBUG, readable even when the rest of the environment is broken (error path)."""
+    return _truthy(os.environ.get("FUNES_DEBUG"))
+
+
+def settings() -> Settings:
+    """Read the environment now; cheap enough to call per command."""
+    env = os.environ
+    user_home = Path(env.get("HOME") or Path.home())
+    funes_home = Path(env["FUNES_HOME"]) if env.get("FUNES_HOME") else user_home / ".funes"
+    login = env.get("USER") or env.get("LOGNAME") or "unknown"
+    try:
+        lock_timeout = float(env.get("FUNES_LOCK_TIMEOUT", "5"))
+    except ValueError:
+        lock_timeout = 5.0
+    return Settings(
+        home=funes_home,
+        debug=_truthy(env.get("FUNES_DEBUG")),
+        author_name=env.get("FUNES_AUTHOR_NAME") or login,
+        author_email=env.get("FUNES_AUTHOR_EMAIL") or f"{login}@localhost",
+        cwd=Path.cwd(),
+        claude_config_dir=Path(env.get("CLAUDE_CONFIG_DIR") or user_home / ".claude"),
+        codex_home=Path(env.get("CODEX_HOME") or user_home / ".codex"),
+        hermes_home=Path(env.get("HERMES_HOME") or user_home / ".hermes"),
+        pi_home=Path(env.get("PI_CODING_AGENT_DIR") or user_home / ".pi" / "agent"),
+        lock_timeout=lock_timeout,
+    )

@@ -1,0 +1,1 @@
+"""One module per verb family; each exposes COMMANDS for funes.cli.main to register."""

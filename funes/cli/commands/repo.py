@@ -1,0 +1,200 @@
+"""Repository verbs: init, log, show, status, fsck, config."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from funes import api
+from funes.cli.output import render, short
+
+
+def _app(ctx: click.Context) -> Any:
+    return ctx.find_root().obj
+
+
+@click.command()
+@click.argument("path", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--global", "is_global", is_flag=True, help="Create the user's memory at $FUNES_HOME.")
+@click.pass_context
+def init(ctx: click.Context, path: Path | None, is_global: bool) -> None:
+    """Create a memory: PATH/.funes (default: here), or the global one with --global."""
+    app = _app(ctx)
+    repo = api.init(app.settings, path, is_global=is_global)
+    kind = "global" if is_global else "project"
+    render(
+        app.fmt,
+        {"path": repo.path, "kind": kind},
+        human=lambda r: f"Initialised empty {kind} funes memory in {r['path']}",
+    )
+
+
+def _log_line(entry: api.LogEntry) -> str:
+    refs = f" ({', '.join(entry.refs)})" if entry.refs else ""
+    return f"{short(entry.id)} {entry.commit.time} {entry.commit.summary}{refs}"
+
+
+@click.command()
+@click.argument("rev", required=False)
+@click.option("-n", "--limit", type=int, default=None, help="Show at most N commits.")
+@click.pass_context
+def log(ctx: click.Context, rev: str | None, limit: int | None) -> None:
+    """List commits, newest first: one line each (id, time, message)."""
+    app = _app(ctx)
+    entries = api.log(app.repo(), rev, limit)
+    if app.fmt == "json":
+        render(
+            "json",
+            [
+                {"id": e.id, "refs": list(e.refs), **e.commit.to_dict()}
+                for e in entries
+            ],
+            human=str,
+        )
+        return
+
+    def human(items: list[api.LogEntry]) -> str:
+        lines = []
+        for e in items:
+            refs = click.style(f" ({', '.join(e.refs)})", fg="green") if e.refs else ""
+            lines.append(
+                f"{click.style(short(e.id), fg='yellow')} {e.commit.time} {e.commit.summary}{refs}"
+            )
+        return "\n".join(lines)
+
+    render(app.fmt, entries, human=human, agent=lambda items: "\n".join(map(_log_line, items)))
+
+
+@click.command()
+@click.argument("rev", default="HEAD")
+@click.pass_context
+def show(ctx: click.Context, rev: str) -> None:
+    """Show one commit: parents, author, model, what it added and hid."""
+    app = _app(ctx)
+    result = api.show(app.repo(), rev)
+    if app.fmt == "json":
+        render(
+            "json",
+            {
+                "id": result.id,
+                **result.commit.to_dict(),
+                "added": {m.table: len(m.ids) for m in result.manifests.values()},
+                "tombstoned": result.tombstoned,
+            },
+            human=str,
+        )
+        return
+
+    def text(r: api.ShowResult) -> str:
+        c = r.commit
+        lines = [f"commit {r.id}"]
+        lines += [f"parent {p}" for p in c.parents]
+        lines.append(f"author {c.author} on {c.host}")
+        lines.append(f"date   {c.time}")
+        lines.append(f"model  {c.model or '(none yet)'}")
+        for mid, m in r.manifests.items():
+            files = sum(len(f.files) for f in m.fragments)
+            lines.append(f"adds   {len(m.ids)} {m.table} rows in {files} file(s) ({short(mid)})")
+        if r.tombstoned:
+            lines.append(f"hides  {r.tombstoned} chunk(s)")
+        lines.append(f"chunks {c.chunk_count} visible")
+        lines.append("")
+        lines += [f"    {line}" for line in c.message.splitlines()]
+        return "\n".join(lines)
+
+    render(app.fmt, result, human=text)
+
+
+@click.command()
+@click.pass_context
+def status(ctx: click.Context) -> None:
+    """Describe the memory: where it is, HEAD, chunks and sessions by agent, model stamp."""
+    app = _app(ctx)
+    result = api.status(app.repo())
+
+    def text(r: api.StatusResult) -> str:
+        lines = [
+            f"memory   {r.path} ({r.kind})",
+            f"HEAD     {r.branch} at {short(r.head)}"
+            + (f" ({r.head_time})" if r.head_time else " (no commits yet)"),
+            f"chunks   {r.chunks} in {r.sessions} session(s)",
+        ]
+        for harness, counts in r.by_harness.items():
+            lines.append(
+                f"  {harness:<8} {counts['chunks']} chunks, {counts['sessions']} sessions"
+            )
+        lines.append(f"model    {r.model or '(not stamped yet: set on first embed)'}")
+        return "\n".join(lines)
+
+    render(app.fmt, result, human=text)
+
+
+@click.command()
+@click.option("--no-rows", is_flag=True, help="Skip re-hashing every chunk row (faster).")
+@click.pass_context
+def fsck(ctx: click.Context, no_rows: bool) -> None:
+    """Verify every object, ref, fragment file and chunk row; exit 1 on damage."""
+    app = _app(ctx)
+    report = api.fsck(app.repo(), rows=not no_rows)
+
+    def text(r: api.FsckReport) -> str:
+        lines = [f"error: {p}" for p in r.problems] + [f"warning: {p}" for p in r.warnings]
+        verdict = "ok" if r.ok else f"{len(r.problems)} problem(s)"
+        lines.append(
+            f"checked {r.objects} objects, {r.refs} refs, {r.commits} commits, "
+            f"{r.files} files, {r.rows} rows: {verdict}"
+        )
+        return "\n".join(lines)
+
+    render(app.fmt, report, human=text)
+    if not report.ok:
+        sys.exit(1)
+
+
+@click.group()
+def config() -> None:
+    """Read and write repository settings (`funes config set user.name Ada`)."""
+
+
+@config.command("get")
+@click.argument("key")
+@click.pass_context
+def config_get(ctx: click.Context, key: str) -> None:
+    """Print a value (exit 1 when it is not set and has no default)."""
+    value = api.config_get(_app(ctx).repo(), key)
+    if value is None:
+        sys.exit(1)
+    click.echo(value)
+
+
+@config.command("set")
+@click.argument("key")
+@click.argument("value")
+@click.pass_context
+def config_set(ctx: click.Context, key: str, value: str) -> None:
+    """Set a value (validated against the known keys)."""
+    api.config_set(_app(ctx).repo(), key, value)
+
+
+@config.command("unset")
+@click.argument("key")
+@click.pass_context
+def config_unset(ctx: click.Context, key: str) -> None:
+    """Remove a value."""
+    if not api.config_unset(_app(ctx).repo(), key):
+        sys.exit(1)
+
+
+@config.command("list")
+@click.pass_context
+def config_list(ctx: click.Context) -> None:
+    """Print every value that is set, as key=value."""
+    app = _app(ctx)
+    items = api.config_list(app.repo())
+    render(app.fmt, dict(items), human=lambda d: "\n".join(f"{k}={v}" for k, v in d.items()))
+
+
+COMMANDS = [init, log, show, status, fsck, config]

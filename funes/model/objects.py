@@ -1,0 +1,274 @@
+"""The immutable objects of a memory: commits, manifests and tombstones.
+
+Each object is a JSON document with a `type` field; its id is the SHA-256 of its canonical
+bytes (funes.model.ids). Parsing is strict because objects also arrive from remotes we do not
+trust: anything malformed raises `MalformedObjectError`, never a KeyError or TypeError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from funes.errors import FunesError
+from funes.model.ids import ObjectId, canonical_json, hash_bytes, is_object_id
+
+#: Format version written into every commit; readers refuse newer majors.
+OBJECT_FORMAT = 1
+
+TABLES: tuple[str, ...] = ("chunks", "vectors")
+
+
+class MalformedObjectError(FunesError):
+    """Bytes that are not a valid funes object of the expected type."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"malformed object: {detail}", hint="run `funes fsck`")
+
+
+def _req(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    if key not in data:
+        raise MalformedObjectError(f"missing field {key!r}")
+    value = data[key]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise MalformedObjectError(f"field {key!r} has the wrong type")
+    return value
+
+
+def _opt(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    value = data.get(key)
+    if value is not None and not isinstance(value, kind):
+        raise MalformedObjectError(f"field {key!r} has the wrong type")
+    return value
+
+
+def _ids(data: Mapping[str, Any], key: str) -> tuple[ObjectId, ...]:
+    values = _req(data, key, list)
+    for value in values:
+        if not isinstance(value, str) or not is_object_id(value):
+            raise MalformedObjectError(f"field {key!r} holds a bad id")
+    return tuple(ObjectId(v) for v in values)
+
+
+@dataclass(frozen=True)
+class ModelStamp:
+    """The embedding model a memory's vectors were made with."""
+
+    name: str
+    sha256: str
+    dim: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form stored in commits."""
+        return {"name": self.name, "sha256": self.sha256, "dim": self.dim}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ModelStamp:
+        """Parse the JSON form, strictly."""
+        if not isinstance(data, dict):
+            raise MalformedObjectError("model stamp is not an object")
+        return cls(_req(data, "name", str), _req(data, "sha256", str), _req(data, "dim", int))
+
+    def __str__(self) -> str:
+        return f"{self.name} (sha256 {self.sha256[:12]})"
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One immutable file of a Lance fragment, with the hash that makes it verifiable."""
+
+    path: str  # relative to the table directory, e.g. "data/0101...lance"
+    size: int
+    sha256: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form stored in manifests."""
+        return {"path": self.path, "size": self.size, "sha256": self.sha256}
+
+
+@dataclass(frozen=True)
+class FragmentRecord:
+    """A Lance fragment as a manifest records it: its metadata and its files."""
+
+    #: `lance.FragmentMetadata.to_json()` with the dataset-local id left as written.
+    meta: dict[str, Any]
+    files: tuple[DataFile, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form stored in manifests."""
+        return {"meta": self.meta, "files": [f.to_dict() for f in self.files]}
+
+
+def _fragments(data: Mapping[str, Any]) -> tuple[FragmentRecord, ...]:
+    out = []
+    for item in _req(data, "fragments", list):
+        if not isinstance(item, dict):
+            raise MalformedObjectError("fragment is not an object")
+        files = []
+        for f in _req(item, "files", list):
+            if not isinstance(f, dict):
+                raise MalformedObjectError("fragment file is not an object")
+            files.append(DataFile(_req(f, "path", str), _req(f, "size", int), _req(f, "sha256", str)))
+        out.append(FragmentRecord(_req(item, "meta", dict), tuple(files)))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Rows a commit adds to one table: their ids and the fragments that hold them."""
+
+    table: str
+    ids: tuple[str, ...]  # sorted chunk ids
+    fragments: tuple[FragmentRecord, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (without `type`)."""
+        return {
+            "table": self.table,
+            "ids": list(self.ids),
+            "fragments": [f.to_dict() for f in self.fragments],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
+        """Parse strictly."""
+        table = _req(data, "table", str)
+        if table not in TABLES:
+            raise MalformedObjectError(f"unknown table {table!r}")
+        return cls(table, _ids(data, "ids"), _fragments(data))
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """A deletion that travels: the chunk ids it hides from every rebuild."""
+
+    targets: tuple[str, ...]
+    reason: str
+    author: str
+    time: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (without `type`)."""
+        return {
+            "targets": list(self.targets),
+            "reason": self.reason,
+            "author": self.author,
+            "time": self.time,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Tombstone:
+        """Parse strictly."""
+        return cls(
+            _ids(data, "targets"),
+            _req(data, "reason", str),
+            _req(data, "author", str),
+            _req(data, "time", str),
+        )
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A point in a memory's history."""
+
+    parents: tuple[ObjectId, ...]
+    manifests: tuple[ObjectId, ...]
+    tombstones: tuple[ObjectId, ...]
+    model: ModelStamp | None
+    author: str
+    host: str
+    time: str  # UTC ISO-8601
+    message: str
+    #: Rows visible at this commit (chunks minus tombstoned), so `status` needs no scan.
+    chunk_count: int = 0
+    format: int = OBJECT_FORMAT
+    signature: dict[str, Any] | None = field(default=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (without `type`)."""
+        data: dict[str, Any] = {
+            "format": self.format,
+            "parents": list(self.parents),
+            "manifests": list(self.manifests),
+            "tombstones": list(self.tombstones),
+            "model": self.model.to_dict() if self.model else None,
+            "author": self.author,
+            "host": self.host,
+            "time": self.time,
+            "message": self.message,
+            "chunk_count": self.chunk_count,
+        }
+        if self.signature is not None:
+            data["signature"] = self.signature
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Commit:
+        """Parse strictly; refuse formats newer than this funes understands."""
+        fmt = _req(data, "format", int)
+        if fmt > OBJECT_FORMAT:
+            raise MalformedObjectError(
+                f"commit format {fmt} is newer than this funes ({OBJECT_FORMAT}); upgrade funes"
+            )
+        model = data.get("model")
+        return cls(
+            parents=_ids(data, "parents"),
+            manifests=_ids(data, "manifests"),
+            tombstones=_ids(data, "tombstones"),
+            model=ModelStamp.from_dict(model) if model is not None else None,
+            author=_req(data, "author", str),
+            host=_req(data, "host", str),
+            time=_req(data, "time", str),
+            message=_req(data, "message", str),
+            chunk_count=_req(data, "chunk_count", int),
+            format=fmt,
+            signature=_opt(data, "signature", dict),
+        )
+
+    @property
+    def summary(self) -> str:
+        """The first line of the message."""
+        return self.message.splitlines()[0] if self.message else ""
+
+
+AnyObject = Commit | Manifest | Tombstone
+
+_KINDS: dict[str, type[Commit] | type[Manifest] | type[Tombstone]] = {
+    "commit": Commit,
+    "manifest": Manifest,
+    "tombstone": Tombstone,
+}
+
+
+def kind_of(obj: AnyObject) -> str:
+    """The `type` field of an object."""
+    for name, cls in _KINDS.items():
+        if isinstance(obj, cls):
+            return name
+    raise TypeError(type(obj).__name__)
+
+
+def encode(obj: AnyObject) -> tuple[ObjectId, bytes]:
+    """Canonical bytes of an object and their id."""
+    data = {"type": kind_of(obj), **obj.to_dict()}
+    raw = canonical_json(data)
+    return hash_bytes(raw), raw
+
+
+def decode(raw: bytes, expect: Sequence[str] | None = None) -> AnyObject:
+    """Parse canonical bytes into an object (the caller verifies the hash)."""
+    import json
+
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise MalformedObjectError(f"not JSON ({exc.__class__.__name__})") from None
+    if not isinstance(data, dict):
+        raise MalformedObjectError("not a JSON object")
+    kind = data.get("type")
+    if not isinstance(kind, str) or kind not in _KINDS:
+        raise MalformedObjectError(f"unknown object type {kind!r}")
+    if expect is not None and kind not in expect:
+        raise MalformedObjectError(f"expected {'/'.join(expect)}, found {kind}")
+    return _KINDS[kind].from_dict(data)

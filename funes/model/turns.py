@@ -1,0 +1,58 @@
+"""Turns and blocks: the one shape every agent's transcript is parsed into.
+
+Parsers (funes.ingest.parsers) produce these; chunking turns them into `Chunk`s. Keeping the
+shape small and agent-neutral is what lets four transcript formats share one ingest path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Harness = Literal["claude", "codex", "pi", "hermes", "import"]
+HARNESSES: tuple[str, ...] = ("claude", "codex", "pi", "hermes", "import")
+
+BlockType = Literal["text", "thinking", "tool_use", "tool_result"]
+BLOCK_TYPES: tuple[str, ...] = ("text", "thinking", "tool_use", "tool_result")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One piece of a turn: prose, reasoning, a tool call or a tool's result."""
+
+    type: BlockType
+    text: str
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+    #: Why this block is scaffolding rather than someone's own words (e.g. "system-reminder",
+    #: "environment", "compaction"), or None. Tagged blocks are kept but down-weighted.
+    noise: str | None = None
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a turn was read from: a file and the byte range of its records."""
+
+    path: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One message of a session, in order, with its provenance."""
+
+    harness: Harness
+    session_id: str
+    turn_id: str
+    seq: int
+    ts: str  # UTC ISO-8601, e.g. "2026-05-11T11:26:55.123Z"; "" when the transcript has none
+    role: str  # "user" | "assistant" | "system" | "tool"
+    blocks: tuple[Block, ...]
+    parent_turn_id: str | None = None
+    workdir: str | None = None
+    project: str | None = None
+    source: Source | None = None
+    #: For subagent sessions: the session and turn that spawned this one.
+    parent_session_id: str | None = None
+    extra: dict[str, str] = field(default_factory=dict, compare=False)

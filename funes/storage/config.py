@@ -1,0 +1,197 @@
+"""Repository configuration: a small INI file (`config`), git-style `section.key` names.
+
+Keys are declared here with a type and a one-line meaning, so a typo is an error that lists
+the valid keys instead of a setting that silently does nothing. Remotes use git's subsection
+form (`remote.origin.url`).
+"""
+
+from __future__ import annotations
+
+import configparser
+import io
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from funes.errors import FunesError, UsageError
+from funes.storage.atomic import write_atomic
+
+
+class UnknownConfigKeyError(UsageError):
+    """A config key funes does not know."""
+
+
+class ConfigFileError(FunesError):
+    """The config file exists but cannot be read."""
+
+
+def _bool(value: str) -> str:
+    low = value.strip().lower()
+    if low in {"true", "yes", "on", "1"}:
+        return "true"
+    if low in {"false", "no", "off", "0"}:
+        return "false"
+    raise ValueError("expected true or false")
+
+
+def _positive_float(value: str) -> str:
+    number = float(value)
+    if number < 0:
+        raise ValueError("expected a number ≥ 0")
+    return repr(number) if "." in value or "e" in value.lower() else str(int(number))
+
+
+def _positive_int(value: str) -> str:
+    number = int(value)
+    if number <= 0:
+        raise ValueError("expected a whole number > 0")
+    return str(number)
+
+
+def _text(value: str) -> str:
+    if "\n" in value or "\r" in value:
+        raise ValueError("expected a single line")
+    return value
+
+
+@dataclass(frozen=True)
+class Key:
+    """A declared configuration key."""
+
+    name: str
+    parse: Callable[[str], str]
+    help: str
+    default: str | None = None
+
+
+KEYS: dict[str, Key] = {
+    k.name: k
+    for k in (
+        Key("user.name", _text, "author name recorded in commits"),
+        Key("user.email", _text, "author email recorded in commits"),
+        Key("core.lockTimeout", _positive_float, "seconds a writer waits for the lock", "5"),
+        Key("core.owned", _bool, "whether this memory is yours (trusted)", "true"),
+        Key("index.maxTokens", _positive_int, "chunk size in embedding-model tokens", "256"),
+        Key("recall.k", _positive_int, "passages returned by default", "8"),
+        Key("recall.halfLife", _positive_float, "recency half-life in days (0 = off)", "90"),
+        Key("model.embed", _text, "embedding model name", "minilm-l6-v2"),
+        Key("model.rerank", _text, "reranker model name"),
+    )
+}
+
+#: Keys of the form section.<subsection>.key.
+SUBSECTION_KEYS: dict[str, dict[str, Key]] = {
+    "remote": {
+        "url": Key("remote.<name>.url", _text, "where the remote lives"),
+        "encrypt": Key("remote.<name>.encrypt", _bool, "encrypt objects sent to it", "false"),
+    },
+    "branch": {
+        "remote": Key("branch.<name>.remote", _text, "remote a branch tracks"),
+    },
+}
+
+_SUB_RE = re.compile(r"^([a-z]+)\.([A-Za-z0-9._/-]+)\.([A-Za-z]+)$")
+
+
+def _lookup(name: str) -> tuple[str, str, Key]:
+    """Map a dotted name to (INI section, option, Key)."""
+    if name in KEYS:
+        section, option = name.split(".", 1)
+        return section, option, KEYS[name]
+    m = _SUB_RE.match(name)
+    if m and m.group(1) in SUBSECTION_KEYS and m.group(3) in SUBSECTION_KEYS[m.group(1)]:
+        return f'{m.group(1)} "{m.group(2)}"', m.group(3), SUBSECTION_KEYS[m.group(1)][m.group(3)]
+    known = ", ".join(sorted(KEYS))
+    raise UnknownConfigKeyError(
+        f"unknown config key {name!r}",
+        hint=f"known keys: {known}, remote.<name>.url, branch.<name>.remote",
+    )
+
+
+class Config:
+    """The `config` file of one repository."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _load(self) -> configparser.ConfigParser:
+        parser = configparser.ConfigParser(interpolation=None, strict=False)
+        parser.optionxform = str  # type: ignore[assignment,method-assign]
+        try:
+            text = self.path.read_text("utf-8")
+        except FileNotFoundError:
+            return parser
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigFileError(
+                f"cannot read {self.path}: {exc.__class__.__name__}",
+                hint="fix its permissions or encoding, or remove it to start over",
+            ) from None
+        try:
+            parser.read_string(text, source=str(self.path))
+        except configparser.Error as exc:
+            first = str(exc).splitlines()[0]
+            raise ConfigFileError(
+                f"cannot parse {self.path}: {first}", hint="fix the file by hand (INI syntax)"
+            ) from None
+        return parser
+
+    def get(self, name: str) -> str | None:
+        """A value, or the key's default, or None."""
+        section, option, key = _lookup(name)
+        parser = self._load()
+        if parser.has_option(section, option):
+            return parser.get(section, option)
+        return key.default
+
+    def set(self, name: str, value: str) -> str:
+        """Validate and store a value; returns the normalised value."""
+        section, option, key = _lookup(name)
+        try:
+            normal = key.parse(value)
+        except ValueError as exc:
+            raise UsageError(f"bad value for {name}: {value!r} ({exc})") from None
+        parser = self._load()
+        if not parser.has_section(section):
+            parser.add_section(section)
+        parser.set(section, option, normal)
+        self._save(parser)
+        return normal
+
+    def unset(self, name: str) -> bool:
+        """Remove a value; False if it was not set."""
+        section, option, _ = _lookup(name)
+        parser = self._load()
+        if not parser.has_option(section, option):
+            return False
+        parser.remove_option(section, option)
+        if not parser.options(section):
+            parser.remove_section(section)
+        self._save(parser)
+        return True
+
+    def items(self) -> list[tuple[str, str]]:
+        """Every value that is set, as dotted names."""
+        parser = self._load()
+        out = []
+        for section in parser.sections():
+            m = re.match(r'^(\w+) "(.+)"$', section)
+            prefix = f"{m.group(1)}.{m.group(2)}" if m else section
+            for option, value in parser.items(section):
+                out.append((f"{prefix}.{option}", value))
+        return out
+
+    def subsections(self, section: str) -> list[str]:
+        """Names of `[section "name"]` blocks (e.g. the remotes)."""
+        parser = self._load()
+        names = []
+        for s in parser.sections():
+            m = re.match(rf'^{re.escape(section)} "(.+)"$', s)
+            if m:
+                names.append(m.group(1))
+        return names
+
+    def _save(self, parser: configparser.ConfigParser) -> None:
+        buf = io.StringIO()
+        parser.write(buf)
+        write_atomic(self.path, buf.getvalue().encode("utf-8"))

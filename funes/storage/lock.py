@@ -1,0 +1,88 @@
+"""The single-writer lock of a repository.
+
+`flock` on a lock file that is never deleted: the kernel releases it when the holder exits,
+however it exits (SIGKILL included), so there are no stale locks to clean up and no race
+between unlinking and re-creating the file. Readers never take it.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import time
+from pathlib import Path
+from types import TracebackType
+
+from funes.errors import FunesError
+
+
+class RepositoryBusyError(FunesError):
+    """Another process holds the write lock and did not release it in time."""
+
+    def __init__(self, path: Path, holder: str | None, waited: float) -> None:
+        who = f"pid {holder}" if holder else "another process"
+        super().__init__(
+            f"repository is busy: {who} is writing to {path.parent} (waited {waited:.1f}s)",
+            hint="try again when it finishes, or raise FUNES_LOCK_TIMEOUT",
+        )
+        self.holder = holder
+
+
+class WriteLock:
+    """Exclusive write lock; `timeout=0` fails at once (what hooks want)."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        self.path = path
+        self.timeout = max(0.0, timeout)
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock, waiting up to `timeout` seconds."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        start = time.monotonic()
+        delay = 0.01
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    os.close(fd)
+                    raise
+                waited = time.monotonic() - start
+                if waited >= self.timeout:
+                    holder = self._holder(fd)
+                    os.close(fd)
+                    raise RepositoryBusyError(self.path, holder, waited) from None
+                time.sleep(min(delay, max(0.0, self.timeout - waited)))
+                delay = min(delay * 2, 0.2)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    @staticmethod
+    def _holder(fd: int) -> str | None:
+        try:
+            text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        except OSError:
+            return None
+        return text if text.isdigit() else None
+
+    def release(self) -> None:
+        """Give the lock up (closing the descriptor releases the flock)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> WriteLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()

@@ -1,0 +1,471 @@
+"""The `.funes` repository: open, create, discover, commit, walk and verify.
+
+Layout (docs/format.md is the specification):
+
+    FORMAT            "funes-repository 1"
+    HEAD              "ref: refs/heads/main"
+    config            INI, see funes.storage.config
+    objects/ab/cd…    commits, manifests, tombstones (content-addressed JSON)
+    refs/heads/…      branch tips; refs/remotes/<remote>/<branch>; refs/tags/…
+    reflogs/…         one line per ref move
+    chunks.lance/     Lance dataset of chunk rows (append-only)
+    vectors.lance/    Lance dataset of embeddings (append-only, created on first embed)
+    PENDING           journal of a commit in flight (crash recovery)
+    lock              the single-writer lock (flock; never deleted)
+
+A write is: take the lock → finish any interrupted commit → write fragment files → write the
+manifest and commit objects → journal → Lance append → move the ref by compare-and-swap →
+drop the journal. A process killed anywhere in that sequence leaves either the old HEAD with
+some unreferenced files (harmless; `gc` removes them) or a journal that the next writer uses to
+finish the move. No committed data is ever lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from funes._env import Settings
+from funes.errors import FunesError, NotARepositoryError, UsageError
+from funes.model.chunk import Chunk
+from funes.model.ids import ObjectId
+from funes.model.objects import Commit, Manifest, ModelStamp, Tombstone
+from funes.model.refs import DEFAULT_BRANCH, HEAD, RefName, branch_ref, check_ref_name
+from funes.storage.atomic import write_atomic
+from funes.storage.config import Config
+from funes.storage.lock import WriteLock
+from funes.storage.objects import ObjectStore
+from funes.storage.refs import RefStore
+from funes.storage.tables import LanceTable, chunk_schema, chunks_to_arrow
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+FORMAT_NAME = "funes-repository"
+FORMAT_VERSION = 1
+PROJECT_DIR = ".funes"
+
+
+class RepositoryExistsError(FunesError):
+    """`init` where a repository already is."""
+
+
+class UnsupportedFormatError(FunesError):
+    """A repository written by a newer (or foreign) funes."""
+
+
+class BadRevisionError(UsageError):
+    """A revision that names no commit."""
+
+    def __init__(self, rev: str) -> None:
+        super().__init__(
+            f"unknown revision {rev!r}",
+            hint="use HEAD, a branch name, a ref, or (a prefix of) a commit id; see `funes log`",
+        )
+        self.rev = rev
+
+
+class ModelMismatchError(FunesError):
+    """An operation would mix embeddings of two different models."""
+
+    def __init__(self, stamped: ModelStamp, other: ModelStamp) -> None:
+        super().__init__(
+            f"this memory is stamped with embedding model {stamped}, not {other}",
+            hint="use the stamped model, or re-embed on purpose with `funes reindex --model`",
+        )
+        self.stamped = stamped
+        self.other = other
+
+
+def now_iso() -> str:
+    """The current UTC time as funes writes it (millisecond precision)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What one commit did."""
+
+    commit: ObjectId | None  # None when there was nothing new to commit
+    added: int
+    duplicates: int  # rows already in the memory (or twice in the batch): skipped
+    collisions: int  # rows sharing an id with a different annotation: reported, first kept
+    chunk_count: int
+
+
+@dataclass
+class RepoStats:
+    """Counts for `status`."""
+
+    chunks: int = 0
+    sessions: int = 0
+    by_harness: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+class Repository:
+    """An open `.funes` repository."""
+
+    def __init__(self, path: Path, settings: Settings, *, is_global: bool = False) -> None:
+        self.path = path
+        self.settings = settings
+        self.is_global = is_global
+        self.objects = ObjectStore(path / "objects")
+        self.refs = RefStore(path)
+        self.config = Config(path / "config")
+        self.chunks = LanceTable(path / "chunks.lance")
+        self.vectors = LanceTable(path / "vectors.lance")
+
+    # -- creation and discovery ------------------------------------------------------------
+
+    @classmethod
+    def init(cls, path: Path, settings: Settings, *, is_global: bool = False) -> Repository:
+        """Create a repository in `path` (the `.funes` directory or `$FUNES_HOME`)."""
+        if (path / "FORMAT").exists():
+            raise RepositoryExistsError(
+                f"a funes repository already exists at {path}",
+                hint="use it as it is; `funes status` describes it",
+            )
+        path.mkdir(parents=True, exist_ok=True)
+        for sub in ("objects", "refs/heads", "refs/remotes", "refs/tags", "reflogs"):
+            (path / sub).mkdir(parents=True, exist_ok=True)
+        repo = cls(path, settings, is_global=is_global)
+        repo.refs.set_symbolic(HEAD, branch_ref(DEFAULT_BRANCH))
+        if not repo.chunks.exists():
+            repo.chunks.create(chunk_schema())
+        # FORMAT last: its presence is what makes the directory a repository.
+        write_atomic(path / "FORMAT", f"{FORMAT_NAME} {FORMAT_VERSION}\n".encode())
+        return repo
+
+    @classmethod
+    def open(cls, path: Path, settings: Settings) -> Repository:
+        """Open the repository in `path` (a `.funes` dir, `$FUNES_HOME`, or their parent)."""
+        path = path.expanduser()
+        if not (path / "FORMAT").exists() and (path / PROJECT_DIR / "FORMAT").exists():
+            path = path / PROJECT_DIR
+        fmt = path / "FORMAT"
+        try:
+            text = fmt.read_text("utf-8").strip()
+        except FileNotFoundError:
+            raise NotARepositoryError(str(path)) from None
+        except (OSError, UnicodeDecodeError):
+            raise NotARepositoryError(str(path)) from None
+        name, _, version = text.partition(" ")
+        if name != FORMAT_NAME or not version.isdigit():
+            raise UnsupportedFormatError(
+                f"{fmt} does not describe a funes repository ({text[:40]!r})",
+                hint="point --memory at a directory made by `funes init`",
+            )
+        if int(version) > FORMAT_VERSION:
+            raise UnsupportedFormatError(
+                f"repository format {version} is newer than this funes supports "
+                f"({FORMAT_VERSION})",
+                hint="upgrade funes",
+            )
+        resolved = path.resolve()
+        is_global = resolved == settings.home.expanduser().resolve()
+        return cls(resolved, settings, is_global=is_global)
+
+    @classmethod
+    def discover(cls, settings: Settings, start: Path | None = None) -> Repository:
+        """Find the repository like git: walk up from `start`, then the global memory."""
+        here = (start or settings.cwd).resolve()
+        for directory in (here, *here.parents):
+            if (directory / PROJECT_DIR / "FORMAT").is_file():
+                return cls.open(directory / PROJECT_DIR, settings)
+        if (settings.home / "FORMAT").is_file():
+            return cls.open(settings.home, settings)
+        raise NotARepositoryError(str(here))
+
+    # -- locking and recovery --------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def writing(self, timeout: float | None = None) -> Iterator[None]:
+        """Hold the write lock, after finishing any commit a crash interrupted."""
+        if timeout is None:
+            configured = self.config.get("core.lockTimeout")
+            timeout = float(configured) if configured else self.settings.lock_timeout
+        with WriteLock(self.path / "lock", timeout):
+            self._recover()
+            yield
+
+    def _recover(self) -> None:
+        journal = self.path / "PENDING"
+        try:
+            pending = json.loads(journal.read_text("utf-8"))
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError):
+            journal.unlink()
+            return
+        ref = check_ref_name(pending["ref"])
+        current = self.refs.read(ref)
+        new = pending["commit"]
+        if current == pending["old"] and self._appended(pending["tables"]):
+            self.refs.set_if_equals(
+                ref,
+                current,
+                ObjectId(new),
+                who=self._who(),
+                time=now_iso(),
+                message=f"recover: {pending['message']}",
+            )
+        journal.unlink()
+
+    def _appended(self, tables: dict[str, list[str]]) -> bool:
+        """True if every journaled fragment file made it into its dataset."""
+        for name, files in tables.items():
+            table = self.table(name)
+            if not table.exists() or not set(files) <= table.file_paths():
+                return False
+        return True
+
+    def table(self, name: str) -> LanceTable:
+        """A table by name."""
+        if name == "chunks":
+            return self.chunks
+        if name == "vectors":
+            return self.vectors
+        raise UsageError(f"unknown table {name!r}")
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def head(self) -> ObjectId | None:
+        """The commit HEAD points to (None in a new repository)."""
+        return self.refs.read(HEAD)
+
+    def head_branch(self) -> RefName:
+        """The ref HEAD follows (e.g. refs/heads/main)."""
+        return self.refs.resolve_name(HEAD)
+
+    def head_commit(self) -> Commit | None:
+        """The HEAD commit, read and verified."""
+        head = self.head()
+        return self.objects.commit(head) if head else None
+
+    def resolve(self, rev: str) -> ObjectId:
+        """Turn a revision (HEAD, branch, ref, id prefix, with `~N` suffixes) into a commit id."""
+        base, _, tail = rev.partition("~")
+        steps = 0
+        if tail:
+            if not tail.isdigit():
+                raise BadRevisionError(rev)
+            steps = int(tail)
+        oid = self._resolve_base(base)
+        if oid is None:
+            raise BadRevisionError(rev)
+        for _ in range(steps):
+            parents = self.objects.commit(oid).parents
+            if not parents:
+                raise BadRevisionError(rev)
+            oid = parents[0]
+        return oid
+
+    def _resolve_base(self, rev: str) -> ObjectId | None:
+        if rev == "HEAD":
+            return self.head()
+        for candidate in (rev, f"refs/heads/{rev}", f"refs/tags/{rev}", f"refs/remotes/{rev}"):
+            if candidate.startswith("refs/"):
+                try:
+                    ref = check_ref_name(candidate)
+                except FunesError:
+                    continue
+                oid = self.refs.read(ref)
+                if oid is not None:
+                    return oid
+        oid = self.objects.resolve_prefix(rev)
+        if oid is not None:
+            self.objects.commit(oid)  # must be a commit
+        return oid
+
+    def walk(self, start: ObjectId | None = None) -> Iterator[tuple[ObjectId, Commit]]:
+        """Commits reachable from `start` (HEAD), newest first, each once."""
+        first = start if start is not None else self.head()
+        if first is None:
+            return
+        import heapq
+
+        seen = {first}
+        commit = self.objects.commit(first)
+        heap: list[tuple[str, str, Commit]] = [(_neg_time(commit.time), first, commit)]
+        while heap:
+            _, oid, commit = heapq.heappop(heap)
+            yield ObjectId(oid), commit
+            for parent in commit.parents:
+                if parent not in seen:
+                    seen.add(parent)
+                    pc = self.objects.commit(parent)
+                    heapq.heappush(heap, (_neg_time(pc.time), parent, pc))
+
+    def model_stamp(self) -> ModelStamp | None:
+        """The embedding model this memory is stamped with (from HEAD), if any."""
+        head = self.head_commit()
+        return head.model if head else None
+
+    def check_model(self, model: ModelStamp) -> None:
+        """Refuse a model other than the stamped one (index, merge and query call this)."""
+        stamped = self.model_stamp()
+        if stamped is not None and (stamped.name, stamped.sha256) != (model.name, model.sha256):
+            raise ModelMismatchError(stamped, model)
+
+    def chunk_ids(self) -> set[str]:
+        """Ids of every chunk row in the local table."""
+        if not self.chunks.exists():
+            return set()
+        ids = self.chunks.dataset().to_table(columns=["id"]).column("id")
+        return set(ids.to_pylist())
+
+    def tombstoned_ids(self, start: ObjectId | None = None) -> set[str]:
+        """Chunk ids hidden by tombstones reachable from `start` (HEAD)."""
+        hidden: set[str] = set()
+        for _, commit in self.walk(start):
+            for tid in commit.tombstones:
+                hidden.update(self.objects.tombstone(tid).targets)
+        return hidden
+
+    def stats(self) -> RepoStats:
+        """Chunk and session counts by harness, from the chunk table."""
+        stats = RepoStats()
+        if not self.chunks.exists():
+            return stats
+        table = self.chunks.dataset().to_table(columns=["id", "harness", "session_id"])
+        hidden = self.tombstoned_ids()
+        sessions: dict[str, set[str]] = {}
+        counts: dict[str, int] = {}
+        for cid, harness, session in zip(
+            table.column("id").to_pylist(),
+            table.column("harness").to_pylist(),
+            table.column("session_id").to_pylist(),
+            strict=True,
+        ):
+            if cid in hidden:
+                continue
+            counts[harness] = counts.get(harness, 0) + 1
+            sessions.setdefault(harness, set()).add(session)
+        for harness in sorted(counts):
+            stats.by_harness[harness] = {
+                "chunks": counts[harness],
+                "sessions": len(sessions[harness]),
+            }
+        stats.chunks = sum(counts.values())
+        stats.sessions = sum(len(s) for s in sessions.values())
+        return stats
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _who(self) -> str:
+        name = self.config.get("user.name") or self.settings.author_name
+        email = self.config.get("user.email") or self.settings.author_email
+        return f"{name} <{email}>"
+
+    def commit_chunks(
+        self,
+        chunks: Sequence[Chunk],
+        message: str,
+        *,
+        tombstones: Sequence[Tombstone] = (),
+        model: ModelStamp | None = None,
+        vectors: pa.Table | None = None,
+        allow_empty: bool = False,
+        lock_timeout: float | None = None,
+    ) -> CommitResult:
+        """Append a batch of chunks (and optionally vectors/tombstones) as one commit.
+
+        Chunks already in the memory are skipped, so re-indexing is idempotent; a batch with
+        nothing new makes no commit unless `allow_empty`.
+        """
+        with self.writing(lock_timeout):
+            return self._commit_locked(
+                chunks, message, tombstones, model, vectors, allow_empty=allow_empty
+            )
+
+    def _commit_locked(
+        self,
+        chunks: Sequence[Chunk],
+        message: str,
+        tombstones: Sequence[Tombstone],
+        model: ModelStamp | None,
+        vectors: pa.Table | None,
+        *,
+        allow_empty: bool,
+    ) -> CommitResult:
+        ref = self.head_branch()
+        old = self.refs.read(ref)
+        parent = self.objects.commit(old) if old else None
+        stamped = parent.model if parent else None
+        if model is not None and stamped is not None:
+            self.check_model(model)
+        stamp = stamped or model
+
+        known = self.chunk_ids() | self.tombstoned_ids(old) if chunks else set()
+        fresh: dict[str, Chunk] = {}
+        duplicates = collisions = 0
+        for chunk in chunks:
+            cid = chunk.id
+            if cid in known:
+                duplicates += 1
+            elif cid in fresh:
+                duplicates += 1
+                if fresh[cid] != chunk:
+                    collisions += 1
+            else:
+                fresh[cid] = chunk
+        base_count = parent.chunk_count if parent else 0
+        if not fresh and not tombstones and vectors is None and not allow_empty:
+            return CommitResult(None, 0, duplicates, collisions, base_count)
+
+        manifests: list[ObjectId] = []
+        journal_tables: dict[str, list[str]] = {}
+        appends: list[tuple[LanceTable, list[Any]]] = []
+        if fresh:
+            ordered = sorted(fresh.values(), key=lambda c: (c.session_id, c.seq, c.block_idx,
+                                                            c.split_idx, c.id))
+            records = self.chunks.write_fragments(chunks_to_arrow(ordered))
+            manifests.append(self.objects.put(Manifest("chunks", tuple(sorted(fresh)),
+                                                       tuple(records))))
+            journal_tables["chunks"] = [f.path for r in records for f in r.files]
+            appends.append((self.chunks, records))
+        if vectors is not None and vectors.num_rows:
+            if not self.vectors.exists():
+                self.vectors.create(vectors.schema)
+            records = self.vectors.write_fragments(vectors)
+            ids = tuple(sorted(set(vectors.column("id").to_pylist())))
+            manifests.append(self.objects.put(Manifest("vectors", ids, tuple(records))))
+            journal_tables["vectors"] = [f.path for r in records for f in r.files]
+            appends.append((self.vectors, records))
+        tomb_ids = tuple(self.objects.put(t) for t in tombstones)
+        hidden_now = {t for tomb in tombstones for t in tomb.targets}
+        removed = len(hidden_now & (self.chunk_ids() | set(fresh))) if hidden_now else 0
+
+        commit = Commit(
+            parents=(old,) if old else (),
+            manifests=tuple(manifests),
+            tombstones=tomb_ids,
+            model=stamp,
+            author=self._who(),
+            host=socket.gethostname(),
+            time=now_iso(),
+            message=message,
+            chunk_count=base_count + len(fresh) - removed,
+        )
+        oid = self.objects.put(commit)
+        journal = {"ref": ref, "old": old, "commit": oid, "tables": journal_tables,
+                   "message": commit.summary}
+        write_atomic(self.path / "PENDING", json.dumps(journal).encode())
+        for table, records in appends:
+            table.append(records, table.dataset().version)
+        self.refs.set_if_equals(
+            ref, old, oid, who=commit.author, time=commit.time, message=commit.summary
+        )
+        (self.path / "PENDING").unlink()
+        return CommitResult(oid, len(fresh), duplicates, collisions, commit.chunk_count)
+
+
+def _neg_time(ts: str) -> str:
+    """A sort key that orders ISO times newest first in a min-heap."""
+    return "".join(chr(0x10FFFF - ord(ch)) if ch.isascii() else ch for ch in ts)

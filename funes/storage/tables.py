@@ -1,0 +1,194 @@
+"""The Lance tables of a memory: `chunks.lance` (text and provenance) and `vectors.lance`.
+
+Both are append-only Lance datasets. Rows arrive as fragments written before the funes commit
+that names them, and become part of the dataset with a Lance `Append` afterwards; the data files
+are hashed into the commit's manifest, so they are verifiable objects like any other.
+
+Embeddings live in their own table because they arrive after their chunks (BM25 first, then a
+background backlog): putting them in the chunk rows would mean rewriting fragments, and nothing
+here is ever rewritten. Any Lance reader can open either dataset; `vectors.lance` joins
+`chunks.lance` on `id`.
+
+`lance` and `pyarrow` are imported inside functions: this module is on the CLI's start-up path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from funes.model.chunk import Chunk
+from funes.model.objects import DataFile, FragmentRecord
+
+if TYPE_CHECKING:
+    import lance
+    import pyarrow as pa
+
+#: Columns of `chunks.lance`, in order; `time` is `ts` parsed, for filters and recency.
+CHUNK_COLUMNS: tuple[str, ...] = (
+    "id",
+    "text",
+    "harness",
+    "session_id",
+    "turn_id",
+    "parent_turn_id",
+    "parent_session_id",
+    "seq",
+    "ts",
+    "time",
+    "role",
+    "block_type",
+    "block_idx",
+    "split_idx",
+    "tool_name",
+    "workdir",
+    "project",
+    "source",
+    "noise",
+)
+
+
+def chunk_schema() -> pa.Schema:
+    """The Arrow schema of `chunks.lance` (docs/format.md documents it)."""
+    import pyarrow as pa
+
+    s = pa.string()
+    return pa.schema(
+        [
+            pa.field("id", s, nullable=False),
+            pa.field("text", s, nullable=False),
+            pa.field("harness", s, nullable=False),
+            pa.field("session_id", s, nullable=False),
+            pa.field("turn_id", s, nullable=False),
+            pa.field("parent_turn_id", s),
+            pa.field("parent_session_id", s),
+            pa.field("seq", pa.int64(), nullable=False),
+            pa.field("ts", s, nullable=False),
+            pa.field("time", pa.timestamp("us", tz="UTC")),
+            pa.field("role", s, nullable=False),
+            pa.field("block_type", s, nullable=False),
+            pa.field("block_idx", pa.int32(), nullable=False),
+            pa.field("split_idx", pa.int32(), nullable=False),
+            pa.field("tool_name", s),
+            pa.field("workdir", s),
+            pa.field("project", s),
+            pa.field("source", s),
+            pa.field("noise", s),
+        ]
+    )
+
+
+def vector_schema(dim: int) -> pa.Schema:
+    """The Arrow schema of `vectors.lance` for a model of `dim` dimensions."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("model", pa.string(), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), dim), nullable=False),
+        ]
+    )
+
+
+def parse_time(ts: str) -> datetime | None:
+    """Parse an ISO-8601 time for the `time` column; None when absent or unparseable."""
+    if not ts:
+        return None
+    try:
+        value = datetime.fromisoformat(ts)
+    except ValueError:
+        return None
+    if value.tzinfo is None:
+        from datetime import UTC
+
+        value = value.replace(tzinfo=UTC)
+    return value
+
+
+def chunks_to_arrow(chunks: Sequence[Chunk]) -> pa.Table:
+    """Build the Arrow table for a batch of chunks, column by column (fast path)."""
+    import pyarrow as pa
+
+    cols: dict[str, list[Any]] = {name: [] for name in CHUNK_COLUMNS}
+    for c in chunks:
+        cols["id"].append(c.id)
+        cols["time"].append(parse_time(c.ts))
+        for name in CHUNK_COLUMNS:
+            if name not in ("id", "time"):
+                cols[name].append(getattr(c, name))
+    return pa.Table.from_pydict(cols, schema=chunk_schema())
+
+
+def _sha256_file(path: Path) -> tuple[int, str]:
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+            size += len(block)
+    return size, h.hexdigest()
+
+
+class LanceTable:
+    """One append-only Lance dataset inside the repository."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def exists(self) -> bool:
+        """True once the dataset has been created."""
+        return (self.path / "_versions").is_dir()
+
+    def create(self, schema: pa.Schema) -> None:
+        """Create the dataset empty (version 1) so later writes only ever append."""
+        import lance
+
+        lance.LanceDataset.commit(str(self.path), lance.LanceOperation.Overwrite(schema, []))
+
+    def dataset(self, version: int | None = None) -> lance.LanceDataset:
+        """Open the dataset (latest version unless pinned)."""
+        import lance
+
+        return lance.dataset(str(self.path), version=version)
+
+    def write_fragments(self, data: pa.Table) -> list[FragmentRecord]:
+        """Write rows as new fragment files, not yet part of any dataset version."""
+        import lance.fragment
+
+        frags = lance.fragment.write_fragments(data, str(self.path), schema=data.schema)
+        records = []
+        for frag in frags:
+            meta = frag.to_json()
+            files = []
+            for f in meta["files"]:
+                rel = f"data/{f['path']}"
+                size, digest = _sha256_file(self.path / rel)
+                files.append(DataFile(rel, size, digest))
+            records.append(FragmentRecord(meta, tuple(files)))
+        return records
+
+    def append(self, records: Iterable[FragmentRecord], read_version: int) -> int:
+        """Make written fragments part of the dataset; returns the new version.
+
+        Fragment ids are per dataset, so Lance re-numbers them; the files are what matter.
+        """
+        import lance
+        from lance.fragment import FragmentMetadata
+
+        frags = [FragmentMetadata.from_json(json.dumps(r.meta)) for r in records]
+        ds = lance.LanceDataset.commit(
+            str(self.path), lance.LanceOperation.Append(frags), read_version=read_version
+        )
+        return int(ds.version)
+
+    def file_paths(self, version: int | None = None) -> set[str]:
+        """Data files (relative paths) that a dataset version includes."""
+        ds = self.dataset(version)
+        return {
+            f"data/{f.path}" for frag in ds.get_fragments() for f in frag.metadata.data_files()
+        }
