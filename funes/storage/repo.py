@@ -208,7 +208,7 @@ class Repository:
         new = pending["commit"]
         if current == pending["old"] and self._appended(pending["tables"]):
             self.refs.set_if_equals(
-                ref,
+                HEAD if ref == self.head_branch() else ref,
                 current,
                 ObjectId(new),
                 who=self._who(),
@@ -460,7 +460,7 @@ class Repository:
         for table, records in appends:
             table.append(records, table.dataset().version)
         self.refs.set_if_equals(
-            ref, old, oid, who=commit.author, time=commit.time, message=commit.summary
+            HEAD, old, oid, who=commit.author, time=commit.time, message=commit.summary
         )
         (self.path / "PENDING").unlink()
         return CommitResult(oid, len(fresh), duplicates, collisions, commit.chunk_count)

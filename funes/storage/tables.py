@@ -190,5 +190,5 @@ class LanceTable:
         """Data files (relative paths) that a dataset version includes."""
         ds = self.dataset(version)
         return {
-            f"data/{f.path}" for frag in ds.get_fragments() for f in frag.metadata.data_files()
+            f"data/{f.path}" for frag in ds.get_fragments() for f in frag.metadata.files
         }

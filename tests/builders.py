@@ -1,0 +1,28 @@
+"""Builders for test data: chunks and batches with deterministic content."""
+
+from __future__ import annotations
+
+from funes.model.chunk import Chunk
+
+
+def make_chunk(i: int, *, session: str = "s1", harness: str = "claude", text: str | None = None,
+               ts: str = "2026-01-01T00:00:00Z") -> Chunk:
+    return Chunk(
+        text=text if text is not None else f"passage number {i} about topic {i % 7}",
+        harness=harness,
+        session_id=session,
+        turn_id=f"{session}-t{i}",
+        seq=i,
+        ts=ts,
+        role="user" if i % 2 == 0 else "assistant",
+        block_type="text",
+        block_idx=0,
+        split_idx=0,
+        workdir="/work/project",
+        project="github.com/acme/project",
+        source=f"/tmp/{session}.jsonl:{i * 100}-{i * 100 + 99}",
+    )
+
+
+def make_batch(start: int, count: int, **kw: object) -> list[Chunk]:
+    return [make_chunk(i, **kw) for i in range(start, start + count)]  # type: ignore[arg-type]
