@@ -78,7 +78,7 @@ def log(repo: Repository, rev: str | None = None, limit: int | None = None) -> l
     if start is None:
         return []
     decorations: dict[str, list[str]] = {}
-    for name, oid in repo.refs.list():
+    for name, oid in repo.refs.iter_refs():
         decorations.setdefault(oid, []).append(_short_ref(name))
     out = []
     for oid, commit in repo.walk(start):
@@ -91,7 +91,7 @@ def log(repo: Repository, rev: str | None = None, limit: int | None = None) -> l
 def _short_ref(name: str) -> str:
     for prefix in ("refs/heads/", "refs/remotes/", "refs/tags/"):
         if name.startswith(prefix):
-            return name[len(prefix):]
+            return name[len(prefix) :]
     return name
 
 
@@ -101,7 +101,7 @@ class ShowResult:
 
     id: ObjectId
     commit: Commit
-    manifests: dict[str, Manifest]
+    manifests: dict[ObjectId, Manifest]
     tombstoned: int
 
 

@@ -5,8 +5,14 @@ from __future__ import annotations
 from funes.model.chunk import Chunk
 
 
-def make_chunk(i: int, *, session: str = "s1", harness: str = "claude", text: str | None = None,
-               ts: str = "2026-01-01T00:00:00Z") -> Chunk:
+def make_chunk(
+    i: int,
+    *,
+    session: str = "s1",
+    harness: str = "claude",
+    text: str | None = None,
+    ts: str = "2026-01-01T00:00:00Z",
+) -> Chunk:
     return Chunk(
         text=text if text is not None else f"passage number {i} about topic {i % 7}",
         harness=harness,

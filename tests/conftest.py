@@ -23,8 +23,14 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setenv("FUNES_HOME", str(home / ".funes"))
     monkeypatch.setenv("FUNES_AUTHOR_NAME", "Test Author")
     monkeypatch.setenv("FUNES_AUTHOR_EMAIL", "test@example.org")
-    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "HERMES_HOME", "PI_CODING_AGENT_DIR",
-                "FUNES_DEBUG", "FUNES_LOCK_TIMEOUT"):
+    for var in (
+        "CLAUDE_CONFIG_DIR",
+        "CODEX_HOME",
+        "HERMES_HOME",
+        "PI_CODING_AGENT_DIR",
+        "FUNES_DEBUG",
+        "FUNES_LOCK_TIMEOUT",
+    ):
         monkeypatch.delenv(var, raising=False)
     return home
 

@@ -11,9 +11,9 @@ from typing import Any
 import click
 
 from funes import __version__
+from funes._env import debug_enabled
 from funes.cli.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, fail, usage
 from funes.cli.output import FORMATS, default_format
-from funes._env import debug_enabled
 from funes.errors import FunesError
 
 
@@ -81,10 +81,11 @@ def cli(ctx: click.Context, fmt: str | None, memory: str | None, chdir: str | No
 
 
 def _register() -> None:
-    from funes.cli.commands import repo
+    from funes.cli.commands import repo, shell
 
-    for command in repo.COMMANDS:
-        cli.add_command(command)
+    for module in (repo, shell):
+        for command in module.COMMANDS:
+            cli.add_command(command)
 
 
 _register()

@@ -1,5 +1,7 @@
-"""Rendering results: `agent` (compact, stable, documented in docs/agents.md), `human`
-(readable, coloured on a terminal) and `json` (for programs).
+"""Rendering results in the three output formats.
+
+`agent` is compact and stable (documented in docs/agents.md), `human` is readable and coloured
+on a terminal, `json` is for programs.
 
 stdout carries data; stderr carries progress, warnings and errors.
 """

@@ -109,7 +109,9 @@ def _fragments(data: Mapping[str, Any]) -> tuple[FragmentRecord, ...]:
         for f in _req(item, "files", list):
             if not isinstance(f, dict):
                 raise MalformedObjectError("fragment file is not an object")
-            files.append(DataFile(_req(f, "path", str), _req(f, "size", int), _req(f, "sha256", str)))
+            files.append(
+                DataFile(_req(f, "path", str), _req(f, "size", int), _req(f, "sha256", str))
+            )
         out.append(FragmentRecord(_req(item, "meta", dict), tuple(files)))
     return tuple(out)
 

@@ -67,23 +67,31 @@ def fsck(repo: Repository, *, rows: bool = True) -> FsckReport:
     except CorruptRefError as exc:
         report.problems.append(Problem("ref", "HEAD", _detail(exc)))
     try:
-        for name, oid in repo.refs.list():
-            tips.append((name, oid))
+        names = repo.refs.names()
     except FunesError as exc:
+        names = []
         report.problems.append(Problem("ref", "refs/", _detail(exc)))
+    for ref in names:
+        try:
+            target = repo.refs.read(ref)
+        except FunesError as exc:
+            report.problems.append(Problem("ref", ref, _detail(exc)))
+            continue
+        if target is not None:
+            tips.append((ref, target))
     report.refs = len(tips)
 
     local_manifests: dict[str, Manifest] = {}
     seen: set[str] = set()
-    for name, tip in tips:
-        local = name == "HEAD" or name.startswith("refs/heads/")
+    for via, tip in tips:
+        local = via == "HEAD" or via.startswith("refs/heads/")
         stack = [tip]
         while stack:
             oid = stack.pop()
             if oid in seen:
                 continue
             seen.add(oid)
-            commit = _read_commit(repo, oid, name, bad_objects, report)
+            commit = _read_commit(repo, oid, via, bad_objects, report)
             if commit is None:
                 continue
             report.commits += 1

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from funes.errors import CorruptObjectError, ObjectMissingError, UsageError
 from funes.model.ids import ObjectId, hash_bytes, is_id_prefix, is_object_id
-from funes.model.objects import AnyObject, Commit, Manifest, MalformedObjectError, Tombstone
+from funes.model.objects import AnyObject, Commit, MalformedObjectError, Manifest, Tombstone
 from funes.model.objects import decode as decode_object
 from funes.model.objects import encode as encode_object
 from funes.storage.atomic import write_new

@@ -150,18 +150,25 @@ class RefStore:
         with contextlib.suppress(FileNotFoundError):
             self._path(name).unlink()
 
-    def list(self, prefix: str = "refs/") -> Iterator[tuple[RefName, ObjectId]]:
-        """Direct refs under a prefix, sorted by name."""
+    def names(self, prefix: str = "refs/") -> list[RefName]:
+        """Names of the direct refs under a prefix, sorted (their values are not read)."""
         base = self.root / "refs"
         if not base.is_dir():
-            return
+            return []
+        out = []
         for path in sorted(p for p in base.rglob("*") if p.is_file()):
-            if path.name.startswith(".tmp-"):
-                continue
             name = path.relative_to(self.root).as_posix()
-            if not name.startswith(prefix):
+            if path.name.startswith(".tmp-") or not name.startswith(prefix):
                 continue
-            ref = check_ref_name(name)
+            try:
+                out.append(check_ref_name(name))
+            except FunesError:
+                raise CorruptRefError(name, "is not a valid ref name") from None
+        return out
+
+    def iter_refs(self, prefix: str = "refs/") -> Iterator[tuple[RefName, ObjectId]]:
+        """Direct refs under a prefix with their commits, sorted by name."""
+        for ref in self.names(prefix):
             oid = self.read(ref)
             if oid is not None:
                 yield ref, oid

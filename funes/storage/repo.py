@@ -163,8 +163,7 @@ class Repository:
             )
         if int(version) > FORMAT_VERSION:
             raise UnsupportedFormatError(
-                f"repository format {version} is newer than this funes supports "
-                f"({FORMAT_VERSION})",
+                f"repository format {version} is newer than this funes supports ({FORMAT_VERSION})",
                 hint="upgrade funes",
             )
         resolved = path.resolve()
@@ -423,11 +422,13 @@ class Repository:
         journal_tables: dict[str, list[str]] = {}
         appends: list[tuple[LanceTable, list[Any]]] = []
         if fresh:
-            ordered = sorted(fresh.values(), key=lambda c: (c.session_id, c.seq, c.block_idx,
-                                                            c.split_idx, c.id))
+            ordered = sorted(
+                fresh.values(), key=lambda c: (c.session_id, c.seq, c.block_idx, c.split_idx, c.id)
+            )
             records = self.chunks.write_fragments(chunks_to_arrow(ordered))
-            manifests.append(self.objects.put(Manifest("chunks", tuple(sorted(fresh)),
-                                                       tuple(records))))
+            manifests.append(
+                self.objects.put(Manifest("chunks", tuple(sorted(fresh)), tuple(records)))
+            )
             journal_tables["chunks"] = [f.path for r in records for f in r.files]
             appends.append((self.chunks, records))
         if vectors is not None and vectors.num_rows:
@@ -454,8 +455,13 @@ class Repository:
             chunk_count=base_count + len(fresh) - removed,
         )
         oid = self.objects.put(commit)
-        journal = {"ref": ref, "old": old, "commit": oid, "tables": journal_tables,
-                   "message": commit.summary}
+        journal = {
+            "ref": ref,
+            "old": old,
+            "commit": oid,
+            "tables": journal_tables,
+            "message": commit.summary,
+        }
         write_atomic(self.path / "PENDING", json.dumps(journal).encode())
         for table, records in appends:
             table.append(records, table.dataset().version)

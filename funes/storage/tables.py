@@ -189,6 +189,4 @@ class LanceTable:
     def file_paths(self, version: int | None = None) -> set[str]:
         """Data files (relative paths) that a dataset version includes."""
         ds = self.dataset(version)
-        return {
-            f"data/{f.path}" for frag in ds.get_fragments() for f in frag.metadata.files
-        }
+        return {f"data/{f.path}" for frag in ds.get_fragments() for f in frag.metadata.files}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import signal
@@ -21,7 +22,9 @@ from tests.conftest import REPO_ROOT
 WRITER = [sys.executable, "-m", "tests.storage.writer_proc"]
 
 
-def _spawn(repo: Repository, log: Path, tag: str, count: int, timeout: float) -> subprocess.Popen[bytes]:
+def _spawn(
+    repo: Repository, log: Path, tag: str, count: int, timeout: float
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [*WRITER, str(repo.path), str(log), tag, str(count), str(timeout)],
         cwd=REPO_ROOT,
@@ -42,7 +45,9 @@ def _wait_started(log: Path, proc: subprocess.Popen[bytes], timeout: float = 30)
         time.sleep(0.01)
 
 
-def test_sigkill_at_random_points_never_damages_the_repository(repo: Repository, tmp_path: Path) -> None:
+def test_sigkill_at_random_points_never_damages_the_repository(
+    repo: Repository, tmp_path: Path
+) -> None:
     rng = random.Random(1234)
     acknowledged: list[str] = []
     rounds = int(os.environ.get("FUNES_CRASH_ROUNDS", "12"))
@@ -68,7 +73,9 @@ def test_sigkill_at_random_points_never_damages_the_repository(repo: Repository,
     assert len(acknowledged) >= rounds
 
 
-def test_two_writers_serialise_or_get_busy_and_refs_never_go_back(repo: Repository, tmp_path: Path) -> None:
+def test_two_writers_serialise_or_get_busy_and_refs_never_go_back(
+    repo: Repository, tmp_path: Path
+) -> None:
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     procs = [_spawn(repo, logs[0], "a", 8, 10), _spawn(repo, logs[1], "b", 8, 10)]
     for p in procs:
@@ -83,7 +90,7 @@ def test_two_writers_serialise_or_get_busy_and_refs_never_go_back(repo: Reposito
     assert len(reachable) == len(ok)
     reflog = repo.refs.reflog(check_ref_name("refs/heads/main"))
     assert len(reflog) == len(ok)
-    for prev, entry in zip(reflog, reflog[1:], strict=False):
+    for prev, entry in itertools.pairwise(reflog):
         assert entry.old == prev.new  # a chain: the ref never went backwards
     messages = {e.message.split()[0] for e in reflog}
     if not busy:
@@ -95,10 +102,14 @@ def test_a_writer_with_no_patience_fails_fast_when_locked(repo: Repository) -> N
     from funes.storage.lock import RepositoryBusyError, WriteLock
 
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import fcntl,os,sys,time; fd=os.open(sys.argv[1], os.O_RDWR|os.O_CREAT);"
-         "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, str(os.getpid()).encode());"
-         "print('locked', flush=True); time.sleep(30)", str(repo.path / "lock")],
+        [
+            sys.executable,
+            "-c",
+            "import fcntl,os,sys,time; fd=os.open(sys.argv[1], os.O_RDWR|os.O_CREAT);"
+            "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, str(os.getpid()).encode());"
+            "print('locked', flush=True); time.sleep(30)",
+            str(repo.path / "lock"),
+        ],
         stdout=subprocess.PIPE,
     )
     try:

@@ -7,13 +7,13 @@ import pytest
 from funes.errors import CorruptObjectError, NotARepositoryError
 from funes.model.objects import ModelStamp, Tombstone
 from funes.model.refs import InvalidRefError, check_ref_name
+from funes.storage.refs import RefMovedError
 from funes.storage.repo import (
     BadRevisionError,
     ModelMismatchError,
     Repository,
     RepositoryExistsError,
 )
-from funes.storage.refs import RefMovedError
 from tests.builders import make_batch, make_chunk
 
 
@@ -122,8 +122,17 @@ def test_refs_compare_and_swap_and_reflog(repo: Repository) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["refs/heads/../x", "refs/heads/a b", "/etc/passwd", "refs/heads/x.lock", "refs/x",
-             "refs/heads/.hidden", "refs/heads/a\\b", "refs/heads/"]
+    "name",
+    [
+        "refs/heads/../x",
+        "refs/heads/a b",
+        "/etc/passwd",
+        "refs/heads/x.lock",
+        "refs/x",
+        "refs/heads/.hidden",
+        "refs/heads/a\\b",
+        "refs/heads/",
+    ],
 )
 def test_bad_ref_names_are_refused(name: str) -> None:
     with pytest.raises(InvalidRefError):
@@ -168,5 +177,7 @@ def test_stats_by_harness(repo: Repository) -> None:
     repo.commit_chunks(make_batch(0, 3) + make_batch(0, 2, session="s2", harness="codex"), "x")
     stats = repo.stats()
     assert stats.chunks == 5 and stats.sessions == 2
-    assert stats.by_harness == {"claude": {"chunks": 3, "sessions": 1},
-                                "codex": {"chunks": 2, "sessions": 1}}
+    assert stats.by_harness == {
+        "claude": {"chunks": 3, "sessions": 1},
+        "codex": {"chunks": 2, "sessions": 1},
+    }

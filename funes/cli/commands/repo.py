@@ -18,7 +18,9 @@ def _app(ctx: click.Context) -> Any:
 
 @click.command()
 @click.argument("path", required=False, type=click.Path(file_okay=False, path_type=Path))
-@click.option("--global", "is_global", is_flag=True, help="Create the user's memory at $FUNES_HOME.")
+@click.option(
+    "--global", "is_global", is_flag=True, help="Create the user's memory at $FUNES_HOME."
+)
 @click.pass_context
 def init(ctx: click.Context, path: Path | None, is_global: bool) -> None:
     """Create a memory: PATH/.funes (default: here), or the global one with --global."""
@@ -48,10 +50,7 @@ def log(ctx: click.Context, rev: str | None, limit: int | None) -> None:
     if app.fmt == "json":
         render(
             "json",
-            [
-                {"id": e.id, "refs": list(e.refs), **e.commit.to_dict()}
-                for e in entries
-            ],
+            [{"id": e.id, "refs": list(e.refs), **e.commit.to_dict()} for e in entries],
             human=str,
         )
         return
@@ -123,9 +122,7 @@ def status(ctx: click.Context) -> None:
             f"chunks   {r.chunks} in {r.sessions} session(s)",
         ]
         for harness, counts in r.by_harness.items():
-            lines.append(
-                f"  {harness:<8} {counts['chunks']} chunks, {counts['sessions']} sessions"
-            )
+            lines.append(f"  {harness:<8} {counts['chunks']} chunks, {counts['sessions']} sessions")
         lines.append(f"model    {r.model or '(not stamped yet: set on first embed)'}")
         return "\n".join(lines)
 

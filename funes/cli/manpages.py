@@ -1,0 +1,125 @@
+"""Generate troff man pages from the click command tree.
+
+`python -m funes.cli.manpages man/` writes `funes.1` and one `funes-<command>.1` per command;
+tests/test_docs.py fails when the checked-in pages differ from what this produces, so the
+pages cannot drift from the real options.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+
+import click
+
+from funes import __version__
+from funes.cli.errors import EXIT_CODES
+from funes.cli.main import cli
+
+DATE = "2026"  # fixed, so regenerating does not churn the files
+
+
+def _esc(text: str) -> str:
+    out = text.replace("\\", "\\e").replace("-", "\\-")
+    return "\n".join(
+        ("\\&" + line) if line.startswith((".", "'")) else line for line in out.splitlines()
+    )
+
+
+def _options(command: click.Command, ctx: click.Context, *, with_help: bool = True) -> list[str]:
+    lines = []
+    for param in command.get_params(ctx):
+        if not with_help and param.name == "help":
+            continue
+        record = param.get_help_record(ctx)
+        if record is None:
+            continue
+        names, help_text = record
+        lines += [".TP", f"\\fB{_esc(names)}\\fR", _esc(help_text or "")]
+    return lines
+
+
+def _usage(command: click.Command, ctx: click.Context) -> str:
+    pieces = command.collect_usage_pieces(ctx)
+    return " ".join([ctx.command_path, *pieces])
+
+
+def render_page(path: list[str], command: click.Command, parent: click.Context | None) -> str:
+    """One man page for `command` (with a section per subcommand if it is a group)."""
+    ctx = click.Context(command, info_name=path[-1], parent=parent)
+    help_text = inspect.cleandoc(command.help or "")
+    summary = help_text.splitlines()[0] if help_text else ""
+    lines = [
+        f'.TH "{"-".join(path).upper()}" 1 "{DATE}" "funes {__version__}" "funes manual"',
+        ".SH NAME",
+        f"{_esc('-'.join(path))} \\- {_esc(summary)}",
+        ".SH SYNOPSIS",
+        f"\\fB{_esc(_usage(command, ctx))}\\fR",
+        ".SH DESCRIPTION",
+        _esc(help_text.replace("\b\n", "")),
+    ]
+    options = _options(command, ctx)
+    if options:
+        lines += [".SH OPTIONS", *options]
+    if isinstance(command, click.Group):
+        lines.append(".SH COMMANDS")
+        for sub_name in command.list_commands(ctx):
+            sub = command.get_command(ctx, sub_name)
+            if sub is None or sub.hidden:
+                continue
+            sub_ctx = click.Context(sub, info_name=sub_name, parent=ctx)
+            lines += [
+                ".TP",
+                f"\\fB{_esc(_usage(sub, sub_ctx))}\\fR",
+                _esc(inspect.cleandoc(sub.help or "")),
+            ]
+            lines += _options(sub, sub_ctx, with_help=False)
+    if len(path) == 1:
+        lines.append(".SH EXIT STATUS")
+        for code, meaning in EXIT_CODES:
+            lines += [".TP", f"\\fB{code}\\fR", _esc(meaning)]
+        lines += [
+            ".SH ENVIRONMENT",
+            ".TP",
+            "\\fBFUNES_HOME\\fR",
+            "The user's funes directory and global memory (default ~/.funes).",
+            ".TP",
+            "\\fBFUNES_DEBUG\\fR",
+            "Set to 1 to print tracebacks with errors.",
+        ]
+    lines += [".SH SEE ALSO", "\\fBfunes\\fR(1)" if len(path) > 1 else _see_also()]
+    return "\n".join(lines) + "\n"
+
+
+def _see_also() -> str:
+    ctx = click.Context(cli, info_name="funes")
+    return ", ".join(f"\\fBfunes\\-{_esc(n)}\\fR(1)" for n in cli.list_commands(ctx))
+
+
+def render_all() -> dict[str, str]:
+    """Every page, keyed by file name."""
+    pages = {"funes.1": render_page(["funes"], cli, None)}
+    root_ctx = click.Context(cli, info_name="funes")
+    for name in cli.list_commands(root_ctx):
+        command = cli.get_command(root_ctx, name)
+        if command is not None and not command.hidden:
+            pages[f"funes-{name}.1"] = render_page(["funes", name], command, root_ctx)
+    return pages
+
+
+def main(argv: list[str]) -> int:
+    """Write the pages into a directory (default man/), removing stale funes pages."""
+    out = Path(argv[0] if argv else "man")
+    out.mkdir(parents=True, exist_ok=True)
+    pages = render_all()
+    for stale in out.glob("funes*.1"):
+        if stale.name not in pages:
+            stale.unlink()
+    for name, text in pages.items():
+        (out / name).write_text(text, "utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

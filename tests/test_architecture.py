@@ -1,0 +1,140 @@
+"""Architecture rules, checked on the source: layering, light start-up, one env reader."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "funes"
+
+#: Lowest first. A module may import its own layer and any layer below it, never above.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("funes.model",),
+    ("funes.storage",),
+    ("funes.inference",),
+    ("funes.ingest",),
+    ("funes.retrieval",),
+    ("funes.remotes",),
+    ("funes.agents", "funes.gitlink"),  # siblings: neither imports the other
+    ("funes.api",),
+    ("funes.cli",),
+)
+#: Importable from every layer.
+SHARED = ("funes.errors", "funes._env", "funes")
+
+HEAVY = ("lance", "lancedb", "llama_cpp", "huggingface_hub", "mcp", "pyarrow", "numpy", "rich")
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(REPO_ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text("utf-8"))
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            found.append((node.lineno, name))
+    return found
+
+
+def _layer_of(module: str) -> tuple[int, str] | None:
+    for index, group in enumerate(LAYERS):
+        for prefix in group:
+            if module == prefix or module.startswith(prefix + "."):
+                return index, prefix
+    return None
+
+
+def test_layers_import_downward_only() -> None:
+    violations = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = _module_name(path)
+        own = _layer_of(source)
+        for lineno, target in _imports(path):
+            if not target.startswith("funes") or target in SHARED:
+                continue
+            theirs = _layer_of(target)
+            if own is None or theirs is None:
+                if own is not None and theirs is None and not target.startswith(SHARED[:2]):
+                    violations.append(f"{source}:{lineno} imports unlayered {target}")
+                continue
+            if theirs[0] > own[0] or (theirs[0] == own[0] and theirs[1] != own[1]):
+                violations.append(f"{source}:{lineno} imports {target} (layer above or sibling)")
+    assert not violations, "\n".join(violations)
+
+
+def test_cli_reaches_the_library_only_through_the_api() -> None:
+    allowed = ("funes.api", "funes.errors", "funes._env", "funes.cli", "funes")
+    bad = []
+    for path in sorted((PACKAGE / "cli").rglob("*.py")):
+        for lineno, target in _imports(path):
+            if (
+                target.startswith("funes")
+                and not any(target == a or target.startswith(a + ".") for a in allowed[:-1])
+                and target != "funes"
+            ):
+                bad.append(f"{_module_name(path)}:{lineno} imports {target}")
+    assert not bad, "\n".join(bad)
+
+
+def test_only_env_module_reads_the_environment() -> None:
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "_env.py":
+            continue
+        text = path.read_text("utf-8")
+        for needle in ("os.environ.get(", "os.getenv(", "os.environ["):
+            if needle in text:
+                offenders.append(f"{_module_name(path)} uses {needle}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_help_and_version_load_no_heavy_modules() -> None:
+    probe = (
+        "import sys\n"
+        "from funes.cli.main import main\n"
+        "for argv in (['--help'], ['--version'], ['log', '--help'], ['status', '--help']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        f"heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert "HEAVY []" in out.stderr, out.stderr
+
+
+def test_hooks_directory_and_layout_exist() -> None:
+    for name in (
+        "pyproject.toml",
+        "funes",
+        "hooks",
+        "tests",
+        "man",
+        "SECURITY.md",
+        "README.md",
+        "docs",
+        "bench",
+        ".ci",
+    ):
+        assert (REPO_ROOT / name).exists(), name

@@ -1,0 +1,48 @@
+"""Docs that must not drift from the code: man pages, exit codes, command help."""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+from funes.cli.errors import EXIT_CODES
+from funes.cli.main import cli
+from funes.cli.manpages import render_all
+from tests.conftest import REPO_ROOT
+
+
+def test_man_pages_are_up_to_date() -> None:
+    expected = render_all()
+    man = REPO_ROOT / "man"
+    present = {p.name for p in man.glob("funes*.1")}
+    assert present == set(expected), "run `python -m funes.cli.manpages man`"
+    for name, text in expected.items():
+        assert (man / name).read_text("utf-8") == text, (
+            f"man/{name} is stale: run `python -m funes.cli.manpages man`"
+        )
+
+
+def test_exit_codes_documented() -> None:
+    doc = (REPO_ROOT / "docs" / "cli.md").read_text("utf-8")
+    table = dict(re.findall(r"^\| (\d+) \| (.+?) \|$", doc, re.M))
+    assert {int(k): v for k, v in table.items()} == dict(EXIT_CODES)
+
+
+def _walk(group: click.Group, ctx: click.Context, prefix: str):  # type: ignore[no-untyped-def]
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None
+        yield f"{prefix} {name}", command
+        if isinstance(command, click.Group):
+            yield from _walk(
+                command, click.Context(command, info_name=name, parent=ctx), f"{prefix} {name}"
+            )
+
+
+def test_every_command_has_help_and_is_in_the_cli_doc() -> None:
+    doc = (REPO_ROOT / "docs" / "cli.md").read_text("utf-8")
+    for path, command in _walk(cli, click.Context(cli, info_name="funes"), "funes"):
+        assert command.help and command.help.strip(), f"{path} has no help"
+        top = " ".join(path.split()[:2])
+        assert f"`{top}" in doc, f"{top} is not documented in docs/cli.md"
