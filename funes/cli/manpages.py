@@ -47,7 +47,10 @@ def _usage(command: click.Command, ctx: click.Context) -> str:
 
 def render_page(path: list[str], command: click.Command, parent: click.Context | None) -> str:
     """One man page for `command` (with a section per subcommand if it is a group)."""
-    ctx = click.Context(command, info_name=path[-1], parent=parent)
+    # The root context carries the group's settings (help option names, widths) so pages come
+    # out the same whether or not the command tree has already run in this process.
+    settings = command.context_settings if parent is None else {}
+    ctx = click.Context(command, info_name=path[-1], parent=parent, **settings)
     help_text = inspect.cleandoc(command.help or "")
     summary = help_text.splitlines()[0] if help_text else ""
     lines = [
@@ -100,7 +103,7 @@ def _see_also() -> str:
 def render_all() -> dict[str, str]:
     """Every page, keyed by file name."""
     pages = {"funes.1": render_page(["funes"], cli, None)}
-    root_ctx = click.Context(cli, info_name="funes")
+    root_ctx = click.Context(cli, info_name="funes", **cli.context_settings)
     for name in cli.list_commands(root_ctx):
         command = cli.get_command(root_ctx, name)
         if command is not None and not command.hidden:
