@@ -39,6 +39,7 @@ from funes.model.objects import Commit, Manifest, ModelStamp, Tombstone
 from funes.model.refs import DEFAULT_BRANCH, HEAD, RefName, branch_ref, check_ref_name
 from funes.storage.atomic import write_atomic
 from funes.storage.config import Config
+from funes.storage.idindex import IdIndex
 from funes.storage.lock import WriteLock
 from funes.storage.objects import ObjectStore
 from funes.storage.refs import RefStore
@@ -120,6 +121,7 @@ class Repository:
         self.config = Config(path / "config")
         self.chunks = LanceTable(path / "chunks.lance")
         self.vectors = LanceTable(path / "vectors.lance")
+        self.ids = IdIndex(path / "index" / "ids.sqlite")
 
     # -- creation and discovery ------------------------------------------------------------
 
@@ -401,7 +403,8 @@ class Repository:
             self.check_model(model)
         stamp = stamped or model
 
-        known = self.chunk_ids() | self.tombstoned_ids(old) if chunks else set()
+        self.ids.sync(self, old)
+        known = self.ids.known(c.id for c in chunks) if chunks else set()
         fresh: dict[str, Chunk] = {}
         duplicates = collisions = 0
         for chunk in chunks:
@@ -441,7 +444,7 @@ class Repository:
             appends.append((self.vectors, records))
         tomb_ids = tuple(self.objects.put(t) for t in tombstones)
         hidden_now = {t for tomb in tombstones for t in tomb.targets}
-        removed = len(hidden_now & (self.chunk_ids() | set(fresh))) if hidden_now else 0
+        removed = len(self.ids.visible(hidden_now) | (hidden_now & set(fresh)))
 
         commit = Commit(
             parents=(old,) if old else (),

@@ -181,3 +181,20 @@ def test_stats_by_harness(repo: Repository) -> None:
         "claude": {"chunks": 3, "sessions": 1},
         "codex": {"chunks": 2, "sessions": 1},
     }
+
+
+def test_id_index_is_a_disposable_cache(repo: Repository) -> None:
+    repo.commit_chunks(make_batch(0, 20), "one")
+    repo.commit_chunks(make_batch(20, 20), "two")
+    (repo.path / "index" / "ids.sqlite").unlink()
+    for extra in repo.path.glob("index/ids.sqlite-*"):
+        extra.unlink()
+    again = repo.commit_chunks(make_batch(0, 45), "three")
+    assert again.added == 5 and again.duplicates == 40
+    # a marker that is not an ancestor of HEAD forces a rebuild, not a wrong answer
+    import sqlite3
+
+    with sqlite3.connect(repo.path / "index" / "ids.sqlite") as db:
+        db.execute("UPDATE meta SET value=? WHERE key='head'", ("f" * 64,))
+        db.execute("DELETE FROM ids")
+    assert repo.commit_chunks(make_batch(0, 45), "four").commit is None

@@ -1,0 +1,120 @@
+"""A derived index of chunk ids, so a commit's dedup check costs what its batch costs.
+
+Checking "is this chunk already in the memory?" by scanning the chunk table grows with the
+memory; this keeps the ids (and the tombstoned ids) in a SQLite table next to the repository,
+caught up from the commits since it was last synced. It is a cache: deleting `index/ids.sqlite`
+is always safe (the next write rebuilds it from the commits).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from funes.model.ids import ObjectId
+from funes.model.objects import Commit
+
+if TYPE_CHECKING:
+    from funes.storage.repo import Repository
+
+_BATCH = 500
+
+
+class IdIndex:
+    """Ids present and ids hidden, as of the commit recorded in `meta.head`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("CREATE TABLE IF NOT EXISTS ids (id TEXT PRIMARY KEY) WITHOUT ROWID")
+        db.execute("CREATE TABLE IF NOT EXISTS hidden (id TEXT PRIMARY KEY) WITHOUT ROWID")
+        db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+        return db
+
+    def synced_head(self) -> str | None:
+        """The commit the index reflects."""
+        with closing(self._connect()) as db:
+            row = db.execute("SELECT value FROM meta WHERE key='head'").fetchone()
+            return row[0] if row else None
+
+    def known(self, ids: Iterable[str]) -> set[str]:
+        """The subset of `ids` already present or hidden."""
+        return self._lookup(ids, "ids") | self._lookup(ids, "hidden")
+
+    def visible(self, ids: Iterable[str]) -> set[str]:
+        """The subset of `ids` present and not hidden."""
+        return self._lookup(ids, "ids") - self._lookup(ids, "hidden")
+
+    def _lookup(self, ids: Iterable[str], table: str) -> set[str]:
+        wanted = list(ids)
+        found: set[str] = set()
+        with closing(self._connect()) as db:
+            for start in range(0, len(wanted), _BATCH):
+                part = wanted[start : start + _BATCH]
+                marks = ",".join("?" * len(part))
+                sql = f"SELECT id FROM {table} WHERE id IN ({marks})"
+                found.update(row[0] for row in db.execute(sql, part))
+        return found
+
+    def sync(self, repo: Repository, head: ObjectId | None) -> None:
+        """Catch up with `head`: add the ids of every commit since the last sync."""
+        with closing(self._connect()) as db:
+            row = db.execute("SELECT value FROM meta WHERE key='head'").fetchone()
+            marker = row[0] if row else None
+            if marker == head:
+                return
+            present, hidden, reached = self._since(repo, head, marker)
+            db.execute("BEGIN")
+            if not reached:  # the marker is not an ancestor: rebuild from scratch
+                db.execute("DELETE FROM ids")
+                db.execute("DELETE FROM hidden")
+            db.executemany("INSERT OR IGNORE INTO ids VALUES (?)", ((i,) for i in present))
+            db.executemany("INSERT OR IGNORE INTO hidden VALUES (?)", ((i,) for i in hidden))
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('head', ?)", (head,))
+            db.execute("COMMIT")
+
+    @staticmethod
+    def _since(
+        repo: Repository, head: ObjectId | None, marker: str | None
+    ) -> tuple[set[str], set[str], bool]:
+        present: set[str] = set()
+        hidden: set[str] = set()
+        reached = marker is None
+        for oid, commit in _until(repo, head, marker):
+            if oid == marker:
+                reached = True
+                continue
+            for mid in commit.manifests:
+                manifest = repo.objects.manifest(mid)
+                if manifest.table == "chunks":
+                    present.update(manifest.ids)
+            for tid in commit.tombstones:
+                hidden.update(repo.objects.tombstone(tid).targets)
+        return present, hidden, reached
+
+
+def _until(
+    repo: Repository, head: ObjectId | None, marker: str | None
+) -> Iterator[tuple[str, Commit]]:
+    """Commits from `head` back to (and including) `marker`, not past it."""
+    if head is None:
+        return
+    stack = [head]
+    seen: set[str] = set()
+    while stack:
+        oid = stack.pop()
+        if oid in seen:
+            continue
+        seen.add(oid)
+        commit = repo.objects.commit(oid)
+        yield oid, commit
+        if oid != marker:
+            stack.extend(commit.parents)
