@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from funes._env import settings  # noqa: E402
-from funes.storage.repo import Repository  # noqa: E402
-from tests.builders import make_batch  # noqa: E402
+from funes._env import settings
+from funes.storage.repo import Repository
+from tests.builders import make_batch
 
 
 def main() -> None:
