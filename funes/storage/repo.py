@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -367,7 +367,7 @@ class Repository:
     def commit_chunks(
         self,
         chunks: Sequence[Chunk],
-        message: str,
+        message: str | Callable[[int], str],
         *,
         tombstones: Sequence[Tombstone] = (),
         model: ModelStamp | None = None,
@@ -378,7 +378,8 @@ class Repository:
         """Append a batch of chunks (and optionally vectors/tombstones) as one commit.
 
         Chunks already in the memory are skipped, so re-indexing is idempotent; a batch with
-        nothing new makes no commit unless `allow_empty`.
+        nothing new makes no commit unless `allow_empty`. `message` may be a function of the
+        number of chunks actually added (known only after deduplication).
         """
         with self.writing(lock_timeout):
             return self._commit_locked(
@@ -388,7 +389,7 @@ class Repository:
     def _commit_locked(
         self,
         chunks: Sequence[Chunk],
-        message: str,
+        message: str | Callable[[int], str],
         tombstones: Sequence[Tombstone],
         model: ModelStamp | None,
         vectors: pa.Table | None,
@@ -454,7 +455,7 @@ class Repository:
             author=self._who(),
             host=socket.gethostname(),
             time=now_iso(),
-            message=message,
+            message=message(len(fresh)) if callable(message) else message,
             chunk_count=base_count + len(fresh) - removed,
         )
         oid = self.objects.put(commit)

@@ -1,0 +1,150 @@
+"""One indexing run: sources → turns → redacted blocks → chunks → one commit per memory.
+
+Deterministic and incremental: each source is resumed where the last run stopped (see
+funes.ingest.state), secrets are redacted before anything is chunked or stored, and the
+repository skips chunks it already holds, so running twice adds nothing.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from funes.errors import FunesError
+from funes.ingest.chunking import chunk_turn
+from funes.ingest.parsers.base import SourceTruncatedError, cursor_kind, parse_file
+from funes.ingest.redact import redact_turn
+from funes.ingest.sources import SourceFile
+from funes.ingest.state import SourceStates, plan, snapshot
+from funes.model.chunk import Chunk
+from funes.model.turns import Turn
+from funes.storage.repo import CommitResult, Repository
+
+#: (files done, files total, path being read)
+Progress = Callable[[int, int, str], None]
+#: Which memory a turn belongs in (DESIGN §7 routing); None means "nowhere: count it skipped".
+Router = Callable[[Turn], Repository | None]
+
+
+@dataclass
+class IndexSummary:
+    """What one run read, stored and skipped."""
+
+    files: int = 0
+    files_unchanged: int = 0
+    files_reread: int = 0
+    sessions: int = 0
+    turns: int = 0
+    chunks: int = 0  # chunks produced from the turns read
+    added: int = 0  # chunks new to the memory
+    skipped: collections.Counter[str] = field(default_factory=collections.Counter)
+    redactions: collections.Counter[str] = field(default_factory=collections.Counter)
+    unroutable: int = 0  # turns with no memory to go to
+    errors: list[str] = field(default_factory=list)  # unreadable sources (not fatal)
+    commits: dict[str, CommitResult] = field(default_factory=dict)  # repo path → result
+    by_harness: collections.Counter[str] = field(default_factory=collections.Counter)
+
+
+
+def commit_message(chunks: Iterable[Chunk], added: int) -> str:
+    """`index: claude 3 sessions, codex 1 sessions, 412 chunks`."""
+    sessions: dict[str, set[str]] = collections.defaultdict(set)
+    for c in chunks:
+        sessions[c.harness].add(c.session_id)
+    who = ", ".join(f"{h} {len(s)} sessions" for h, s in sorted(sessions.items()))
+    return f"index: {who}, {added} chunks"
+
+
+def _since_ok(turn: Turn, since: datetime | None) -> bool:
+    if since is None:
+        return True
+    try:
+        ts = datetime.fromisoformat(turn.ts)
+    except ValueError:
+        return False
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=since.tzinfo)
+    return ts >= since
+
+
+def index_sources(
+    sources: Iterable[SourceFile],
+    router: Router,
+    states: SourceStates,
+    *,
+    since: datetime | None = None,
+    max_tokens: int = 256,
+    progress: Progress | None = None,
+    lock_timeout: float | None = None,
+) -> IndexSummary:
+    """Read every source incrementally and commit the new chunks to their memories.
+
+    With `since`, only turns at or after that time are kept, and the read positions are not
+    remembered (a one-off partial run must not hide older turns from the next full run).
+    """
+    summary = IndexSummary()
+    pending: dict[Path, tuple[Repository, list[Chunk]]] = {}
+    sessions: dict[str, set[str]] = collections.defaultdict(set)
+    source_list = list(sources)
+    new_states = {}
+    for done, source in enumerate(source_list):
+        if progress:
+            progress(done, len(source_list), str(source.path))
+        summary.files += 1
+        try:
+            cursor = cursor_kind(source.path, source.harness)
+            prev = states.get(source.path)
+            if prev is not None and prev.harness != source.harness:
+                prev = None
+            planned = plan(source.path, cursor, prev)
+            if planned.reason == "unchanged":
+                summary.files_unchanged += 1
+                continue
+            if planned.reason == "rewritten":
+                summary.files_reread += 1
+            try:
+                result = parse_file(source.path, source.harness, start_offset=planned.start,
+                                    state=planned.state)
+            except SourceTruncatedError:
+                summary.files_reread += 1
+                result = parse_file(source.path, source.harness)
+        except (FunesError, OSError) as exc:
+            summary.errors.append(f"{source.path}: {exc}")
+            continue
+        summary.skipped.update(result.skipped)
+        for turn in result.turns:
+            if not _since_ok(turn, since):
+                continue
+            repo = router(turn)
+            if repo is None:
+                summary.unroutable += 1
+                continue
+            summary.turns += 1
+            sessions[turn.harness].add(turn.session_id)
+            clean, found = redact_turn(turn)
+            summary.redactions.update(found)
+            chunks = chunk_turn(clean, max_tokens=max_tokens)
+            summary.chunks += len(chunks)
+            pending.setdefault(repo.path, (repo, []))[1].extend(chunks)
+        new_states[source.path] = snapshot(
+            source.path, source.harness, cursor, planned, result.end_offset, result.state
+        )
+    if progress:
+        progress(len(source_list), len(source_list), "")
+    summary.by_harness = collections.Counter({h: len(s) for h, s in sessions.items()})
+    summary.sessions = sum(summary.by_harness.values())
+    for repo, chunks in pending.values():
+        committed = repo.commit_chunks(
+            chunks, functools.partial(commit_message, chunks), lock_timeout=lock_timeout
+        )
+        summary.commits[str(repo.path)] = committed
+        summary.added += committed.added
+    if since is None:
+        for path, state in new_states.items():
+            states.put(path, state)
+        states.save()
+    return summary
