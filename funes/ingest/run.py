@@ -116,12 +116,13 @@ def index_sources(
             summary.errors.append(f"{source.path}: {exc}")
             continue
         summary.skipped.update(result.skipped)
+        stranded = 0
         for turn in result.turns:
             if not _since_ok(turn, since):
                 continue
             repo = router(turn)
             if repo is None:
-                summary.unroutable += 1
+                stranded += 1
                 continue
             summary.turns += 1
             sessions[turn.harness].add(turn.session_id)
@@ -130,9 +131,11 @@ def index_sources(
             chunks = chunk_turn(clean, max_tokens=max_tokens)
             summary.chunks += len(chunks)
             pending.setdefault(repo.path, (repo, []))[1].extend(chunks)
-        new_states[source.path] = snapshot(
-            source.path, source.harness, cursor, planned, result.end_offset, result.state
-        )
+        summary.unroutable += stranded
+        if not stranded:  # keep turns with nowhere to go for a later run (e.g. after init)
+            new_states[source.path] = snapshot(
+                source.path, source.harness, cursor, planned, result.end_offset, result.state
+            )
     if progress:
         progress(len(source_list), len(source_list), "")
     summary.by_harness = collections.Counter({h: len(s) for h, s in sessions.items()})

@@ -140,3 +140,52 @@ def test_bad_lines_are_counted_not_fatal(tmp_path: Path, settings) -> None:  # t
     repo = _repo(tmp_path, settings)
     summary = api.index(settings, memory=str(repo.path), paths=[str(path)], agents=["claude"])
     assert summary.added > 0 and sum(summary.skipped.values()) >= 3
+
+
+def _claude_session_at(src: Path, dest: Path, cwd: Path) -> None:
+    """Copy a real Claude session, moving its working directory to `cwd`."""
+    out = []
+    for line in src.read_text("utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            out.append(line)
+            continue
+        if isinstance(record, dict) and "cwd" in record:
+            record["cwd"] = str(cwd)
+        out.append(json.dumps(record))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text("\n".join(out) + "\n", "utf-8")
+
+
+def test_bare_index_routes_sessions_to_project_or_global_memory(
+    tmp_path: Path, settings, monkeypatch  # type: ignore[no-untyped-def]
+) -> None:
+    from dataclasses import replace
+
+    project = tmp_path / "code" / "proj"
+    (project / "src").mkdir(parents=True)
+    Repository.init(project / ".funes", settings)
+    other = tmp_path / "code" / "other"
+    other.mkdir()
+    claude_dir = tmp_path / "claude-config"
+    _claude_session_at(CLAUDE, claude_dir / "projects" / "p1" / "s1.jsonl", project / "src")
+    _claude_session_at(TRACES / "claude" / "marot__spotter__short.jsonl",
+                       claude_dir / "projects" / "p2" / "s2.jsonl", other)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(claude_dir))
+    from funes._env import settings as load
+
+    s = replace(load(), cwd=project)
+    no_global = api.index(s)
+    assert no_global.unroutable > 0  # the other session has nowhere to go yet
+    project_repo = Repository.open(project, s)
+    in_project = project_repo.chunk_ids()
+    assert in_project
+    assert all(r["workdir"] == str(project / "src") for r in _rows(project_repo))
+
+    Repository.init(s.home, s, is_global=True)
+    api.index(s)
+    global_repo = Repository.open(s.home, s)
+    rows = _rows(global_repo)
+    assert rows and all(r["workdir"] == str(other) for r in rows)
+    assert project_repo.chunk_ids() == in_project
