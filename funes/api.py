@@ -30,6 +30,7 @@ __all__ = [
     "CommitResult",
     "FsckReport",
     "IndexSummary",
+    "InitResult",
     "LogEntry",
     "Problem",
     "Repository",
@@ -59,16 +60,32 @@ def open_memory(settings: Settings, memory: str | None = None) -> Repository:
     return Repository.discover(settings)
 
 
-def init(settings: Settings, path: Path | None = None, *, is_global: bool = False) -> Repository:
-    """Create a project memory (`<path>/.funes`) or the user's global memory (`$FUNES_HOME`)."""
+@dataclass(frozen=True)
+class InitResult:
+    """The memory `init` created, or found already there (git's "reinitialized")."""
+
+    repo: Repository
+    created: bool
+
+
+def init(settings: Settings, path: Path | None = None, *, is_global: bool = False) -> InitResult:
+    """Create a project memory (`<path>/.funes`) or the user's global memory (`$FUNES_HOME`).
+
+    Like `git init`, running it where a memory already exists changes nothing and succeeds,
+    so setup scripts can run it unconditionally.
+    """
     if is_global:
         if path is not None:
             raise UsageError("`funes init --global` takes no PATH", hint="use FUNES_HOME instead")
-        return Repository.init(settings.home, settings, is_global=True)
-    target = (path or settings.cwd).expanduser()
-    if target.name != PROJECT_DIR:
-        target = target / PROJECT_DIR
-    return Repository.init(target.resolve(), settings)
+        target = settings.home
+    else:
+        target = (path or settings.cwd).expanduser()
+        if target.name != PROJECT_DIR:
+            target = target / PROJECT_DIR
+        target = target.resolve()
+    if (target / "FORMAT").exists():
+        return InitResult(Repository.open(target, settings), created=False)
+    return InitResult(Repository.init(target, settings, is_global=is_global), created=True)
 
 
 @dataclass(frozen=True)

@@ -191,3 +191,12 @@ def test_broken_pipe_is_silent(tmp_path: Path, settings) -> None:  # type: ignor
         env={**os.environ, "FUNES_HOME": str(tmp_path)},
     )
     assert "Traceback" not in proc.stderr and "Broken pipe" not in proc.stderr
+
+
+def test_init_twice_succeeds_and_changes_nothing(run, project_dir: Path, settings) -> None:  # type: ignore[no-untyped-def]
+    assert run("init").exit_code == 0
+    repo = Repository.open(project_dir, settings)
+    oid = repo.commit_chunks(make_batch(0, 2), "x").commit
+    again = run("init")
+    assert again.exit_code == 0 and "Found existing project funes memory" in again.stdout
+    assert Repository.open(project_dir, settings).head() == oid

@@ -25,12 +25,13 @@ def _app(ctx: click.Context) -> Any:
 def init(ctx: click.Context, path: Path | None, is_global: bool) -> None:
     """Create a memory: PATH/.funes (default: here), or the global one with --global."""
     app = _app(ctx)
-    repo = api.init(app.settings, path, is_global=is_global)
+    result = api.init(app.settings, path, is_global=is_global)
     kind = "global" if is_global else "project"
+    verb = "Initialised empty" if result.created else "Found existing"
     render(
         app.fmt,
-        {"path": repo.path, "kind": kind},
-        human=lambda r: f"Initialised empty {kind} funes memory in {r['path']}",
+        {"path": result.repo.path, "kind": kind, "created": result.created},
+        human=lambda r: f"{verb} {kind} funes memory in {r['path']}",
     )
 
 
