@@ -1,0 +1,208 @@
+"""Where transcripts live: default discovery per agent, and explicit paths.
+
+Default locations (DESIGN section 4), each rooted at a directory from
+:func:`funes._env.settings`, which honours the agents' own variables:
+
+==========  =================================================================================
+claude      ``<CLAUDE_CONFIG_DIR or ~/.claude>/projects/<project>/<session>.jsonl``, older
+            ``projects/<project>/agent-<id>.jsonl`` subagents, and
+            ``projects/<project>/<session>/subagents/agent-<id>.jsonl``
+codex       ``<CODEX_HOME or ~/.codex>/sessions/**/rollout-*.jsonl``
+pi          ``<PI_CODING_AGENT_DIR or ~/.pi/agent>/sessions/**/*.jsonl``
+hermes      ``<HERMES_HOME or ~/.hermes>/state.db`` and ``sessions/*.jsonl``
+==========  =================================================================================
+
+Hermes writes a session to both ``state.db`` and ``sessions/<session id>.jsonl``; indexing
+both would store every message twice under different turn ids, so a JSONL transcript is only
+listed when ``state.db`` does not know its session (older sessions, or no database at all).
+
+Discovery never follows symlinked directories (no cycles) and returns files sorted by path,
+so two runs over the same tree list the same sources in the same order.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from funes._env import Settings
+from funes._env import settings as load_settings
+from funes.ingest.parsers.base import (
+    ParseError,
+    UnknownHarnessError,
+    detect_harness,
+    registered,
+)
+from funes.model.turns import HARNESSES
+
+_IMPORT_SUFFIXES = (".jsonl", ".parquet", ".db", ".sqlite", ".sqlite3")
+
+
+@dataclass(frozen=True, order=True)
+class SourceFile:
+    """One transcript to index, and the harness whose parser reads it."""
+
+    path: Path
+    harness: str
+
+
+def default_sources(
+    settings: Settings | None = None, *, harnesses: Iterable[str] | None = None
+) -> list[SourceFile]:
+    """Every transcript in the agents' default locations.
+
+    Args:
+        settings: Where the agents keep their files; None reads the environment now.
+        harnesses: Restrict to these agents (default: claude, codex, pi, hermes).
+
+    Returns:
+        Sources sorted by harness, then path. Missing directories simply contribute nothing.
+    """
+    s = settings or load_settings()
+    wanted = set(harnesses) if harnesses is not None else {"claude", "codex", "pi", "hermes"}
+    out: list[SourceFile] = []
+    if "claude" in wanted:
+        out += [SourceFile(p, "claude") for p in claude_files(s.claude_config_dir)]
+    if "codex" in wanted:
+        out += [SourceFile(p, "codex") for p in codex_files(s.codex_home)]
+    if "pi" in wanted:
+        out += [SourceFile(p, "pi") for p in pi_files(s.pi_home)]
+    if "hermes" in wanted:
+        out += [SourceFile(p, "hermes") for p in hermes_files(s.hermes_home)]
+    return out
+
+
+def claude_files(config_dir: Path) -> list[Path]:
+    """Claude Code sessions and subagent transcripts under ``<config_dir>/projects``."""
+    projects = config_dir / "projects"
+    found: list[Path] = []
+    for path in _walk(projects):
+        if path.suffix != ".jsonl":
+            continue
+        rel = path.relative_to(projects).parts
+        if len(rel) == 2:
+            found.append(path)  # <project>/<session>.jsonl (or an old agent-<id>.jsonl)
+        elif (
+            len(rel) == 4
+            and rel[2] == "subagents"
+            and rel[3].startswith("agent-")
+        ):
+            found.append(path)  # <project>/<session>/subagents/agent-<id>.jsonl
+    return sorted(found)
+
+
+def codex_files(codex_home: Path) -> list[Path]:
+    """Codex rollouts under ``<codex_home>/sessions`` (any depth, ``rollout-*.jsonl``)."""
+    return sorted(
+        p
+        for p in _walk(codex_home / "sessions")
+        if p.name.startswith("rollout-") and p.suffix == ".jsonl"
+    )
+
+
+def pi_files(pi_home: Path) -> list[Path]:
+    """Sessions of pi under ``<pi_home>/sessions`` (any depth, ``*.jsonl``)."""
+    return sorted(p for p in _walk(pi_home / "sessions") if p.suffix == ".jsonl")
+
+
+def hermes_files(hermes_home: Path) -> list[Path]:
+    """Hermes ``state.db`` and the ``sessions/*.jsonl`` transcripts it does not already hold."""
+    out: list[Path] = []
+    db = hermes_home / "state.db"
+    known: set[str] = set()
+    if db.is_file():
+        out.append(db)
+        known = hermes_db_session_ids(db)
+    sessions = hermes_home / "sessions"
+    try:
+        entries = sorted(sessions.iterdir())
+    except OSError:
+        entries = []
+    for path in entries:
+        if path.suffix == ".jsonl" and path.is_file() and path.stem not in known:
+            out.append(path)
+    return out
+
+
+def hermes_db_session_ids(db: Path) -> set[str]:
+    """Session ids stored in a Hermes ``state.db`` (empty if it cannot be read)."""
+    import sqlite3
+
+    from funes.ingest.parsers.hermes import connect_readonly
+
+    try:
+        conn = connect_readonly(db)
+    except ParseError:
+        return set()
+    try:
+        return {str(row[0]) for row in conn.execute("SELECT id FROM sessions")}
+    except sqlite3.Error:
+        return set()
+    finally:
+        conn.close()
+
+
+def explicit_sources(paths: Iterable[str | Path], harness: str | None = None) -> list[SourceFile]:
+    """Sources for paths a user named: files as given, directories searched recursively.
+
+    Args:
+        paths: Files or directories.
+        harness: The harness of every file; None sniffs each file's content.
+
+    Returns:
+        Sources in the order the paths were given (directory contents sorted), without
+        duplicates. Inside a directory, files no parser recognises are left out.
+
+    Raises:
+        UnknownHarnessError: ``harness`` is not registered, or a named *file* is not
+            recognised.
+        ParseError: A named path does not exist.
+    """
+    if harness is not None and harness not in registered():
+        raise UnknownHarnessError(
+            f"no parser for harness {harness!r}", hint=f"use one of: {', '.join(HARNESSES)}"
+        )
+    out: list[SourceFile] = []
+    seen: set[Path] = set()
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_dir():
+            for child in sorted(_walk(path)):
+                if child.suffix.lower() not in _IMPORT_SUFFIXES or child in seen:
+                    continue
+                kind = harness or detect_harness(child)
+                if kind is not None:
+                    seen.add(child)
+                    out.append(SourceFile(child, kind))
+        elif path.is_file():
+            if path in seen:
+                continue
+            kind = harness or detect_harness(path)
+            if kind is None:
+                raise UnknownHarnessError(
+                    f"cannot tell which agent wrote {path}",
+                    hint="pass the harness explicitly (claude, codex, pi, hermes or import)",
+                )
+            seen.add(path)
+            out.append(SourceFile(path, kind))
+        else:
+            raise ParseError(f"no such file or directory: {path}")
+    return out
+
+
+_HIDDEN_RE = re.compile(r"^\.")
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    """Regular files under ``root``, not following symlinked directories."""
+    if not root.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not _HIDDEN_RE.match(d))
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if path.is_file():
+                yield path
