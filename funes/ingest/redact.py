@@ -1,0 +1,705 @@
+"""Credential redaction: secrets are replaced by ``[REDACTED:<kind>]`` before anything is stored.
+
+Transcripts are full of credentials: agents `cat .env`, print `aws sts` output, paste tokens into
+`curl`, and echo connection strings in stack traces. funes stores verbatim text and may push it
+to a shared Hub dataset, so redaction happens at ingest, before chunking (DESIGN §12), and the
+publish gate runs :func:`scan` again on every outgoing chunk.
+
+Two families of detectors (SECURITY.md lists each one and its limits):
+
+* **Shaped tokens** — credentials whose format identifies them (``ghp_…``, ``AKIA…``,
+  ``sk-ant-…``, PEM private keys, JWTs, ``scheme://user:pass@host``). High precision; the whole
+  token is replaced.
+* **Assignments** — a value next to a key-like name (``password=…``, ``"api_key": "…"``,
+  ``--token …``). The name decides how strict the value test is: anything literal after a
+  password name; something credential-shaped after a secret/token/API-key name; something
+  high-entropy after a generic ``key``/``signature``/``salt`` name. Only the value is replaced,
+  so the text still says *that* a password was there.
+
+Precision matters as much as recall here: redacting a git SHA, a UUID or a file path destroys
+exactly the text recall needs, so values that look like code (identifiers, attribute access,
+calls), placeholders (``$TOKEN``, ``<password>``, ``****``) and pure hex digests are left alone.
+
+Speed: ingest's budget is a fraction of 0.3 ms per chunk. Every shaped detector has literal
+anchors (``"ghp_"``, ``"AKIA"``…) checked with `in` before its regular expression runs, and
+assignments are found by one scan for the few words a key name must end with; most text runs
+no regular expression beyond that scan.
+
+Idempotent: no detector matches its own ``[REDACTED:…]`` marker, so redacting twice changes
+nothing (tested), and the publish gate finds nothing in redacted text.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Final
+
+from funes.model.turns import Block, Turn
+
+__all__ = [
+    "DETECTORS",
+    "KINDS",
+    "Detector",
+    "Finding",
+    "redact",
+    "redact_turn",
+    "scan",
+]
+
+MARKER_PREFIX: Final = "[REDACTED:"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """Where a secret was found, and what kind it is.
+
+    It deliberately holds no part of the secret, so findings can be logged, printed and
+    reported by the publish gate without leaking what they describe.
+    """
+
+    kind: str
+    start: int
+    end: int
+
+
+Validator = Callable[[re.Match[str], str], bool]
+
+
+@dataclass(frozen=True)
+class Detector:
+    """A detector for credentials with a recognisable shape.
+
+    Attributes:
+        kind: The name in ``[REDACTED:<kind>]``.
+        anchors: Literal strings, one of which occurs in every match: the pattern only runs
+            when one of them is in the text (the cheap prefilter).
+        pattern: The compiled expression.
+        group: The group holding the secret (0: the whole match).
+        validate: Optional extra check on a match (entropy, placeholders).
+        priority: Lower wins when findings of two kinds overlap.
+        ignore_case_anchors: Check the anchors against the lowercased text.
+    """
+
+    kind: str
+    anchors: tuple[str, ...]
+    pattern: re.Pattern[str]
+    group: int | str = 0
+    validate: Validator | None = None
+    priority: int = 10
+    ignore_case_anchors: bool = False
+
+    def __post_init__(self) -> None:
+        # Several anchors are searched in one pass: sre factors their common prefix out
+        # ("AKIA|ASIA" -> "A(?:KIA|SIA)"), so the search still skips ahead on a literal.
+        if len(self.anchors) > 1:
+            prefilter = re.compile("|".join(map(re.escape, self.anchors)))
+            object.__setattr__(self, "_prefilter", prefilter.search)
+        else:
+            anchor = self.anchors[0]
+            object.__setattr__(self, "_prefilter", lambda hay: anchor in hay)
+
+    def may_match(self, text: str, lowered: str) -> bool:
+        """The cheap prefilter: could this detector match `text` at all?"""
+        check: Callable[[str], object] = self._prefilter  # type: ignore[attr-defined]
+        return bool(check(lowered if self.ignore_case_anchors else text))
+
+
+# ------------------------------------------------------------------------------------------------
+# Value tests shared by detectors
+# ------------------------------------------------------------------------------------------------
+
+
+def entropy(value: str) -> float:
+    """Shannon entropy in bits per character (random base64 ≈ 4.5-6, English words ≈ 2.5-3.5)."""
+    n = len(value)
+    if n == 0:
+        return 0.0
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+def _classes(value: str) -> int:
+    """How many of lower, upper, digit and symbol (other than separators) `value` mixes."""
+    lower = upper = digit = symbol = 0
+    for ch in value:
+        if ch.islower():
+            lower = 1
+        elif ch.isupper():
+            upper = 1
+        elif ch.isdigit():
+            digit = 1
+        elif ch not in "-_. /:":
+            symbol = 1
+    return lower + upper + digit + symbol
+
+
+def _random_token(match: re.Match[str], text: str, group: int | str = 0, min_len: int = 16) -> bool:
+    """A token body that looks machine-generated: long, mixed character classes, not a word."""
+    value = match.group(group)
+    body = value.split("-", 1)[-1] if value.startswith("sk-") else value
+    return len(body) >= min_len and _classes(body) >= 2 and entropy(body) >= 3.0
+
+
+_B64_CHARS = re.compile(r"[A-Za-z0-9+/]")
+
+
+def _pem_body(match: re.Match[str], text: str) -> bool:
+    """A PEM block with real key material, not a placeholder with "..." as its body."""
+    value = match.group(0)
+    end = value.rfind("-----END")
+    body = value[value.find("-----", 10) + 5 : end if end > 0 else len(value)]
+    body = body.replace("\\n", "").replace("\\r", "")
+    return len(_B64_CHARS.findall(body)) >= 40
+
+
+_PLACEHOLDER_RE: Final = re.compile(
+    r"""(?ix)
+    ^(?: [$%<{\[!*&] | \.\.\. | … )           # $ENV ${x} %(x)s <x> {{x}} [x] !tag *** &anchor
+    | ^(?: x+ | \*+ | \.+ | -+ | _+ | \#+ | 0+ | 1234.* )$
+    | ^(?: none | null | nil | undefined | true | false | yes | no | on | off
+         | str | string | int | bool | bytes | any | object | optional | required
+         | redacted .* | changeme | change_me | example .* | sample .* | dummy .* | fake .*
+         | test | testing | foo | bar | baz | todo | tbd | placeholder .* | your .*
+         | my[-_]?(?: password | secret | token | key | pass ) .*
+         | password | passwd | pass | secret | token | api[-_]?key | key | value | empty
+         | default | hidden | masked | env | environ | getpass | input | prompt
+         | pwd | user | username )$
+    """
+)
+_IDENT_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DOTTED_RE: Final = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)+")
+_UUID_RE: Final = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
+_HEX_RE: Final = re.compile(r"[0-9a-fA-F]+")
+_ENTROPY_VALUE_RE: Final = re.compile(r"[A-Za-z0-9+/=_.~-]+")
+
+
+def _is_placeholder(value: str) -> bool:
+    return (
+        _PLACEHOLDER_RE.match(value) is not None
+        or "***" in value
+        or value.endswith(("...", "…"))  # a truncated example
+    )
+
+
+def _is_path(value: str) -> bool:
+    return value.startswith(("/", "~", "./", "../")) or "://" in value
+
+
+_CAMEL_WORD_RE: Final = re.compile(r"[A-Z][a-z]{2,}")
+_CALL_RE: Final = re.compile(r"[A-Za-z_][\w.]*\(.*\)?")
+_SELF_NAMED_RE: Final = re.compile(
+    r"[A-Za-z_.-]*(?:password|passwd|secret|token|key)[A-Za-z_.-]*", re.IGNORECASE
+)
+
+
+def _looks_like_code(value: str, text: str, end: int) -> bool:
+    """A bare value that is a reference, not a literal.
+
+    As in `password=args.password`, `password=pw`, `token=f()`, `key: PrivateKeyTypes`.
+    """
+    if text[end : end + 1] in ("(", "[", "."):
+        return True
+    if _DOTTED_RE.fullmatch(value):
+        return True
+    if _IDENT_RE.fullmatch(value):
+        return (
+            "_" in value
+            or not any(ch.isdigit() for ch in value)
+            or _CAMEL_WORD_RE.search(value) is not None
+        )
+    return False
+
+
+# ------------------------------------------------------------------------------------------------
+# Shaped tokens
+# ------------------------------------------------------------------------------------------------
+
+_PEM_LABEL = r"-----(?:BEGIN|END)[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+_NOT_TOKEN_BEFORE = r"(?<![A-Za-z0-9_-])"
+_NOT_TOKEN_AFTER = r"(?![A-Za-z0-9_-])"
+
+
+def _d(
+    kind: str,
+    anchors: tuple[str, ...],
+    pattern: str,
+    *,
+    group: int | str = 0,
+    validate: Validator | None = None,
+    priority: int = 10,
+    ignore_case_anchors: bool = False,
+    flags: int = 0,
+) -> Detector:
+    return Detector(
+        kind, anchors, re.compile(pattern, flags), group, validate, priority, ignore_case_anchors
+    )
+
+
+DETECTORS: Final[tuple[Detector, ...]] = (
+    # PEM private keys (RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP), also JSON-escaped ("\n" as two
+    # characters) as in a GCP service-account file, and truncated ones without an END line.
+    _d(
+        "private-key",
+        ("PRIVATE KEY",),
+        r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----[\s\S]{0,32768}?"
+        r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----",
+        validate=_pem_body,
+        priority=0,
+    ),
+    _d(
+        "private-key",
+        ("PRIVATE KEY",),
+        r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+        r"(?:(?:\\[nr]|[ \t\r\n])+(?:[A-Za-z0-9+/=]{16,}|[A-Za-z-]{2,30}:[^\n\\]{0,200}))+",
+        validate=_pem_body,
+        priority=0,
+    ),
+    _d(
+        "jwt",
+        ("eyJ",),
+        _NOT_TOKEN_BEFORE + r"eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*",
+        priority=1,
+    ),
+    _d(
+        "aws-access-key-id",
+        ("AKIA", "ASIA", "ABIA", "ACCA", "A3T"),
+        r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Za-z0-9])",
+        priority=2,
+    ),
+    _d(
+        "aws-secret-key",
+        ("secret",),
+        r"(?i:aws_?secret_?(?:access_?)?key|secret_?access_?key)\\?[\"']?\s*[:=]\s*\\?[\"']?"
+        r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
+        group="secret",
+        priority=2,
+        ignore_case_anchors=True,
+    ),
+    _d(
+        "aws-session-token",
+        ("sessiontoken", "session_token", "security-token"),
+        r"(?i:aws_?session_?token|sessiontoken|x-amz-security-token)\\?[\"']?\s*[:=]\s*\\?[\"']?"
+        r"(?P<secret>[A-Za-z0-9/+=]{100,})",
+        group="secret",
+        priority=2,
+        ignore_case_anchors=True,
+    ),
+    _d(
+        "gcp-api-key",
+        ("AIza",),
+        _NOT_TOKEN_BEFORE + r"AIza[0-9A-Za-z_-]{35}" + _NOT_TOKEN_AFTER,
+        priority=2,
+    ),
+    _d(
+        "gcp-oauth-token",
+        ("ya29.",),
+        r"(?<![A-Za-z0-9_.-])ya29\.[0-9A-Za-z_-]{20,}",
+        priority=2,
+    ),
+    _d(
+        "gcp-client-secret",
+        ("GOCSPX-",),
+        r"GOCSPX-[A-Za-z0-9_-]{20,}",
+        priority=2,
+    ),
+    _d(
+        "azure-storage-key",
+        ("accountkey", "sharedaccesskey"),
+        r"(?i:AccountKey|SharedAccessKey)\s*=\s*(?P<secret>[A-Za-z0-9+/]{20,}={0,2})",
+        group="secret",
+        priority=2,
+        ignore_case_anchors=True,
+    ),
+    _d(
+        "azure-sas-token",
+        ("sig=",),
+        r"(?<=[?&;])sig=(?P<secret>[A-Za-z0-9%+/]{20,}(?:%3D|=){0,2})",
+        group="secret",
+        priority=2,
+    ),
+    _d(
+        "github-token",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+        r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36,255}(?![A-Za-z0-9_])",
+        priority=2,
+    ),
+    _d(
+        "github-token",
+        ("github_pat_",),
+        r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{22,255}(?![A-Za-z0-9_])",
+        priority=2,
+    ),
+    _d(
+        "gitlab-token",
+        ("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "glsoat-", "glft-", "glimt-"),
+        _NOT_TOKEN_BEFORE + r"gl(?:pat|dt|rt|ptt|cbt|soat|ft|imt)-[A-Za-z0-9_-]{20,}",
+        priority=2,
+    ),
+    _d(
+        "huggingface-token",
+        ("hf_", "api_org_"),
+        r"(?<![A-Za-z0-9_])(?:hf|api_org)_[A-Za-z0-9]{30,}(?![A-Za-z0-9_])",
+        validate=_random_token,
+        priority=2,
+    ),
+    _d(
+        "anthropic-key",
+        ("sk-ant-",),
+        _NOT_TOKEN_BEFORE + r"sk-ant-[A-Za-z0-9_-]{20,}",
+        priority=2,
+    ),
+    _d(
+        "openai-key",
+        ("sk-",),
+        _NOT_TOKEN_BEFORE
+        + r"sk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"
+        + _NOT_TOKEN_AFTER,
+        validate=_random_token,
+        priority=3,
+    ),
+    _d(
+        "slack-token",
+        ("xox", "xapp-"),
+        _NOT_TOKEN_BEFORE + r"(?:xox[abposre]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,})",
+        priority=2,
+    ),
+    _d(
+        "slack-webhook",
+        ("hooks.slack.com",),
+        r"https?://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,}",
+        priority=2,
+    ),
+    _d(
+        "stripe-key",
+        ("_live_", "_test_", "whsec_"),
+        r"(?<![A-Za-z0-9_])(?:(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{24,})",
+        priority=2,
+    ),
+    _d(
+        "npm-token",
+        ("npm_",),
+        r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9_])",
+        priority=2,
+    ),
+    _d(
+        "pypi-token",
+        ("pypi-AgEI",),
+        r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}",
+        priority=2,
+    ),
+    _d(
+        "bearer-token",
+        ("bearer",),
+        r"(?i:\bbearer)\s+(?P<secret>[A-Za-z0-9._~+/-]{20,}=*)",
+        group="secret",
+        validate=lambda m, t: _random_token(m, t, "secret", 20),
+        priority=4,
+        ignore_case_anchors=True,
+    ),
+    _d(
+        "basic-auth",
+        ("basic",),
+        r"(?i:\bauthorization\\?[\"']?\s*[:=]\s*\\?[\"']?basic)\s+(?P<secret>[A-Za-z0-9+/]{8,}={0,2})",
+        group="secret",
+        priority=4,
+        ignore_case_anchors=True,
+    ),
+)
+
+# ------------------------------------------------------------------------------------------------
+# Passwords in URLs: scheme://user:password@host
+# ------------------------------------------------------------------------------------------------
+
+_URL_USERINFO: Final = re.compile(
+    r"(?P<user>[^\s:@/?#\[\]\"'<>\\]*):(?P<secret>[^\s:@/?#\[\]\"'<>\\]+)@(?=[A-Za-z0-9\[])"
+)
+_URL_PRIORITY: Final = 3
+
+
+def _scan_urls(text: str, out: list[tuple[int, int, int, str]]) -> None:
+    find = text.find
+    k = find("://")
+    while k >= 0:
+        if k > 0 and (text[k - 1].isalnum() or text[k - 1] in "+.-"):
+            m = _URL_USERINFO.match(text, k + 3)
+            if m is not None and not _is_placeholder(m.group("secret")):
+                out.append((m.start("secret"), m.end("secret"), _URL_PRIORITY, "url-password"))
+        k = find("://", k + 3)
+
+
+# ------------------------------------------------------------------------------------------------
+# Assignments: <key-like name> <separator> <value>
+# ------------------------------------------------------------------------------------------------
+
+#: The last word of a key-like name, found with `str.find` in the lowercased text (one pass
+#: each, far cheaper than a regular expression). A name must *end* with the word: "tokens",
+#: "token_type", "keyboard" and "password_hash" are not secrets. "key" and a bare "pass" are
+#: also common inside ordinary words ("monkey", "bypass"), so they must start a name component
+#: (after a separator or at a camelCase hump) or follow a known compound ("apikey"); the others
+#: may follow any letters ("dbpassword", "accesstoken").
+_KEY_WORDS: Final = ("pass", "secret", "token", "credential", "key")
+_KEY_COMPOUNDS: Final = (
+    "api", "access", "secret", "private", "auth", "signing", "encryption", "master", "client",
+    "app", "service", "account",
+)
+_ALNUM_LOWER: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+#: How a name is classified (matched against the lowercased full name).
+_PASSWORD_NAME: Final = re.compile(r"(?:^|[^a-z])pass(?:word|wd|phrase)?$|[a-z]pass(?:word|wd)$")
+_SECRET_NAME: Final = re.compile(
+    r"(?:secret|token|credentials?"
+    r"|(?:api|access|secret|private|auth|signing|encryption|master|client|app|service|account)"
+    r"[_.-]?key)$"
+)
+_ENTROPY_NAME: Final = re.compile(r"key$")
+_NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+#: Separator then value, matched right after the name.
+_ASSIGN_TAIL: Final = re.compile(
+    r"""(?:\\?["'])?[ \t]*(?::=|=>|[:=])[ \t]*
+        (?:(?P<q>\\?["'`])(?P<qv>(?!\[REDACTED:)[^"'`\\\n]{1,256})
+          |(?P<bv>[^\s"'`\\,;()\[\]{}<>&|=][^\s"'`\\,;()\[\]{}<>&|]{0,511}))""",
+    re.VERBOSE,
+)
+_FLAG_TAIL: Final = re.compile(r"[ \t]+(?P<q>[\"']?)(?P<bv>[^\s\"'`\\,;()\[\]{}<>&|$]{1,512})")
+_ASSIGN_PRIORITY: Final = {"password": 5, "secret": 6, "high-entropy": 7}
+
+
+def _scan_assignments(text: str, lowered: str, out: list[tuple[int, int, int, str]]) -> None:
+    find = lowered.find
+    for word in _KEY_WORDS:
+        k = find(word)
+        while k >= 0:
+            _assignment_at(text, lowered, k, word, out)
+            k = find(word, k + len(word))
+
+
+def _assignment_at(
+    text: str, lowered: str, start: int, word: str, out: list[tuple[int, int, int, str]]
+) -> None:
+    end = start + len(word)
+    strict = word == "key"
+    if word == "pass":
+        for rest in ("word", "wd", "phrase"):
+            if lowered.startswith(rest, end):
+                end += len(rest)
+                break
+        else:
+            strict = True
+    elif word == "credential" and lowered.startswith("s", end):
+        end += 1
+    if end < len(lowered) and lowered[end] in _ALNUM_LOWER:
+        return  # the word does not end the name
+    if strict and start > 0 and text[start - 1].isalnum():
+        hump = (text[start - 1].islower() or text[start - 1].isdigit()) and text[start].isupper()
+        compound = word == "key" and lowered.endswith(_KEY_COMPOUNDS, 0, start)
+        if not (hump or compound):
+            return  # "monkey", "bypass"
+    # The full name: name characters back from the matched last word.
+    name_start = start
+    while name_start > 0 and text[name_start - 1] in _NAME_CHARS and start - name_start < 64:
+        name_start -= 1
+    raw_name = text[name_start:end]
+    name = lowered[name_start:end].strip("_.-")
+    if "public" in name or name == "pass":
+        return  # public keys are not secrets; "pass" alone is a verb or a keyword
+    if _PASSWORD_NAME.search(name):
+        kind = "password"
+    elif _SECRET_NAME.search(name):
+        kind = "secret"
+    elif _ENTROPY_NAME.search(name):
+        kind = "high-entropy"
+    else:
+        return
+    flag = False
+    tail = _ASSIGN_TAIL.match(text, end)
+    if tail is None and raw_name.startswith("--"):
+        flag = True
+        tail = _FLAG_TAIL.match(text, end)
+    if tail is None:
+        return
+    quote = tail.group("q") or ""
+    group = "qv" if tail.groupdict().get("qv") is not None else "bv"
+    value = tail.group(group)
+    v_start, v_end = tail.span(group)
+    if group == "bv":
+        # Sentence or block punctuation after a bare value is not part of it.
+        trimmed = value.rstrip(":.,!?")
+        v_end -= len(value) - len(trimmed)
+        value = trimmed
+        if not value:
+            return
+        if flag and value.isalpha():
+            return  # "--password options": prose about a flag, not a value
+    env_style = (
+        not flag
+        and raw_name.isupper()
+        and raw_name.replace("_", "").isalnum()
+        and tail.group(0).startswith("=")
+        and tail.group(0)[1:2] not in (" ", "\t")
+    )
+    # Backquotes delimit code in Markdown and shells, so they do not make a literal.
+    literal = (bool(quote) and not quote.endswith("`")) or flag or env_style
+    if _value_is_secret(kind, value, literal, text, v_end):
+        out.append((v_start, v_end, _ASSIGN_PRIORITY[kind], kind))
+
+
+def _value_is_secret(kind: str, value: str, literal: bool, text: str, end: int) -> bool:
+    """Whether the value of a `kind` assignment is a credential.
+
+    `literal` is true when the syntax says the value is a literal (quoted, a CLI flag's
+    argument, an env-file line); otherwise bare identifiers, attribute access and calls are
+    taken for code (`password=args.password`).
+    """
+    value = value.strip()
+    if _is_placeholder(value) or _is_path(value) or _SELF_NAMED_RE.fullmatch(value):
+        return False
+    if kind != "password" and (" " in value or "\t" in value):
+        return False  # keys and tokens never contain spaces; pass phrases may
+    if _CALL_RE.fullmatch(value) or (not literal and _looks_like_code(value, text, end)):
+        return False
+    if kind == "password":
+        return len(value) >= 4
+    if kind == "secret":
+        return len(value) >= 8 and not value.isdigit() and _classes(value) >= 2
+    # high-entropy: a generic name, so the value alone must look random.
+    if not 20 <= len(value) <= 1024 or not _ENTROPY_VALUE_RE.fullmatch(value):
+        return False
+    if _HEX_RE.fullmatch(value) or _UUID_RE.fullmatch(value):
+        return False  # digests, git SHAs, ids: never credentials on their own
+    if value.count("/") > 1:
+        return False  # a path or an object-store key
+    return (
+        any(ch.isdigit() for ch in value)
+        and any(ch.isupper() for ch in value)
+        and any(ch.islower() for ch in value)
+        and entropy(value) >= 3.5
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Public API
+# ------------------------------------------------------------------------------------------------
+
+#: Every kind a finding can have, for reports and docs.
+KINDS: Final[tuple[str, ...]] = (
+    *dict.fromkeys(d.kind for d in DETECTORS),
+    "url-password",
+    "password",
+    "secret",
+    "high-entropy",
+)
+
+
+def _lower(text: str) -> str:
+    """Lowercase without changing any offset (a few characters lowercase to two)."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return lowered
+    return "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in text)
+
+
+def scan(text: str) -> list[Finding]:
+    """Find the secrets in `text` (offsets into `text`), merged where they overlap.
+
+    This is also the publish gate's check: redacted text scans clean.
+    """
+    if not text:
+        return []
+    raw: list[tuple[int, int, int, str]] = []
+    lowered = _lower(text)
+    for det in DETECTORS:
+        if not det.may_match(text, lowered):
+            continue
+        for m in det.pattern.finditer(text):
+            if det.validate is not None and not det.validate(m, text):
+                continue
+            raw.append((m.start(det.group), m.end(det.group), det.priority, det.kind))
+    if "://" in text:
+        _scan_urls(text, raw)
+    _scan_assignments(text, lowered, raw)
+    return _merge(raw)
+
+
+def _merge(raw: list[tuple[int, int, int, str]]) -> list[Finding]:
+    """Union overlapping spans; the merged span takes the kind of its highest-priority part."""
+    if not raw:
+        return []
+    raw.sort()
+    out: list[Finding] = []
+    start, end, prio, kind = raw[0]
+    for s, e, p, k in raw[1:]:
+        if s < end:  # overlap: extend, keep the more specific kind
+            if p < prio or (p == prio and e - s > end - start):
+                prio, kind = p, k
+            end = max(end, e)
+        else:
+            out.append(Finding(kind, start, end))
+            start, end, prio, kind = s, e, p, k
+    out.append(Finding(kind, start, end))
+    return [f for f in out if f.end > f.start]
+
+
+def redact(text: str) -> tuple[str, list[Finding]]:
+    """Replace every secret in `text` with ``[REDACTED:<kind>]``.
+
+    Returns:
+        The redacted text, and the findings with offsets into the *original* text.
+    """
+    findings = scan(text)
+    if not findings:
+        return text, findings
+    parts: list[str] = []
+    pos = 0
+    for f in findings:
+        parts.append(text[pos : f.start])
+        parts.append(f"{MARKER_PREFIX}{f.kind}]")
+        pos = f.end
+    parts.append(text[pos:])
+    return "".join(parts), findings
+
+
+def redact_turn(turn: Turn) -> tuple[Turn, Counter[str]]:
+    """Redact every free-text field of a turn.
+
+    That is block texts, and the provenance that can hold credentials too: a project identity
+    taken from an `https://user:token@host/…` remote, the working directory, `extra` values.
+
+    Returns:
+        The redacted turn (the same object if nothing was found) and how many secrets of each
+        kind were replaced.
+    """
+    counts: Counter[str] = Counter()
+
+    def clean(value: str | None) -> str | None:
+        if not value:
+            return value
+        redacted, found = redact(value)
+        counts.update(f.kind for f in found)
+        return redacted
+
+    blocks: list[Block] = []
+    changed = False
+    for block in turn.blocks:
+        text = clean(block.text) or ""
+        if text != block.text:
+            block = replace(block, text=text)
+            changed = True
+        blocks.append(block)
+    project, workdir = clean(turn.project), clean(turn.workdir)
+    extra = {k: clean(v) or "" for k, v in turn.extra.items()}
+    if not counts:
+        return turn, counts
+    return (
+        replace(
+            turn,
+            blocks=tuple(blocks) if changed else turn.blocks,
+            project=project,
+            workdir=workdir,
+            extra=extra,
+        ),
+        counts,
+    )
