@@ -1,0 +1,115 @@
+"""Ingest verbs: index."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from funes._env import Settings
+from funes.api.repo import open_memory
+from funes.errors import UsageError
+from funes.ingest.run import IndexSummary, index_sources
+from funes.ingest.sources import default_sources, explicit_sources
+from funes.ingest.state import SourceStates
+from funes.model.turns import Turn
+from funes.storage.repo import PROJECT_DIR, Repository
+
+__all__ = ["IndexSummary", "index", "parse_since"]
+
+
+_RELATIVE = re.compile(r"^(\d+)\s*([mhdw])$")
+
+
+def parse_since(value: str, now: datetime | None = None) -> datetime:
+    """Read a `--since` value: an ISO date or time (UTC unless it says), or 30m/12h/7d/2w ago."""
+    now = now or datetime.now(UTC)
+    m = _RELATIVE.match(value.strip().lower())
+    if m:
+        unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
+        return now - timedelta(**{unit: int(m.group(1))})
+    try:
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise UsageError(
+            f"cannot read --since {value!r}",
+            hint="use an ISO date (2026-11-01), a time (2026-11-01T12:00Z) or 30m/12h/7d/2w",
+        ) from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+class _ProjectRouter:
+    """Route sessions as DESIGN §7 says.
+
+    A session inside a project with its own `.funes/` goes to that memory; every other session
+    goes to the global memory (or nowhere, if there is none).
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._by_dir: dict[str, Repository | None] = {}
+        self._repos: dict[Path, Repository] = {}
+        self._global: Repository | bool | None = False
+
+    def _open(self, path: Path) -> Repository:
+        repo = Repository.open(path, self.settings)
+        return self._repos.setdefault(repo.path, repo)
+
+    def _global_repo(self) -> Repository | None:
+        if self._global is False:
+            fmt = self.settings.home / "FORMAT"
+            self._global = self._open(self.settings.home) if fmt.is_file() else None
+        return self._global if isinstance(self._global, Repository) else None
+
+    def __call__(self, turn: Turn) -> Repository | None:
+        workdir = turn.workdir or ""
+        if workdir not in self._by_dir:
+            target: Repository | None = None
+            if workdir:
+                here = Path(workdir)
+                for directory in (here, *here.parents):
+                    if (directory / PROJECT_DIR / "FORMAT").is_file():
+                        target = self._open(directory / PROJECT_DIR)
+                        break
+            self._by_dir[workdir] = target or self._global_repo()
+        return self._by_dir[workdir]
+
+
+def index(
+    settings: Settings,
+    *,
+    memory: str | None = None,
+    paths: Sequence[str] = (),
+    agents: Sequence[str] = (),
+    since: str | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> IndexSummary:
+    """Index agent transcripts.
+
+    Named paths go into the current memory (like `git add`); without paths, the agents'
+    default locations are read and each session is routed to its project memory or the global
+    memory.
+    """
+    when = parse_since(since) if since else None
+    harness = agents[0] if len(agents) == 1 else None
+    router: Callable[[Turn], Repository | None]
+    if paths or memory:
+        repo = open_memory(settings, memory)
+        if paths:
+            sources = explicit_sources(paths, harness=harness)
+            sources = [s for s in sources if not agents or s.harness in agents]
+        else:
+            sources = default_sources(settings, harnesses=agents or None)
+        router = lambda _turn: repo  # noqa: E731
+        states = SourceStates(repo.path / "index" / "sources.json")
+        max_tokens = int(repo.config.get("index.maxTokens") or 256)
+    else:
+        Repository.discover(settings)  # like every command: refuse when there is no memory
+        sources = default_sources(settings, harnesses=agents or None)
+        router = _ProjectRouter(settings)
+        states = SourceStates(settings.home / "state" / "sources.json")
+        max_tokens = 256
+    return index_sources(
+        sources, router, states, since=when, max_tokens=max_tokens, progress=progress
+    )

@@ -1,0 +1,162 @@
+"""Repository verbs: init, log, show, status, fsck, config, and opening a memory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from funes._env import Settings
+from funes.errors import UsageError
+from funes.model.ids import ObjectId
+from funes.model.objects import Commit, Manifest, ModelStamp
+from funes.storage.fsck import FsckReport
+from funes.storage.fsck import fsck as _fsck
+from funes.storage.repo import PROJECT_DIR, Repository
+
+
+def open_memory(settings: Settings, memory: str | None = None) -> Repository:
+    """The repository a command works on: `--memory` if given, else discovery from cwd."""
+    if memory:
+        return Repository.open(Path(memory), settings)
+    return Repository.discover(settings)
+
+
+@dataclass(frozen=True)
+class InitResult:
+    """The memory `init` created, or found already there (git's "reinitialized")."""
+
+    repo: Repository
+    created: bool
+
+
+def init(settings: Settings, path: Path | None = None, *, is_global: bool = False) -> InitResult:
+    """Create a project memory (`<path>/.funes`) or the user's global memory (`$FUNES_HOME`).
+
+    Like `git init`, running it where a memory already exists changes nothing and succeeds,
+    so setup scripts can run it unconditionally.
+    """
+    if is_global:
+        if path is not None:
+            raise UsageError("`funes init --global` takes no PATH", hint="use FUNES_HOME instead")
+        target = settings.home
+    else:
+        target = (path or settings.cwd).expanduser()
+        if target.name != PROJECT_DIR:
+            target = target / PROJECT_DIR
+        target = target.resolve()
+    if (target / "FORMAT").exists():
+        return InitResult(Repository.open(target, settings), created=False)
+    return InitResult(Repository.init(target, settings, is_global=is_global), created=True)
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One commit as `log` lists it."""
+
+    id: ObjectId
+    commit: Commit
+    refs: tuple[str, ...] = ()
+
+
+def log(repo: Repository, rev: str | None = None, limit: int | None = None) -> list[LogEntry]:
+    """Commits reachable from `rev` (default HEAD), newest first."""
+    if limit is not None and limit <= 0:
+        raise UsageError(f"--limit must be positive, not {limit}")
+    start = repo.resolve(rev) if rev else repo.head()
+    if start is None:
+        return []
+    decorations: dict[str, list[str]] = {}
+    for name, oid in repo.refs.iter_refs():
+        decorations.setdefault(oid, []).append(_short_ref(name))
+    out = []
+    for oid, commit in repo.walk(start):
+        out.append(LogEntry(oid, commit, tuple(decorations.get(oid, ()))))
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+def _short_ref(name: str) -> str:
+    for prefix in ("refs/heads/", "refs/remotes/", "refs/tags/"):
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return name
+
+
+@dataclass(frozen=True)
+class ShowResult:
+    """A commit with its manifests summarised."""
+
+    id: ObjectId
+    commit: Commit
+    manifests: dict[ObjectId, Manifest]
+    tombstoned: int
+
+
+def show(repo: Repository, rev: str = "HEAD") -> ShowResult:
+    """One commit in full."""
+    oid = repo.resolve(rev)
+    commit = repo.objects.commit(oid)
+    manifests = {mid: repo.objects.manifest(mid) for mid in commit.manifests}
+    tombstoned = sum(len(repo.objects.tombstone(t).targets) for t in commit.tombstones)
+    return ShowResult(oid, commit, manifests, tombstoned)
+
+
+@dataclass(frozen=True)
+class StatusResult:
+    """What `status` reports."""
+
+    path: Path
+    kind: str  # "project" | "global"
+    branch: str
+    head: ObjectId | None
+    head_time: str | None
+    chunks: int
+    sessions: int
+    by_harness: dict[str, dict[str, int]] = field(default_factory=dict)
+    model: ModelStamp | None = None
+
+
+def status(repo: Repository) -> StatusResult:
+    """Repository, HEAD, counts by agent and the model stamp."""
+    head = repo.head()
+    commit = repo.objects.commit(head) if head else None
+    stats = repo.stats()
+    return StatusResult(
+        path=repo.path,
+        kind="global" if repo.is_global else "project",
+        branch=_short_ref(repo.head_branch()),
+        head=head,
+        head_time=commit.time if commit else None,
+        chunks=stats.chunks,
+        sessions=stats.sessions,
+        by_harness=stats.by_harness,
+        model=commit.model if commit else None,
+    )
+
+
+def fsck(repo: Repository, *, rows: bool = True) -> FsckReport:
+    """Verify every object, ref, fragment file and (unless `rows=False`) chunk row."""
+    return _fsck(repo, rows=rows)
+
+
+def config_get(repo: Repository, key: str) -> str | None:
+    """A config value (or its default)."""
+    return repo.config.get(key)
+
+
+def config_set(repo: Repository, key: str, value: str) -> str:
+    """Set a config value; returns it normalised."""
+    with repo.writing():
+        return repo.config.set(key, value)
+
+
+def config_unset(repo: Repository, key: str) -> bool:
+    """Remove a config value."""
+    with repo.writing():
+        return repo.config.unset(key)
+
+
+def config_list(repo: Repository) -> list[tuple[str, str]]:
+    """Every value that is set."""
+    return repo.config.items()
