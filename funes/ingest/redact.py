@@ -459,7 +459,7 @@ _ENTROPY_NAME: Final = re.compile(r"key$")
 _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 #: Separator then value, matched right after the name.
 _ASSIGN_TAIL: Final = re.compile(
-    r"""(?:\\?["'])?[ \t]*(?::=|=>|[:=])[ \t]*
+    r"""(?P<kq>\\?["'])?[ \t]*(?::=|=>|[:=])[ \t]*
         (?:(?P<q>\\?["'`])(?P<qv>(?!\[REDACTED:)[^"'`\\\n]{1,256})
           |(?P<bv>[^\s"'`\\,;()\[\]{}<>&|=][^\s"'`\\,;()\[\]{}<>&|]{0,511}))""",
     re.VERBOSE,
@@ -522,6 +522,14 @@ def _assignment_at(
     if tail is None:
         return
     quote = tail.group("q") or ""
+    if (
+        quote
+        and name_start > 0
+        and text[name_start - 1] in "\"'"
+        and not tail.groupdict().get("kq")
+        and quote[-1] == text[name_start - 1]
+    ):
+        return  # 'Password: ' is a prompt string: the quote after ':' closes it
     group = "qv" if tail.groupdict().get("qv") is not None else "bv"
     value = tail.group(group)
     v_start, v_end = tail.span(group)
@@ -561,6 +569,8 @@ def _value_is_secret(kind: str, value: str, literal: bool, text: str, end: int) 
         return False  # keys and tokens never contain spaces; pass phrases may
     if _CALL_RE.fullmatch(value) or (not literal and _looks_like_code(value, text, end)):
         return False
+    if not literal and value.isdigit():
+        return False  # a bare number is data (`"password": 20786` in a vocabulary), not a PIN
     if kind == "password":
         return len(value) >= 4
     if kind == "secret":

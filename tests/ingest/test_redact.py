@@ -249,6 +249,9 @@ ORDINARY = [
     "Authorization: Bearer <token>",
     "postgres://user:password@localhost:5432/db is the local default",
     "function signature(payload, secretKey) { return hmac(secretKey, payload) }",
+    "def fallback_getpass(prompt='Password: ', stream=None):",
+    'input("Enter your API key: ")',
+    "https://example.com/a:b/c@d",
 ]
 
 

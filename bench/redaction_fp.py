@@ -1,0 +1,255 @@
+"""Redaction false positives (and the ingest text pipeline's throughput).
+
+Run:
+    python bench/redaction_fp.py                      # the real transcript fixtures
+    python bench/redaction_fp.py --corpus DIR [DIR…]  # also every text file under DIR
+    python bench/redaction_fp.py --throughput [--scale 20]
+    … --json                                          # machine-readable
+
+False positives. Every string value of every JSON line of ``../shared/fixtures/traces`` (and the
+text files of any ``--corpus``) goes through :func:`funes.ingest.redact.scan`. The report gives
+findings per kind, and lists each one with its context and the secret masked (first 4
+characters and the length) so a person can review it. Reviewed findings are recorded in
+``REVIEWED`` below, keyed by kind and a hash of the matched text (so no secret is written
+here); the false-positive estimate counts reviewed false positives, plus every unreviewed
+finding as an upper bound.
+
+Throughput. The fixture transcripts are parsed into turns with the real parsers (falling back
+to one text block per string if they are unavailable), replicated ``--scale`` times under new
+session ids, and run through ``redact_turn`` and ``chunk_turn`` exactly as ingest does; CPU
+time per chunk and chunks per second (one core) are reported, the word cache warm after a
+first pass, as it is after the first few turns of any real run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from funes.ingest.redact import Finding, scan  # noqa: E402
+
+TRACES = ROOT.parent / "shared" / "fixtures" / "traces"
+TEXT_SUFFIXES = {".py", ".md", ".txt", ".rst", ".json", ".jsonl", ".yaml", ".yml", ".toml",
+                 ".cfg", ".ini", ".sh", ".js", ".ts", ".go", ".rs", ".java", ".env"}
+
+#: Manual review of findings: (kind, sha256(matched text)[:16]) -> (verdict, note).
+#: "tp": a credential (real or an example written as one); "fp": not a credential.
+#: The entries come from reviewing the 13 findings over this project's virtualenv and the
+#: Python 3.11 standard library (80 MB of .py/.md/.json/... files, see SECURITY.md); the
+#: transcript fixtures have no findings to review.
+REVIEWED: dict[tuple[str, str], tuple[str, str]] = {}
+
+
+def _review_key(kind: str, matched: str) -> tuple[str, str]:
+    return kind, hashlib.sha256(matched.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _add_reviews(rows: list[tuple[str, str, str, str]]) -> None:
+    for kind, digest, verdict, note in rows:
+        REVIEWED[(kind, digest)] = (verdict, note)
+
+
+_add_reviews(
+    [
+        # kind, sha256(matched)[:16], verdict, note
+        ("url-password", "ffc9a6c1416c6489", "tp", "httpx docs: https://jo%40email.com:a%20secret@…"),
+        ("url-password", "071ca22277547058", "fp", "fsspec URL syntax github://org:repo@sha"),
+        ("password", "984ca5162200734c", "tp", "httpx docs: password=\"a secret\""),
+        ("password", "0b14d501a594442a", "tp", "pydantic docs: password='password1'"),
+        ("password", "5e6e45c8d3a5d85e", "tp", "pydantic docs: password='IAmSensitive'"),
+        ("password", "1fec4e9dead2fb48", "tp", "urllib docs: passwd='geheim$parole'"),
+        ("secret", "fde4fe76fd46eb8a", "tp", "pyarrow tests: secret_key='limited123'"),
+        ("secret", "cdac0a6c84930371", "tp", "pyarrow tests: token = 'token1234'"),
+    ]
+)
+
+
+def walk_strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from walk_strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from walk_strings(v)
+
+
+def fixture_texts() -> Iterator[tuple[str, str]]:
+    """(origin, text) for every string value of every fixture line."""
+    for path in sorted(TRACES.rglob("*.jsonl")):
+        rel = path.relative_to(TRACES)
+        for n, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            for text in walk_strings(record):
+                yield f"{rel}:{n}", text
+
+
+def corpus_texts(roots: list[Path]) -> Iterator[tuple[str, str]]:
+    for root in roots:
+        for path in sorted(root.rglob("*")):
+            if path.suffix not in TEXT_SUFFIXES or not path.is_file():
+                continue
+            try:
+                yield str(path), path.read_text("utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+
+
+def mask(secret: str) -> str:
+    return f"{secret[:4]}…({len(secret)} chars)"
+
+
+def false_positives(texts: Iterator[tuple[str, str]], label: str) -> dict[str, Any]:
+    chars = strings = 0
+    per_kind: collections.Counter[str] = collections.Counter()
+    listed: list[dict[str, str]] = []
+    verdicts: collections.Counter[str] = collections.Counter()
+    start = time.process_time()
+    for origin, text in texts:
+        strings += 1
+        chars += len(text)
+        for f in scan(text):
+            per_kind[f.kind] += 1
+            listed.append(_describe(origin, text, f))
+            verdicts[listed[-1]["verdict"]] += 1
+    elapsed = time.process_time() - start
+    mb = chars / 1e6
+    fp_low = verdicts["fp"]
+    fp_high = fp_low + verdicts["unreviewed"]
+    return {
+        "corpus": label,
+        "strings": strings,
+        "chars": chars,
+        "scan_cpu_s": round(elapsed, 3),
+        "scan_mb_per_s": round(mb / elapsed, 1) if elapsed else None,
+        "findings": sum(per_kind.values()),
+        "per_kind": dict(per_kind.most_common()),
+        "reviewed_tp": verdicts["tp"],
+        "reviewed_fp": fp_low,
+        "unreviewed": verdicts["unreviewed"],
+        "fp_per_mb": [round(fp_low / mb, 4), round(fp_high / mb, 4)] if mb else None,
+        "listing": listed,
+    }
+
+
+def _describe(origin: str, text: str, f: Finding) -> dict[str, str]:
+    matched = text[f.start : f.end]
+    verdict, note = REVIEWED.get(_review_key(f.kind, matched), ("unreviewed", ""))
+    return {
+        "origin": origin,
+        "kind": f.kind,
+        "before": text[max(0, f.start - 50) : f.start],
+        "secret": mask(matched),
+        "after": text[f.end : f.end + 30],
+        "review_key": _review_key(f.kind, matched)[1],
+        "verdict": verdict,
+        "note": note,
+    }
+
+
+def throughput(scale: int) -> dict[str, Any]:
+    from funes.ingest.chunking import chunk_turn
+    from funes.ingest.redact import redact_turn
+    from funes.ingest.tokenizer import get_tokenizer
+    from funes.model.turns import Block, Turn
+
+    turns: list[Turn] = []
+    source = "parsers"
+    try:
+        from funes.ingest.parsers import parse_file
+
+        for path in sorted(TRACES.rglob("*.jsonl")):
+            turns.extend(parse_file(path, None, final=True).turns)
+    except Exception:  # the parsers are another module's: fall back rather than fail
+        source = "string values"
+        turns = [
+            Turn("import", "s", f"t{i}", i, "", "user", (Block("text", text),))
+            for i, (_, text) in enumerate(fixture_texts())
+            if text.strip()
+        ]
+    corpus = [
+        dataclasses.replace(t, session_id=f"{t.session_id}#{k}")
+        for k in range(scale)
+        for t in turns
+    ]
+    chars = sum(len(b.text) for t in corpus for b in t.blocks)
+    get_tokenizer()
+    for t in turns:  # warm the word cache once, as the first turns of a real run do
+        chunk_turn(redact_turn(t)[0])
+
+    start = time.process_time()
+    redacted = [redact_turn(t)[0] for t in corpus]
+    t_redact = time.process_time() - start
+    start = time.process_time()
+    n_chunks = sum(len(chunk_turn(t)) for t in redacted)
+    t_chunk = time.process_time() - start
+    total = t_redact + t_chunk
+    return {
+        "turns": len(corpus),
+        "source": source,
+        "scale": scale,
+        "chars": chars,
+        "chunks": n_chunks,
+        "cpu_s": round(total, 3),
+        "chunks_per_s_one_core": round(n_chunks / total),
+        "us_per_chunk": round(total / n_chunks * 1e6, 1),
+        "redact_us_per_chunk": round(t_redact / n_chunks * 1e6, 1),
+        "tokenise_chunk_us_per_chunk": round(t_chunk / n_chunks * 1e6, 1),
+        "mb_per_s": round(chars / 1e6 / total, 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--corpus", type=Path, nargs="*", default=[])
+    parser.add_argument("--throughput", action="store_true")
+    parser.add_argument("--scale", type=int, default=20)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--max-listed", type=int, default=50)
+    args = parser.parse_args()
+
+    reports = [false_positives(fixture_texts(), "fixtures/traces")]
+    if args.corpus:
+        reports.append(false_positives(corpus_texts(args.corpus), " ".join(map(str, args.corpus))))
+    speed = throughput(args.scale) if args.throughput else None
+    if args.json:
+        print(json.dumps({"false_positives": reports, "throughput": speed}, indent=2))
+        return
+    for r in reports:
+        print(f"== {r['corpus']}: {r['strings']} texts, {r['chars'] / 1e6:.2f} MB, "
+              f"scanned at {r['scan_mb_per_s']} MB/s")
+        print(f"   findings: {r['findings']} {r['per_kind']}")
+        print(f"   reviewed: {r['reviewed_tp']} credentials, {r['reviewed_fp']} false positives, "
+              f"{r['unreviewed']} unreviewed")
+        if r["fp_per_mb"] is not None:
+            low, high = r["fp_per_mb"]
+            print(f"   false positives per MB: {low} (reviewed) to {high} (unreviewed counted)")
+        for item in r["listing"][: args.max_listed]:
+            print(f"   [{item['verdict']}] {item['kind']:<18} {item['origin']}  "
+                  f"{item['before']!r} <<{item['secret']}>> {item['after']!r}  "
+                  f"key={item['review_key']} {item['note']}")
+    if speed:
+        print(f"== throughput ({speed['source']}, x{speed['scale']}): {speed['turns']} turns, "
+              f"{speed['chars'] / 1e6:.1f} MB -> {speed['chunks']} chunks in {speed['cpu_s']} s "
+              f"CPU: {speed['chunks_per_s_one_core']} chunks/s on one core, "
+              f"{speed['us_per_chunk']} us/chunk (redaction {speed['redact_us_per_chunk']}, "
+              f"tokenise + chunk {speed['tokenise_chunk_us_per_chunk']}), {speed['mb_per_s']} MB/s")
+
+
+if __name__ == "__main__":
+    main()
