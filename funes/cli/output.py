@@ -37,6 +37,11 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def to_dict(value: Any) -> Any:
+    """A result as plain JSON-able data (dataclasses, paths and collections converted)."""
+    return _jsonable(value)
+
+
 def to_json(value: Any) -> str:
     """Serialise a result (dataclasses included) as indented JSON."""
     return json.dumps(_jsonable(value), indent=2, ensure_ascii=False, sort_keys=False)

@@ -82,15 +82,28 @@ def chunk_schema() -> pa.Schema:
     )
 
 
+#: Chunk columns copied into `vectors.lance` so vector search can filter before it ranks.
+VECTOR_FILTER_COLUMNS: tuple[str, ...] = (
+    "harness", "session_id", "block_type", "project", "workdir", "time", "noise"
+)
+
+
 def vector_schema(dim: int) -> pa.Schema:
-    """The Arrow schema of `vectors.lance` for a model of `dim` dimensions."""
+    """The Arrow schema of `vectors.lance` for a model of `dim` dimensions.
+
+    Besides the vector, each row repeats the chunk's filter columns (harness, session, block
+    type, project, time, noise): filters apply before the vector search ranks, and a join
+    with `chunks.lance` per query would cost more than these few bytes per row.
+    """
     import pyarrow as pa
 
+    chunk = chunk_schema()
     return pa.schema(
         [
             pa.field("id", pa.string(), nullable=False),
             pa.field("model", pa.string(), nullable=False),
             pa.field("vector", pa.list_(pa.float32(), dim), nullable=False),
+            *(chunk.field(name) for name in VECTOR_FILTER_COLUMNS),
         ]
     )
 

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from funes import api
+from funes.cli.options import memory_option
 from funes.cli.output import render
 from funes.cli.progress import progress_bar
 
@@ -68,6 +69,7 @@ def _summary_json(s: api.IndexSummary) -> dict[str, Any]:
     help="Only this agent's transcripts (repeatable). With PATHs: the format of the files.",
 )
 @click.option("--since", metavar="WHEN", help="Only turns since WHEN (2026-11-01, 12h, 7d).")
+@memory_option
 @click.pass_context
 def index(ctx: click.Context, paths: tuple[str, ...], agents: tuple[str, ...],
           since: str | None) -> None:

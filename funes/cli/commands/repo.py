@@ -9,7 +9,8 @@ from typing import Any
 import click
 
 from funes import api
-from funes.cli.output import render, short
+from funes.cli.options import memory_option
+from funes.cli.output import render, short, to_dict
 
 
 def _app(ctx: click.Context) -> Any:
@@ -43,6 +44,7 @@ def _log_line(entry: api.LogEntry) -> str:
 @click.command()
 @click.argument("rev", required=False)
 @click.option("-n", "--limit", type=int, default=None, help="Show at most N commits.")
+@memory_option
 @click.pass_context
 def log(ctx: click.Context, rev: str | None, limit: int | None) -> None:
     """List commits, newest first: one line each (id, time, message)."""
@@ -70,6 +72,7 @@ def log(ctx: click.Context, rev: str | None, limit: int | None) -> None:
 
 @click.command()
 @click.argument("rev", default="HEAD")
+@memory_option
 @click.pass_context
 def show(ctx: click.Context, rev: str) -> None:
     """Show one commit: parents, author, model, what it added and hid."""
@@ -109,11 +112,17 @@ def show(ctx: click.Context, rev: str) -> None:
 
 
 @click.command()
+@memory_option
 @click.pass_context
 def status(ctx: click.Context) -> None:
     """Describe the memory: where it is, HEAD, chunks and sessions by agent, model stamp."""
     app = _app(ctx)
-    result = api.status(app.repo())
+    repo = app.repo()
+    result = api.status(repo)
+    search = api.search_status(app.settings, repo)
+    if app.fmt == "json":
+        render("json", {**to_dict(result), "search": to_dict(search)}, human=str)
+        return
 
     def text(r: api.StatusResult) -> str:
         lines = [
@@ -125,6 +134,23 @@ def status(ctx: click.Context) -> None:
         for harness, counts in r.by_harness.items():
             lines.append(f"  {harness:<8} {counts['chunks']} chunks, {counts['sessions']} sessions")
         lines.append(f"model    {r.model or '(not stamped yet: set on first embed)'}")
+        lines.append(
+            f"vectors  {search.embedded} embedded, {search.backlog} waiting"
+            + (" (run `funes embed`)" if search.backlog else "")
+            + (f", {search.not_embedded} never embedded (long tool output)"
+               if search.not_embedded else "")
+        )
+        lines.append(
+            "search   "
+            + ("BM25 index" if search.fts_index else "BM25 index not built yet (first recall)")
+            + (f", {search.unindexed_rows} rows not indexed yet" if search.fts_index and
+               search.unindexed_rows else "")
+        )
+        lines.append(
+            f"reranker {search.reranker}" if search.reranker
+            else "reranker none installed: recall ranks without one "
+            "(`funes models install ms-marco-minilm-l6-v2` when online)"
+        )
         return "\n".join(lines)
 
     render(app.fmt, result, human=text)
@@ -132,6 +158,7 @@ def status(ctx: click.Context) -> None:
 
 @click.command()
 @click.option("--no-rows", is_flag=True, help="Skip re-hashing every chunk row (faster).")
+@memory_option
 @click.pass_context
 def fsck(ctx: click.Context, no_rows: bool) -> None:
     """Verify every object, ref, fragment file and chunk row; exit 1 on damage."""
@@ -159,6 +186,7 @@ def config() -> None:
 
 @config.command("get")
 @click.argument("key")
+@memory_option
 @click.pass_context
 def config_get(ctx: click.Context, key: str) -> None:
     """Print a value (exit 1 when it is not set and has no default)."""
@@ -171,6 +199,7 @@ def config_get(ctx: click.Context, key: str) -> None:
 @config.command("set")
 @click.argument("key")
 @click.argument("value")
+@memory_option
 @click.pass_context
 def config_set(ctx: click.Context, key: str, value: str) -> None:
     """Set a value (validated against the known keys)."""
@@ -179,6 +208,7 @@ def config_set(ctx: click.Context, key: str, value: str) -> None:
 
 @config.command("unset")
 @click.argument("key")
+@memory_option
 @click.pass_context
 def config_unset(ctx: click.Context, key: str) -> None:
     """Remove a value."""
@@ -187,6 +217,7 @@ def config_unset(ctx: click.Context, key: str) -> None:
 
 
 @config.command("list")
+@memory_option
 @click.pass_context
 def config_list(ctx: click.Context) -> None:
     """Print every value that is set, as key=value."""

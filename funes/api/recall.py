@@ -1,0 +1,149 @@
+"""Recall verbs: recall, get, embed (the backlog), and the search side of status."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from funes._env import Settings
+from funes.api.ingest import parse_since
+from funes.ingest import backlog as _backlog
+from funes.retrieval import indexes
+from funes.retrieval.get import TurnView, get_turns
+from funes.retrieval.recall import Filters, Options, RecallResult
+from funes.retrieval.recall import recall as _recall
+from funes.storage.repo import Repository
+
+if TYPE_CHECKING:
+    from funes.inference.embedder import Embedder
+    from funes.inference.reranker import Reranker
+
+__all__ = ["DrainResult", "RecallResult", "SearchStatus", "TurnView", "embed", "get",
+           "memory_label", "recall", "search_status"]
+
+DrainResult = _backlog.DrainResult
+
+
+def memory_label(repo: Repository) -> str:
+    """How output names a memory: what `--memory` takes to open it again."""
+    return str(repo.path)
+
+
+def owned(repo: Repository) -> bool:
+    """Whether the memory is the user's own (recall marks others' passages untrusted)."""
+    return (repo.config.get("core.owned") or "true") == "true"
+
+
+def _embedder_for(repo: Repository, settings: Settings) -> Embedder | None:
+    """The stamped model, loaded once per process; None when the memory has no vectors."""
+    stamp = repo.model_stamp()
+    if stamp is None or not repo.vectors.exists():
+        return None
+    from funes.inference.embedder import load_embedder
+
+    embedder = load_embedder(settings, stamp.name)
+    repo.check_model(_backlog.stamp_of(embedder))
+    return embedder
+
+
+def _reranker(settings: Settings, repo: Repository) -> Reranker | None:
+    from funes.inference.reranker import load_reranker
+
+    return load_reranker(settings, repo.config.get("model.rerank"), max_tokens=256)
+
+
+def recall(
+    settings: Settings,
+    repo: Repository,
+    query: str,
+    *,
+    k: int | None = None,
+    candidates: int = 50,
+    half_life: float | None = None,
+    neighbors: int = 1,
+    harness: Sequence[str] = (),
+    block_type: Sequence[str] = (),
+    project: Sequence[str] = (),
+    session: Sequence[str] = (),
+    since: str | None = None,
+    until: str | None = None,
+    turns: frozenset[tuple[str, str]] | None = None,
+    rerank: bool = True,
+    vector: bool = True,
+    bm25: bool = True,
+    now: datetime | None = None,
+) -> RecallResult:
+    """Hybrid recall over one memory (DESIGN §8)."""
+    filters = Filters(
+        harness=tuple(harness), block_type=tuple(block_type), project=tuple(project),
+        session=tuple(session),
+        since=parse_since(since) if since else None,
+        until=parse_since(until) if until else None,
+        turns=turns,
+    )
+    opts = Options(
+        k=k if k is not None else int(repo.config.get("recall.k") or 8),
+        candidates=candidates,
+        half_life_days=half_life if half_life is not None
+        else float(repo.config.get("recall.halfLife") or 90),
+        neighbors=neighbors,
+        filters=filters,
+        now=now,
+        vector=vector,
+        bm25=bm25,
+    )
+    opts.check()
+    embedder = _embedder_for(repo, settings) if vector else None
+    reranker = _reranker(settings, repo) if rerank else None
+    waiting = _backlog.backlog(repo).waiting if embedder is not None or vector else 0
+    return _recall(repo, query, opts, embedder=embedder, reranker=reranker, backlog=waiting)
+
+
+def get(repo: Repository, session_id: str, turn_id: str, window: int = 0) -> list[TurnView]:
+    """A turn and its neighbours, whole."""
+    return get_turns(repo, session_id, turn_id, window)
+
+
+def embed(
+    settings: Settings,
+    repo: Repository,
+    *,
+    budget: float | None = None,
+    limit: int | None = None,
+    model: str | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> DrainResult:
+    """Embed the backlog newest first, within a time budget and/or a count."""
+    from funes.inference.embedder import load_embedder
+
+    stamp = repo.model_stamp()
+    name = model or (stamp.name if stamp else None) or repo.config.get("model.embed")
+    embedder = load_embedder(settings, name)
+    return _backlog.drain(repo, embedder, budget=budget, limit=limit, progress=progress)
+
+
+@dataclass(frozen=True)
+class SearchStatus:
+    """The search side of `status`."""
+
+    backlog: int
+    embedded: int
+    not_embedded: int
+    fts_index: bool
+    unindexed_rows: int
+    reranker: str | None
+
+
+def search_status(settings: Settings, repo: Repository) -> SearchStatus:
+    """Embedding backlog, index state and whether a reranker is installed."""
+    from funes.inference import models
+
+    waiting = _backlog.backlog(repo)
+    state = indexes.state(repo)
+    found = models.find_installed(settings, kind="rerank")
+    return SearchStatus(waiting.waiting, waiting.embedded, waiting.skipped, state.fts,
+                        state.unindexed_rows, found[0].name if found else None)
+
+

@@ -1,0 +1,80 @@
+"""`funes models`: list, install, import, verify."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from funes import api
+from funes.cli.output import render
+
+
+def _app(ctx: click.Context) -> Any:
+    return ctx.find_root().obj
+
+
+@click.group()
+def models() -> None:
+    """Manage the GGUF models funes runs (embedding and reranking)."""
+
+
+@models.command("list")
+@click.pass_context
+def models_list(ctx: click.Context) -> None:
+    """Known and installed models."""
+    app = _app(ctx)
+    entries = api.models_list(app.settings)
+
+    def text(items: list[api.ModelEntry]) -> str:
+        lines = []
+        for e in items:
+            state = "installed" if e.installed else "not installed"
+            default = " (default)" if e.default else ""
+            sha = f" sha256 {e.info.sha256[:12]}" if e.info else ""
+            lines.append(f"{e.name:<24} {e.kind:<7} {state}{default}{sha}  {e.description}")
+        return "\n".join(lines)
+
+    render(app.fmt, entries, human=text)
+
+
+@models.command("install")
+@click.argument("name")
+@click.pass_context
+def models_install(ctx: click.Context, name: str) -> None:
+    """Install a known model: cache, pinned download, or local conversion."""
+    app = _app(ctx)
+    info = api.models_install(app.settings, name,
+                              lambda line: click.echo(line, err=True) if sys.stderr.isatty()
+                              else None)
+    render(app.fmt, info, human=lambda i: f"{i.name} {i.kind} sha256 {i.sha256} ({i.source})")
+
+
+@models.command("import")
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option("--name", default=None, help="Cache name (default: the file or directory name).")
+@click.option("--kind", type=click.Choice(["embed", "rerank"]), default=None)
+@click.pass_context
+def models_import(ctx: click.Context, path: Path, name: str | None, kind: str | None) -> None:
+    """Import a GGUF file, or convert a BERT safetensors directory."""
+    app = _app(ctx)
+    info = api.models_import(app.settings, path, name=name, kind=kind)
+    render(app.fmt, info, human=lambda i: f"{i.name} {i.kind} sha256 {i.sha256}")
+
+
+@models.command("verify")
+@click.pass_context
+def models_verify(ctx: click.Context) -> None:
+    """Re-hash every cached model; exit 1 if any is damaged."""
+    app = _app(ctx)
+    results = api.models_verify(app.settings)
+    render(app.fmt, results,
+           human=lambda rs: "\n".join(f"{'ok ' if r.ok else 'BAD'} {r.name} {r.detail}"
+                                      for r in rs) or "no models installed")
+    if not all(r.ok for r in results):
+        sys.exit(1)
+
+
+COMMANDS = [models]

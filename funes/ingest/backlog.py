@@ -1,0 +1,173 @@
+"""The embedding backlog: chunks that are stored (and searchable by BM25) but not embedded yet.
+
+Ingest commits chunks at lexical speed; embedding runs at the model's speed (about 12 chunks/s
+on 2 cores), so a user with months of history would wait hours if ingest embedded inline.
+Instead `drain` embeds newest first, in bounded steps, committing each batch of vectors as an
+ordinary commit: a kill loses at most one batch, and the next run resumes where this one
+stopped. Recall fuses whatever vectors exist with BM25 over everything.
+
+Middle chunks of long tool output (`noise == "tool-output-body"`) are never embedded: they are
+kept whole for `get` and BM25, and their head and tail carry the meaning (docs/chunking.md).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from funes.model.objects import ModelStamp
+from funes.storage.repo import Repository
+from funes.storage.tables import VECTOR_FILTER_COLUMNS, vector_schema
+
+if TYPE_CHECKING:
+    from funes.inference.embedder import Embedder
+
+#: Chunks whose noise tag means "stored, searchable, not embedded".
+NOT_EMBEDDED = ("tool-output-body",)
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """Chunks waiting for an embedding."""
+
+    waiting: int
+    embedded: int
+    skipped: int  # chunks that are never embedded (see NOT_EMBEDDED)
+
+
+@dataclass(frozen=True)
+class DrainResult:
+    """What one `drain` call did."""
+
+    embedded: int
+    remaining: int
+    commits: int
+    seconds: float
+    model: str
+
+
+def stamp_of(embedder: Embedder) -> ModelStamp:
+    """The repository stamp for an embedder's model."""
+    info = embedder.info
+    if info is None:
+        from pathlib import Path
+
+        return ModelStamp(Path(embedder.path).stem, _file_sha256(embedder.path), embedder.dim)
+    return ModelStamp(info.name, info.sha256, embedder.dim)
+
+
+def _file_sha256(path: Any) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _embedded_ids(repo: Repository) -> set[str]:
+    if not repo.vectors.exists():
+        return set()
+    return set(repo.vectors.dataset().to_table(columns=["id"]).column("id").to_pylist())
+
+
+def _waiting(repo: Repository) -> tuple[list[str], int, int]:
+    """Ids waiting (newest first), how many are embedded, how many are never embedded."""
+    if not repo.chunks.exists():
+        return [], 0, 0
+    table = repo.chunks.dataset().to_table(columns=["id", "time", "seq", "noise"])
+    done = _embedded_ids(repo)
+    hidden = repo.tombstoned_ids()
+    rows = zip(
+        table.column("id").to_pylist(),
+        table.column("time").to_pylist(),
+        table.column("seq").to_pylist(),
+        table.column("noise").to_pylist(),
+        strict=True,
+    )
+    waiting: dict[str, tuple[Any, int]] = {}
+    skipped = 0
+    for cid, when, seq, noise in rows:
+        if cid in done or cid in hidden or cid in waiting:
+            continue
+        if noise in NOT_EMBEDDED:
+            skipped += 1
+            continue
+        waiting[cid] = (when.timestamp() if when is not None else 0.0, seq)
+    order = sorted(waiting, key=lambda c: waiting[c], reverse=True)
+    return order, len(done), skipped
+
+
+def backlog(repo: Repository) -> Backlog:
+    """How many chunks wait for an embedding."""
+    waiting, embedded, skipped = _waiting(repo)
+    return Backlog(len(waiting), embedded, skipped)
+
+
+def _vector_rows(repo: Repository, ids: list[str], vectors: Any, model: str, dim: int) -> Any:
+    import pyarrow as pa
+
+    quoted = ", ".join("'" + i + "'" for i in ids)  # ids are 64-hex: nothing to escape
+    meta = repo.chunks.dataset().to_table(
+        columns=["id", *VECTOR_FILTER_COLUMNS], filter=f"id IN ({quoted})"
+    )
+    by_id = {row["id"]: row for row in meta.to_pylist()}
+    schema = vector_schema(dim)
+    cols: dict[str, list[Any]] = {name: [] for name in schema.names}
+    for cid, vec in zip(ids, vectors, strict=True):
+        row = by_id[cid]
+        cols["id"].append(cid)
+        cols["model"].append(model)
+        cols["vector"].append(vec.tolist())
+        for name in VECTOR_FILTER_COLUMNS:
+            cols[name].append(row[name])
+    return pa.Table.from_pydict(cols, schema=schema)
+
+
+def drain(
+    repo: Repository,
+    embedder: Embedder,
+    *,
+    budget: float | None = None,
+    limit: int | None = None,
+    batch: int = 128,
+    progress: Progress | None = None,
+    lock_timeout: float | None = None,
+) -> DrainResult:
+    """Embed waiting chunks newest first until done, `budget` seconds or `limit` chunks."""
+    stamp = stamp_of(embedder)
+    repo.check_model(stamp)
+    start = time.monotonic()
+    order, _, _ = _waiting(repo)
+    total = len(order) if limit is None else min(limit, len(order))
+    done = commits = 0
+    texts_by_id: dict[str, str] = {}
+    while done < total:
+        if budget is not None and time.monotonic() - start >= budget:
+            break
+        ids = order[done : min(total, done + batch)]
+        quoted = ", ".join("'" + i + "'" for i in ids)
+        rows = repo.chunks.dataset().to_table(columns=["id", "text"], filter=f"id IN ({quoted})")
+        texts_by_id = dict(zip(rows.column("id").to_pylist(), rows.column("text").to_pylist(),
+                               strict=True))
+        vectors = []
+        for i, cid in enumerate(ids):
+            vectors.append(embedder.embed_query(texts_by_id[cid]))
+            if progress:
+                progress(done + i + 1, total, f"{stamp.name}")
+            if budget is not None and time.monotonic() - start >= budget:
+                ids = ids[: i + 1]
+                break
+        table = _vector_rows(repo, ids, vectors, stamp.name, stamp.dim)
+        repo.commit_chunks(
+            [], f"embed: {len(ids)} chunks ({stamp.name})", model=stamp, vectors=table,
+            lock_timeout=lock_timeout,
+        )
+        commits += 1
+        done += len(ids)
+    return DrainResult(done, len(order) - done, commits, time.monotonic() - start, stamp.name)

@@ -1,0 +1,1 @@
+"""Layer: recall (hybrid search, fusion, rerank, recency) and `get` over a repository."""

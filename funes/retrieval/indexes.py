@@ -1,0 +1,61 @@
+"""Search indexes over `chunks.lance`: a BM25 full-text index on `text` and a B-tree on `id`.
+
+They are caches (DESIGN §2, "derived state is disposable"): built on first recall, then kept
+current incrementally. Rows appended after an index was built are searched flat at once, and
+`optimize_indices` folds them in once they are many, so a new commit never forces a rebuild.
+Building or optimising writes a new dataset version, so it runs under the write lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from funes.storage.repo import Repository
+
+#: Fold appended rows into the indexes once this many are unindexed.
+OPTIMIZE_AFTER = 20_000
+
+
+@dataclass(frozen=True)
+class IndexState:
+    """What `status` reports about the search indexes."""
+
+    fts: bool
+    id_index: bool
+    unindexed_rows: int
+
+
+def state(repo: Repository) -> IndexState:
+    """Which indexes exist and how many rows they do not cover yet."""
+    if not repo.chunks.exists():
+        return IndexState(False, False, 0)
+    ds = repo.chunks.dataset()
+    names = {ix.name for ix in ds.describe_indices()}
+    unindexed = 0
+    if "text_idx" in names:
+        stats = ds.stats.index_stats("text_idx")
+        unindexed = int(stats.get("num_unindexed_rows", 0))
+    else:
+        unindexed = ds.count_rows()
+    return IndexState("text_idx" in names, "id_idx" in names, unindexed)
+
+
+def ensure(repo: Repository, *, lock_timeout: float | None = None) -> IndexState:
+    """Build missing indexes and fold in appended rows when there are many; cheap otherwise."""
+    current = state(repo)
+    if current.fts and current.id_index and current.unindexed_rows < OPTIMIZE_AFTER:
+        return current
+    if repo.chunks.dataset().count_rows() == 0:
+        return current
+    with repo.writing(lock_timeout):
+        ds = repo.chunks.dataset()
+        names = {ix.name for ix in ds.describe_indices()}
+        if "text_idx" not in names:
+            ds.create_scalar_index("text", index_type="INVERTED", name="text_idx",
+                                   with_position=False)
+        if "id_idx" not in names:
+            ds = repo.chunks.dataset()
+            ds.create_scalar_index("id", index_type="BTREE", name="id_idx")
+        if "text_idx" in names and "id_idx" in names:
+            repo.chunks.dataset().optimize.optimize_indices()
+    return state(repo)

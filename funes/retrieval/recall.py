@@ -1,0 +1,385 @@
+"""Recall: the hybrid retrieval pipeline of DESIGN §8.
+
+Filters → BM25 and vector candidates → rank fusion → rerank → recency → dedup → top-k →
+neighbouring context.
+
+Each signal can be missing without breaking the others: chunks still waiting for embeddings
+take part through BM25, a memory with no vectors at all answers through BM25 alone, and with
+no reranker installed the fused order stands. The result says which signals ran.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from funes.errors import UsageError
+from funes.retrieval import indexes
+from funes.storage.repo import Repository
+
+if TYPE_CHECKING:
+    from funes.inference.embedder import Embedder
+    from funes.inference.reranker import Reranker
+
+#: Reciprocal-rank-fusion constant (Cormack et al.): damps the head of each list.
+RRF_K = 60
+#: Weight of recency in the final score: at most this fraction of a passage's score depends on
+#: its age, so recency orders near-equals but never buries an old passage that is the answer.
+RECENCY_WEIGHT = 0.10
+#: Scaffolding (system reminders, injected context) counts this much of its score.
+NOISE_FACTOR = 0.6
+MAX_K = 200
+MAX_CANDIDATES = 1000
+
+ROW_COLUMNS = [
+    "id", "text", "harness", "session_id", "turn_id", "parent_turn_id", "seq", "ts", "time",
+    "role", "block_type", "block_idx", "split_idx", "tool_name", "workdir", "project", "noise",
+]
+
+
+class InvalidQueryError(UsageError):
+    """A query or option recall cannot run with."""
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Restrictions applied before any search ranks anything."""
+
+    harness: tuple[str, ...] = ()
+    block_type: tuple[str, ...] = ()
+    project: tuple[str, ...] = ()
+    session: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+    #: (session_id, turn_id) pairs allowed (e.g. the turns linked to a code commit).
+    turns: frozenset[tuple[str, str]] | None = None
+
+    def sql(self) -> str | None:
+        """The filter as a Lance SQL predicate over chunk (or vector) columns."""
+        parts = []
+        for column, values in (
+            ("harness", self.harness),
+            ("block_type", self.block_type),
+            ("session_id", self.session),
+        ):
+            if values:
+                parts.append(f"{column} IN ({', '.join(_lit(v) for v in values)})")
+        if self.project:
+            ors = [f"project = {_lit(p)} OR workdir = {_lit(p)}" for p in self.project]
+            parts.append("(" + " OR ".join(ors) + ")")
+        if self.since:
+            parts.append(f"time >= {_ts(self.since)}")
+        if self.until:
+            parts.append(f"time < {_ts(self.until)}")
+        if self.turns is not None:
+            sessions = sorted({s for s, _ in self.turns}) or ["\0none"]
+            parts.append(f"session_id IN ({', '.join(_lit(s) for s in sessions)})")
+        return " AND ".join(parts) if parts else None
+
+    def admits(self, row: dict[str, Any]) -> bool:
+        """The part of the filter SQL cannot say exactly (turn pairs)."""
+        return self.turns is None or (row["session_id"], row["turn_id"]) in self.turns
+
+
+def _lit(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _ts(when: datetime) -> str:
+    return f"TIMESTAMP '{when.astimezone(UTC).strftime('%Y-%m-%d %H:%M:%S.%f')}'"
+
+
+@dataclass
+class Hit:
+    """One recalled passage with its provenance and how it scored."""
+
+    row: dict[str, Any]
+    score: float
+    bm25_rank: int | None = None
+    vector_rank: int | None = None
+    rerank: float | None = None
+    neighbors: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        """The chunk id."""
+        return str(self.row["id"])
+
+
+@dataclass
+class RecallResult:
+    """Hits, plus what ran: the agent contract reports degraded signals honestly."""
+
+    query: str
+    hits: list[Hit]
+    signals: list[str]  # e.g. ["bm25", "vector", "rerank", "recency"]
+    backlog: int = 0  # chunks not embedded yet (searchable through BM25 only)
+    candidates: int = 0
+
+
+@dataclass(frozen=True)
+class Options:
+    """Knobs of one recall."""
+
+    k: int = 8
+    candidates: int = 50
+    rerank_pool: int = 10
+    half_life_days: float = 90.0
+    neighbors: int = 1
+    filters: Filters = Filters()
+    now: datetime | None = None
+    vector: bool = True
+    bm25: bool = True
+
+    def check(self) -> None:
+        """Refuse options that cannot make sense, with the bound in the message."""
+        if not 1 <= self.k <= MAX_K:
+            raise InvalidQueryError(f"-k must be between 1 and {MAX_K}, not {self.k}")
+        if not 1 <= self.candidates <= MAX_CANDIDATES:
+            raise InvalidQueryError(
+                f"--candidates must be between 1 and {MAX_CANDIDATES}, not {self.candidates}"
+            )
+        if self.half_life_days < 0:
+            raise InvalidQueryError("--half-life must be ≥ 0 days (0 turns recency off)")
+        if not 0 <= self.neighbors <= 20:
+            raise InvalidQueryError("--neighbors must be between 0 and 20")
+
+
+_FTS_SAFE = re.compile(r"[^\w\s]", re.UNICODE)
+
+
+def bm25(repo: Repository, query: str, opts: Options, where: str | None) -> list[dict[str, Any]]:
+    """Top rows by BM25 (Lance's inverted index; rows appended since are scanned flat)."""
+    terms = " ".join(_FTS_SAFE.sub(" ", query).split())
+    if not terms:
+        return []
+    ds = repo.chunks.dataset()
+    table = ds.to_table(
+        full_text_query=terms,
+        columns=[*ROW_COLUMNS, "_score"],
+        filter=where,
+        prefilter=True,
+        limit=opts.candidates,
+    )
+    rows: list[dict[str, Any]] = table.to_pylist()
+    return rows
+
+
+def vector_search(
+    repo: Repository, qvec: Any, opts: Options, where: str | None
+) -> list[tuple[str, float]]:
+    """Top chunk ids by cosine similarity (exact while small; Lance ANN when indexed)."""
+    if not repo.vectors.exists():
+        return []
+    ds = repo.vectors.dataset()
+    table = ds.to_table(
+        nearest={"column": "vector", "q": qvec, "k": opts.candidates, "metric": "cosine"},
+        columns=["id", "_distance"],
+        filter=where,
+        prefilter=True,
+    )
+    ids = table.column("id").to_pylist()
+    dists = table.column("_distance").to_pylist()
+    return [(i, 1.0 - float(d)) for i, d in zip(ids, dists, strict=True)]
+
+
+def fetch_rows(repo: Repository, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Chunk rows by id (the B-tree index makes this a lookup, not a scan)."""
+    if not ids:
+        return {}
+    quoted = ", ".join(_lit(i) for i in ids)
+    table = repo.chunks.dataset().to_table(columns=ROW_COLUMNS, filter=f"id IN ({quoted})")
+    return {row["id"]: row for row in table.to_pylist()}
+
+
+def _age_days(row: dict[str, Any], now: datetime) -> float | None:
+    when = row.get("time")
+    if when is None:
+        return None
+    return max(0.0, float((now - when).total_seconds()) / 86400)
+
+
+def recency_factor(age_days: float | None, half_life: float) -> float:
+    """1 for a passage from now, falling to 1 − RECENCY_WEIGHT for a very old one."""
+    if half_life <= 0 or age_days is None:
+        return 1.0
+    decay = math.pow(0.5, age_days / half_life)
+    return (1.0 - RECENCY_WEIGHT) + RECENCY_WEIGHT * decay
+
+
+def _normalise(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def recall(
+    repo: Repository,
+    query: str,
+    opts: Options,
+    *,
+    embedder: Embedder | None = None,
+    reranker: Reranker | None = None,
+    backlog: int = 0,
+) -> RecallResult:
+    """Run the pipeline; see the module docstring."""
+    if not query.strip():
+        raise InvalidQueryError(
+            "the query is empty", hint='pass the words to look for: funes recall "…"'
+        )
+    opts.check()
+    now = opts.now or datetime.now(UTC)
+    signals: list[str] = []
+    where = opts.filters.sql()
+    hidden = repo.tombstoned_ids()
+
+    lexical: list[dict[str, Any]] = []
+    if opts.bm25 and repo.chunks.exists():
+        indexes.ensure(repo)
+        lexical = [r for r in bm25(repo, query, opts, where)
+                   if r["id"] not in hidden and opts.filters.admits(r)]
+        signals.append("bm25")
+    semantic: list[tuple[str, float]] = []
+    if opts.vector and embedder is not None and repo.vectors.exists():
+        semantic = [(i, s) for i, s in vector_search(repo, embedder.embed_query(query), opts,
+                                                     where) if i not in hidden]
+        signals.append("vector")
+
+    fused: dict[str, float] = {}
+    ranks: dict[str, tuple[int | None, int | None]] = {}
+    seen_bm25 = _tied_ranks([(r["id"], float(r["_score"])) for r in lexical])
+    seen_vec = _tied_ranks(semantic)
+    for ranked in (seen_bm25, seen_vec):
+        for cid, rank in ranked.items():
+            fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank + 1)
+    for cid in fused:
+        ranks[cid] = (seen_bm25.get(cid), seen_vec.get(cid))
+
+    pool = sorted(fused, key=lambda c: fused[c], reverse=True)[: opts.candidates]
+    rows = {r["id"]: r for r in lexical}
+    missing = [c for c in pool if c not in rows]
+    rows.update(fetch_rows(repo, missing))
+    pool = [c for c in pool if c in rows and opts.filters.admits(rows[c])]
+    if not pool:
+        return RecallResult(query, [], signals, backlog, 0)
+
+    base = _base_scores(pool, fused, lexical, semantic)
+    rerank_scores: dict[str, float] = {}
+    if reranker is not None:
+        head = pool[: opts.rerank_pool]
+        scores = reranker.score(query, [rows[c]["text"] for c in head])
+        for cid, s in zip(head, scores, strict=True):
+            rerank_scores[cid] = s
+        # Reranked passages lead, ordered by the cross-encoder; the rest keep fused order.
+        probs = {c: 1.0 / (1.0 + math.exp(-s)) for c, s in rerank_scores.items()}
+        base = {c: (1.0 + probs[c]) if c in probs else base[c] for c in pool}
+        signals.append("rerank")
+    if opts.half_life_days > 0:
+        signals.append("recency")
+
+    hits = []
+    for cid in pool:
+        row = rows[cid]
+        score = base[cid] * recency_factor(_age_days(row, now), opts.half_life_days)
+        if row.get("noise"):
+            score *= NOISE_FACTOR
+        b, v = ranks[cid]
+        hits.append(Hit(row, score, b, v, rerank_scores.get(cid)))
+    hits.sort(key=lambda h: h.score, reverse=True)
+
+    chosen: list[Hit] = []
+    texts: set[str] = set()
+    for hit in hits:
+        key = _normalise(hit.row["text"])
+        if key in texts:
+            continue  # the same words said twice (copies, retries): keep the best-scored
+        texts.add(key)
+        chosen.append(hit)
+        if len(chosen) == opts.k:
+            break
+    if opts.neighbors:
+        attach_neighbors(repo, chosen, opts.neighbors)
+    return RecallResult(query, chosen, signals, backlog, len(pool))
+
+
+def _base_scores(
+    pool: Sequence[str],
+    fused: dict[str, float],
+    lexical: Sequence[dict[str, Any]],
+    semantic: Sequence[tuple[str, float]],
+) -> dict[str, float]:
+    """Scores in [0, 1] that keep the margin RRF throws away.
+
+    RRF orders the pool well but flattens it: rank 1 and rank 2 differ by under 2% whether
+    their BM25 scores were 6.3 and 6.2 or 6.3 and 0.3. Recency needs that margin to stay
+    gentle, so the base score averages the normalised RRF score with the normalised raw scores
+    of the signals that ran.
+    """
+    top = max(fused[c] for c in pool)
+    raw: list[dict[str, float]] = []
+    if lexical:
+        best = max(float(r["_score"]) for r in lexical) or 1.0
+        scores: dict[str, float] = {}
+        for r in lexical:
+            scores.setdefault(r["id"], float(r["_score"]) / best)
+        raw.append(scores)
+    if semantic:
+        best = max(s for _, s in semantic) or 1.0
+        vec: dict[str, float] = {}
+        for cid, sim in semantic:
+            vec.setdefault(cid, max(0.0, sim) / best)
+        raw.append(vec)
+    out = {}
+    for cid in pool:
+        magnitude = sum(r.get(cid, 0.0) for r in raw) / len(raw) if raw else 1.0
+        out[cid] = 0.5 * fused[cid] / top + 0.5 * magnitude
+    return out
+
+
+def _tied_ranks(scored: Sequence[tuple[str, float]]) -> dict[str, int]:
+    """Rank ids by score, best first; equal scores share a rank, so recency can order ties.
+
+    An id listed twice (a merged memory can hold one chunk twice) keeps its best rank.
+    """
+    ranks: dict[str, int] = {}
+    previous: float | None = None
+    rank = 0
+    for position, (cid, score) in enumerate(scored):
+        if previous is None or abs(score - previous) > 1e-6 * max(1.0, abs(score)):
+            rank = position
+        previous = score
+        ranks.setdefault(cid, rank)
+    return ranks
+
+
+def attach_neighbors(repo: Repository, hits: list[Hit], window: int) -> None:
+    """Give each hit the first chunk of the turns just before and after it in its session."""
+    if not hits:
+        return
+    clauses = []
+    for hit in hits:
+        seq = int(hit.row["seq"])
+        clauses.append(
+            f"(session_id = {_lit(hit.row['session_id'])} AND seq >= {seq - window} "
+            f"AND seq <= {seq + window} AND seq != {seq})"
+        )
+    table = repo.chunks.dataset().to_table(
+        columns=["id", "session_id", "seq", "role", "block_type", "block_idx", "split_idx",
+                 "text", "turn_id"],
+        filter=" OR ".join(clauses),
+    )
+    by_session: dict[str, dict[int, dict[str, Any]]] = {}
+    for row in sorted(table.to_pylist(),
+                      key=lambda r: (r["seq"], r["block_idx"], r["split_idx"])):
+        by_session.setdefault(row["session_id"], {}).setdefault(row["seq"], row)
+    for hit in hits:
+        seq = int(hit.row["seq"])
+        turns = by_session.get(hit.row["session_id"], {})
+        hit.neighbors = [turns[s] for s in sorted(turns) if abs(s - seq) <= window and s != seq]
+
+
+def with_options(opts: Options, **changes: Any) -> Options:
+    """A copy of `opts` with some fields changed (for callers building options stepwise)."""
+    return replace(opts, **changes)
