@@ -414,7 +414,11 @@ def _split(
         i = bisect_right(ends, pos)
         first = i + 1
         if i < nw and starts[i] < pos:
-            base = cum[i + 1] - tok.count(text[pos : ends[i]], add_special_tokens=False)
+            # Counted on its own; unless it runs past max_chars, when no later cut can fit
+            # anyway (and counting a megabyte-long blob again for every window would be
+            # quadratic).
+            tail = text[pos : ends[i]] if ends[i] - pos <= max_chars else ""
+            base = cum[i + 1] - tok.count(tail, add_special_tokens=False)
         else:
             base = cum[min(i, nw)]
         # Candidates: cut before word j (or at the end, j == nw), for j >= first.

@@ -21,9 +21,10 @@ exactly the text recall needs, so values that look like code (identifiers, attri
 calls), placeholders (``$TOKEN``, ``<password>``, ``****``) and pure hex digests are left alone.
 
 Speed: ingest's budget is a fraction of 0.3 ms per chunk. Every shaped detector has literal
-anchors (``"ghp_"``, ``"AKIA"``…) checked with `in` before its regular expression runs, and
-assignments are found by one scan for the few words a key name must end with; most text runs
-no regular expression beyond that scan.
+anchors (``"ghp_"``, ``"AKIA"``…) searched before its regular expression runs, key names are
+found with `str.find` for the five words they can end with, private keys are paired BEGIN to
+END by position, so most text runs no regular expression beyond the anchor searches and
+everything stays linear in the text (pathological inputs are tested).
 
 Idempotent: no detector matches its own ``[REDACTED:…]`` marker, so redacting twice changes
 nothing (tested), and the publish gate finds nothing in redacted text.
@@ -33,9 +34,10 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from funes.model.turns import Block, Turn
@@ -45,6 +47,7 @@ __all__ = [
     "KINDS",
     "Detector",
     "Finding",
+    "entropy",
     "redact",
     "redact_turn",
     "scan",
@@ -91,21 +94,25 @@ class Detector:
     validate: Validator | None = None
     priority: int = 10
     ignore_case_anchors: bool = False
+    _prefilter: Callable[[str], object] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Several anchors are searched in one pass: sre factors their common prefix out
         # ("AKIA|ASIA" -> "A(?:KIA|SIA)"), so the search still skips ahead on a literal.
+        check: Callable[[str], object]
         if len(self.anchors) > 1:
-            prefilter = re.compile("|".join(map(re.escape, self.anchors)))
-            object.__setattr__(self, "_prefilter", prefilter.search)
+            check = re.compile("|".join(map(re.escape, self.anchors))).search
         else:
-            anchor = self.anchors[0]
-            object.__setattr__(self, "_prefilter", lambda hay: anchor in hay)
+            check = _contains(self.anchors[0])
+        object.__setattr__(self, "_prefilter", check)
 
     def may_match(self, text: str, lowered: str) -> bool:
         """The cheap prefilter: could this detector match `text` at all?"""
-        check: Callable[[str], object] = self._prefilter  # type: ignore[attr-defined]
-        return bool(check(lowered if self.ignore_case_anchors else text))
+        return bool(self._prefilter(lowered if self.ignore_case_anchors else text))
+
+
+def _contains(anchor: str) -> Callable[[str], bool]:
+    return lambda hay: anchor in hay
 
 
 # ------------------------------------------------------------------------------------------------
@@ -144,15 +151,6 @@ def _random_token(match: re.Match[str], text: str, group: int | str = 0, min_len
 
 
 _B64_CHARS = re.compile(r"[A-Za-z0-9+/]")
-
-
-def _pem_body(match: re.Match[str], text: str) -> bool:
-    """A PEM block with real key material, not a placeholder with "..." as its body."""
-    value = match.group(0)
-    end = value.rfind("-----END")
-    body = value[value.find("-----", 10) + 5 : end if end > 0 else len(value)]
-    body = body.replace("\\n", "").replace("\\r", "")
-    return len(_B64_CHARS.findall(body)) >= 40
 
 
 _PLACEHOLDER_RE: Final = re.compile(
@@ -241,24 +239,6 @@ def _d(
 
 
 DETECTORS: Final[tuple[Detector, ...]] = (
-    # PEM private keys (RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP), also JSON-escaped ("\n" as two
-    # characters) as in a GCP service-account file, and truncated ones without an END line.
-    _d(
-        "private-key",
-        ("PRIVATE KEY",),
-        r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----[\s\S]{0,32768}?"
-        r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----",
-        validate=_pem_body,
-        priority=0,
-    ),
-    _d(
-        "private-key",
-        ("PRIVATE KEY",),
-        r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
-        r"(?:(?:\\[nr]|[ \t\r\n])+(?:[A-Za-z0-9+/=]{16,}|[A-Za-z-]{2,30}:[^\n\\]{0,200}))+",
-        validate=_pem_body,
-        priority=0,
-    ),
     _d(
         "jwt",
         ("eyJ",),
@@ -412,6 +392,51 @@ DETECTORS: Final[tuple[Detector, ...]] = (
 )
 
 # ------------------------------------------------------------------------------------------------
+# PEM private keys
+# ------------------------------------------------------------------------------------------------
+
+_PEM_BEGIN: Final = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END: Final = re.compile(r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+#: The base64 lines (and "Proc-Type: …" headers) after a BEGIN line whose END line is missing,
+#: with real or JSON-escaped ("\n" as two characters) line breaks.
+_PEM_BODY: Final = re.compile(
+    r"(?:(?:\\[nr]|[ \t\r\n])+(?:[A-Za-z0-9+/=]{16,}|[A-Za-z-]{2,30}:[^\n\\]{0,200}))+"
+)
+_PEM_MAX: Final = 32768
+_PEM_PRIORITY: Final = 0
+
+
+def _scan_private_keys(text: str, out: list[tuple[int, int, int, str]]) -> None:
+    """PEM private keys (RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP), GCP service-account keys.
+
+    Each BEGIN line pairs with the first END line after it, if that comes before the next
+    BEGIN line and within 32 KB; otherwise (output cut short) the key is the BEGIN line and the
+    base64 lines that follow. Pairing by position keeps this linear in the text, where a lazy
+    regular expression would rescan 32 KB after every BEGIN line.
+    """
+    begins = list(_PEM_BEGIN.finditer(text))
+    if not begins:
+        return
+    ends = list(_PEM_END.finditer(text)) if "-----END" in text else []
+    end_starts = [m.start() for m in ends]
+    for n, begin in enumerate(begins):
+        limit = begins[n + 1].start() if n + 1 < len(begins) else len(text)
+        k = bisect_left(end_starts, begin.end())
+        if k < len(ends) and ends[k].start() < limit and ends[k].start() - begin.end() <= _PEM_MAX:
+            span = (begin.start(), ends[k].end())
+            body = text[begin.end() : ends[k].start()]
+        else:
+            m = _PEM_BODY.match(text, begin.end(), limit)
+            if m is None:
+                continue
+            span = (begin.start(), m.end())
+            body = m.group(0)
+        body = body.replace("\\n", "").replace("\\r", "")
+        if len(_B64_CHARS.findall(body)) >= 40:  # real key material, not a "..." placeholder
+            out.append((*span, _PEM_PRIORITY, "private-key"))
+
+
+# ------------------------------------------------------------------------------------------------
 # Passwords in URLs: scheme://user:password@host
 # ------------------------------------------------------------------------------------------------
 
@@ -502,6 +527,8 @@ def _assignment_at(
     name_start = start
     while name_start > 0 and text[name_start - 1] in _NAME_CHARS and start - name_start < 64:
         name_start -= 1
+        if text.startswith("--", name_start):
+            break  # a flag starts here, whatever is glued before it
     raw_name = text[name_start:end]
     name = lowered[name_start:end].strip("_.-")
     if "public" in name or name == "pass":
@@ -594,8 +621,16 @@ def _value_is_secret(kind: str, value: str, literal: bool, text: str, end: int) 
 # Public API
 # ------------------------------------------------------------------------------------------------
 
+_KIND_PRIORITY: Final = {
+    "private-key": _PEM_PRIORITY,
+    "url-password": _URL_PRIORITY,
+    **_ASSIGN_PRIORITY,
+    **{d.kind: d.priority for d in DETECTORS},
+}
+
 #: Every kind a finding can have, for reports and docs.
 KINDS: Final[tuple[str, ...]] = (
+    "private-key",
     *dict.fromkeys(d.kind for d in DETECTORS),
     "url-password",
     "password",
@@ -615,8 +650,14 @@ def _lower(text: str) -> str:
 def scan(text: str) -> list[Finding]:
     """Find the secrets in `text` (offsets into `text`), merged where they overlap.
 
-    This is also the publish gate's check: redacted text scans clean.
+    This is also the publish gate's check: redacted text scans clean. It reports exactly the
+    findings :func:`redact` replaces.
     """
+    return redact(text)[1]
+
+
+def _scan_once(text: str) -> list[Finding]:
+    """One pass of every detector over `text`."""
     if not text:
         return []
     raw: list[tuple[int, int, int, str]] = []
@@ -628,6 +669,8 @@ def scan(text: str) -> list[Finding]:
             if det.validate is not None and not det.validate(m, text):
                 continue
             raw.append((m.start(det.group), m.end(det.group), det.priority, det.kind))
+    if "PRIVATE KEY" in text:
+        _scan_private_keys(text, raw)
     if "://" in text:
         _scan_urls(text, raw)
     _scan_assignments(text, lowered, raw)
@@ -653,23 +696,70 @@ def _merge(raw: list[tuple[int, int, int, str]]) -> list[Finding]:
     return [f for f in out if f.end > f.start]
 
 
+#: Passes of redaction at most (two in practice; see `redact`).
+_MAX_PASSES: Final = 8
+
+# An edit of one pass: the marker's span in the output and the span it replaced in the input.
+_Edit = tuple[int, int, int, int]
+
+
 def redact(text: str) -> tuple[str, list[Finding]]:
     """Replace every secret in `text` with ``[REDACTED:<kind>]``.
+
+    Detection runs again on its own output until nothing more is found: replacing one secret
+    can change the context another detector reads (``AKIA…--token x`` only reads as a
+    ``--token`` flag once the key before it is a marker). This is what makes redaction
+    idempotent by construction, not just in the cases the tests thought of.
 
     Returns:
         The redacted text, and the findings with offsets into the *original* text.
     """
-    findings = scan(text)
-    if not findings:
-        return text, findings
+    found = _scan_once(text)
+    if not found:
+        return text, found
+    passes: list[list[_Edit]] = []
+    reported = [(f.start, f.end, _KIND_PRIORITY.get(f.kind, 10), f.kind) for f in found]
+    out = text
+    for _ in range(_MAX_PASSES):
+        out, edits = _apply(out, found)
+        passes.append(edits)
+        found = _scan_once(out)
+        if not found:
+            break
+        for f in found:  # map back through every pass to offsets in `text`
+            start, end = f.start, f.end
+            for edits_k in reversed(passes):
+                start, end = _unmap(start, edits_k, False), _unmap(end, edits_k, True)
+            reported.append((start, end, _KIND_PRIORITY.get(f.kind, 10), f.kind))
+    return out, _merge(reported)
+
+
+def _apply(text: str, findings: list[Finding]) -> tuple[str, list[_Edit]]:
     parts: list[str] = []
+    edits: list[_Edit] = []
     pos = 0
+    size = 0
     for f in findings:
         parts.append(text[pos : f.start])
-        parts.append(f"{MARKER_PREFIX}{f.kind}]")
+        size += f.start - pos
+        marker = f"{MARKER_PREFIX}{f.kind}]"
+        parts.append(marker)
+        edits.append((size, size + len(marker), f.start, f.end))
+        size += len(marker)
         pos = f.end
     parts.append(text[pos:])
-    return "".join(parts), findings
+    return "".join(parts), edits
+
+
+def _unmap(pos: int, edits: list[_Edit], is_end: bool) -> int:
+    """An offset in a pass's output -> the offset in its input (inside a marker: its span)."""
+    k = bisect_left([e[0] for e in edits], pos + 1) - 1
+    if k < 0:
+        return pos
+    out_start, out_end, in_start, in_end = edits[k]
+    if pos < out_end:
+        return in_end if is_end and pos > out_start else in_start
+    return pos - out_end + in_end
 
 
 def redact_turn(turn: Turn) -> tuple[Turn, Counter[str]]:

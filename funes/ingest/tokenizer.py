@@ -222,7 +222,10 @@ class WordPieceTokenizer:
         self._max_start = max(map(len, self._start))
         self._max_cont = max(map(len, self._cont), default=0)
         self._mapping = tables.mapping
-        self._removed_re = re.compile(f"[{_char_class(tables.removed)}]+")
+        self._removed_res = tuple(
+            re.compile(f"[{_char_class(_clip(tables.removed, limit))}]+")
+            for limit in (0x7F, 0xFFFF, 0x10FFFF)
+        )
         separators = tuple(sorted(tables.space + tables.isolate))
         # Words are runs of ordinary characters, or one isolated character; whitespace between
         # them is skipped. Removed characters stay inside runs ("a\u200bb" is one word, as in
@@ -348,8 +351,13 @@ class WordPieceTokenizer:
         return ids
 
     def _normalize(self, word: str) -> str:
-        if self._removed_re.search(word) is not None:
-            word = self._removed_re.sub("", word)
+        removed = self._removed_res[self._width(word)]
+        if removed.search(word) is not None:
+            word = removed.sub("", word)
+        if len(word) > MAX_INPUT_CHARS_PER_WORD:
+            # Mapping never shortens a character, so this is [UNK] already: skip the
+            # translation of what may be a megabyte-long blob.
+            return word
         return word.translate(self._mapping)
 
     def _wordpiece(self, word: str) -> tuple[int, ...]:

@@ -415,3 +415,22 @@ def test_best_cut_is_the_last_strongest_boundary(text: str, data: st.DataObject)
     expected = lo + len(levels) - 1 - levels[::-1].index(best)
     assert _best_cut(text, spans, pos, lo, hi, _patterns(tok)) == expected
     assert PARAGRAPH > LINE > SENTENCE
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a" * 200_000,
+        "🥰" * 100_000,
+        "-----BEGIN PRIVATE KEY-----\n" + "A" * 200_000,
+        "\u200b" * 100_000 + "word",
+        ". " * 100_000,
+        "\n" * 100_000 + "x",
+        "中" * 100_000,
+    ],
+)
+def test_pathological_inputs_stay_fast(text: str) -> None:
+    start = time.process_time()
+    parts = split_text(text)
+    assert time.process_time() - start < 3.0
+    assert "".join(parts) == text or stitch_texts(parts) == text

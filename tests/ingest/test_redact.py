@@ -405,3 +405,23 @@ def test_pathological_inputs_stay_fast(text: str) -> None:
     start = time.process_time()
     redact(text)
     assert time.process_time() - start < 2.0
+
+
+def test_later_passes_map_back_to_original_offsets() -> None:
+    from funes.ingest.redact import _apply, _unmap
+
+    text = "ab SECRET cd OTHER ef"
+    out, edits = _apply(text, [Finding("x", 3, 9), Finding("y", 13, 18)])
+    assert out == "ab [REDACTED:x] cd [REDACTED:y] ef"
+    # A span found in `out` that covers "] cd [" maps to the original "SECRET cd OTHER".
+    start, end = out.index("] cd"), out.index(" ef")
+    assert (_unmap(start, edits, False), _unmap(end, edits, True)) == (3, 18)
+    assert _unmap(out.index("cd"), edits, False) == text.index("cd")
+    assert _unmap(0, edits, False) == 0 and _unmap(len(out), edits, True) == len(text)
+
+
+def test_a_flag_glued_to_a_token_is_still_a_flag() -> None:
+    key = "AKIA" + "Q" * 16
+    redacted, findings = redact(f" {key}--token S3cr3t-Pa55w0rd ")
+    assert redacted == " [REDACTED:aws-access-key-id]--token [REDACTED:secret] "
+    assert [f.kind for f in findings] == ["aws-access-key-id", "secret"]
