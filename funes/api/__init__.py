@@ -8,6 +8,20 @@ write `from funes import api; api.index(...)`.
 
 from funes._env import Settings
 from funes._env import settings as load_settings
+from funes.api.gitlink import (
+    BlameCommit,
+    BlameResult,
+    HooksReport,
+    LinkResult,
+    WhyResult,
+    blame,
+    hooks_install,
+    hooks_status,
+    hooks_uninstall,
+    link_commit,
+    linked_turns,
+    why,
+)
 from funes.api.ingest import IndexSummary, index, parse_since
 from funes.api.models import (
     ModelEntry,
@@ -18,6 +32,7 @@ from funes.api.models import (
     models_list,
     models_verify,
 )
+from funes.api.quickstart import QuickstartResult, quickstart
 from funes.api.recall import (
     DrainResult,
     RecallResult,
@@ -51,12 +66,18 @@ from funes.storage.fsck import FsckReport, Problem
 from funes.storage.repo import CommitResult, Repository
 
 __all__ = [
+    "BlameCommit",
+    "BlameResult",
     "Commit",
+    "QuickstartResult",
+    "quickstart",
     "CommitResult",
     "DrainResult",
     "FsckReport",
+    "HooksReport",
     "IndexSummary",
     "InitResult",
+    "LinkResult",
     "LogEntry",
     "ModelEntry",
     "ModelInfo",
@@ -69,15 +90,22 @@ __all__ = [
     "StatusResult",
     "TurnView",
     "VerifyResult",
+    "WhyResult",
+    "blame",
     "config_get",
     "config_list",
     "config_set",
     "config_unset",
     "embed",
     "fsck",
+    "hooks_install",
+    "hooks_status",
+    "hooks_uninstall",
     "get",
     "index",
     "init",
+    "link_commit",
+    "linked_turns",
     "load_settings",
     "log",
     "memory_label",
@@ -92,4 +120,5 @@ __all__ = [
     "search_status",
     "show",
     "status",
+    "why",
 ]

@@ -202,4 +202,37 @@ def embed(ctx: click.Context, budget: float | None, limit: int | None,
         sys.exit(1)
 
 
-COMMANDS = [recall, get, embed]
+@click.command()
+@click.argument("query", required=False)
+@click.option("--budget", type=float, default=60.0, show_default=True, metavar="SECONDS",
+              help="Time to spend embedding before the recall (0: words only).")
+@click.pass_context
+def quickstart(ctx: click.Context, query: str | None, budget: float) -> None:
+    """Set up and run the main job: index this machine's agent sessions, answer a recall.
+
+    Creates the global memory if needed, indexes every agent's sessions, embeds what fits in
+    the budget, and recalls QUERY. With no agent history on this machine, it uses the small
+    sample memory shipped with funes instead.
+    """
+    app = _app(ctx)
+    with progress_bar("quickstart") as progress:
+        done = api.quickstart(app.settings, query, budget=budget, progress=progress)
+    label = api.memory_label(done.memory)
+    s = done.indexed
+    where = "the bundled sample memory (no agent history found here)" if done.sample else label
+    say = [f"# memory: {where}",
+           f"# indexed {s.sessions} sessions, {s.turns} turns, {s.added} new chunks"]
+    if done.embedded is not None:
+        say.append(f"# embedded {done.embedded.embedded} chunks "
+                   f"({done.embedded.remaining} waiting: `funes embed` continues)")
+    say.append(f'# funes recall "{done.query}"')
+    click.echo("\n".join(say), err=app.fmt == "json")
+    if app.fmt == "json":
+        render("json", _json(done.result, label, True), human=str)
+    elif app.fmt == "agent":
+        click.echo(render_agent(done.result, label, True))
+    else:
+        click.echo(render_human(done.result, label, True))
+
+
+COMMANDS = [recall, get, embed, quickstart]
