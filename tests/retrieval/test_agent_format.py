@@ -25,7 +25,7 @@ def _c(seq: int, text: str, role: str, block_type: str = "text", tool: str | Non
 
 @pytest.fixture
 def repo(tmp_path: Path, settings) -> Repository:  # type: ignore[no-untyped-def]
-    r = Repository.init(Path("/tmp") / tmp_path.name / "golden" / ".funes", settings)
+    r = Repository.init(tmp_path / "golden" / ".funes", settings)
     r.commit_chunks([
         _c(0, "Why does the importer choke on large files?", "user"),
         _c(1, "The streaming parser buffers every record; we dropped it for a line reader.",
