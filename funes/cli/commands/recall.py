@@ -203,6 +203,26 @@ def embed(ctx: click.Context, budget: float | None, limit: int | None,
 
 
 @click.command()
+@click.option("--model", required=True, help="The embedding model to re-stamp the memory with.")
+@click.option("--budget", type=float, default=None, metavar="SECONDS",
+              help="Stop after about this many seconds; `funes embed` continues.")
+@memory_option
+@click.pass_context
+def reindex(ctx: click.Context, model: str, budget: float | None) -> None:
+    """Re-embed the whole memory with another embedding model, on purpose.
+
+    The memory is re-stamped with MODEL at once; vectors of the old model stay on disk but no
+    longer count. The new model must have the same dimension.
+    """
+    app = _app(ctx)
+    with progress_bar("re-embedding") as progress:
+        result = api.reindex(app.settings, app.repo(), model, budget=budget, progress=progress)
+    render(app.fmt, result,
+           human=lambda r: f"re-stamped with {r.model}; embedded {r.embedded} chunks in "
+           f"{r.seconds:.1f}s; {r.remaining} waiting")
+
+
+@click.command()
 @click.argument("query", required=False)
 @click.option("--budget", type=float, default=60.0, show_default=True, metavar="SECONDS",
               help="Time to spend embedding before the recall (0: words only).")
@@ -235,4 +255,4 @@ def quickstart(ctx: click.Context, query: str | None, budget: float) -> None:
         click.echo(render_human(done.result, label, True))
 
 
-COMMANDS = [recall, get, embed, quickstart]
+COMMANDS = [recall, get, embed, reindex, quickstart]
