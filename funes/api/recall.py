@@ -121,7 +121,9 @@ def embed(
     stamp = repo.model_stamp()
     name = model or (stamp.name if stamp else None) or repo.config.get("model.embed")
     embedder = load_embedder(settings, name)
-    return _backlog.drain(repo, embedder, budget=budget, limit=limit, progress=progress)
+    result = _backlog.drain(repo, embedder, budget=budget, limit=limit, progress=progress)
+    indexes.ensure_vectors(repo)
+    return result
 
 
 def reindex(
@@ -149,6 +151,7 @@ class SearchStatus:
     fts_index: bool
     unindexed_rows: int
     reranker: str | None
+    ann_index: bool = False
 
 
 def search_status(settings: Settings, repo: Repository) -> SearchStatus:
@@ -158,7 +161,8 @@ def search_status(settings: Settings, repo: Repository) -> SearchStatus:
     waiting = _backlog.backlog(repo)
     state = indexes.state(repo)
     found = models.find_installed(settings, kind="rerank")
+    ann, _ = indexes.vector_index_state(repo)
     return SearchStatus(waiting.waiting, waiting.embedded, waiting.skipped, state.fts,
-                        state.unindexed_rows, found[0].name if found else None)
+                        state.unindexed_rows, found[0].name if found else None, ann)
 
 

@@ -14,6 +14,9 @@ from funes.storage.repo import Repository
 
 #: Fold appended rows into the indexes once this many are unindexed.
 OPTIMIZE_AFTER = 20_000
+#: Below this many vectors an exact (flat) search is fast and perfect; above it an ANN index
+#: (IVF with HNSW over scalar-quantised vectors) keeps queries in milliseconds.
+ANN_MIN_ROWS = 50_000
 
 
 @dataclass(frozen=True)
@@ -59,3 +62,39 @@ def ensure(repo: Repository, *, lock_timeout: float | None = None) -> IndexState
         if "text_idx" in names and "id_idx" in names:
             repo.chunks.dataset().optimize.optimize_indices()
     return state(repo)
+
+
+def vector_index_state(repo: Repository) -> tuple[bool, int]:
+    """Whether the vector table has an ANN index, and how many rows it does not cover."""
+    if not repo.vectors.exists():
+        return False, 0
+    ds = repo.vectors.dataset()
+    if "vector_idx" not in {ix.name for ix in ds.describe_indices()}:
+        return False, ds.count_rows()
+    return True, int(ds.stats.index_stats("vector_idx").get("num_unindexed_rows", 0))
+
+
+def ensure_vectors(
+    repo: Repository, *, min_rows: int = ANN_MIN_ROWS, lock_timeout: float | None = None
+) -> bool:
+    """Build the ANN index once the vector table is large; fold in new rows incrementally.
+
+    Runs where slow work belongs (after `funes embed`), never on a recall's path: rows not yet
+    indexed are searched exactly, so results stay correct in between. Returns True when an
+    index exists afterwards.
+    """
+    indexed, unindexed = vector_index_state(repo)
+    if not indexed and unindexed < min_rows:
+        return False
+    if indexed and unindexed < OPTIMIZE_AFTER:
+        return True
+    with repo.writing(lock_timeout):
+        ds = repo.vectors.dataset()
+        if not indexed:
+            rows = ds.count_rows()
+            partitions = max(1, min(256, int(rows**0.5) // 4))
+            ds.create_index("vector", index_type="IVF_HNSW_SQ", metric="cosine",
+                            num_partitions=partitions, name="vector_idx")
+        else:
+            ds.optimize.optimize_indices()
+    return True

@@ -214,3 +214,36 @@ def test_reindex_restamps_and_old_vectors_stop_counting(  # type: ignore[no-unty
     result = api.recall(settings, small, "reason for removing the incremental decoder: "
                         "excessive RAM consumption", k=1, now=NOW)
     assert result.hits[0].row["text"] == PASSAGES[0][0] and "vector" in result.signals
+
+
+def test_ann_index_is_built_for_large_vector_tables_and_stays_correct(  # type: ignore[no-untyped-def]
+    settings, tmp_path: Path
+) -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    from funes.model.objects import ModelStamp
+    from funes.retrieval import indexes
+    from funes.storage.tables import VECTOR_FILTER_COLUMNS, vector_schema
+
+    repo = Repository.init(tmp_path / "ann" / ".funes", settings)
+    n, dim = 2000, 16
+    chunks = [chunk(i, f"synthetic passage {i}", ts="2026-10-01T00:00:00Z") for i in range(n)]
+    repo.commit_chunks(chunks, "seed")
+    rng = np.random.default_rng(7)
+    vecs = rng.normal(size=(n, dim)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    cols = {"id": [c.id for c in chunks], "model": ["synthetic"] * n,
+            "vector": [v.tolist() for v in vecs]}
+    rows = {c.id: c for c in chunks}
+    for name in VECTOR_FILTER_COLUMNS:
+        cols[name] = [None if name == "time" else getattr(rows[i], name) for i in cols["id"]]
+    table = pa.Table.from_pydict(cols, schema=vector_schema(dim))
+    repo.commit_chunks([], "vectors", model=ModelStamp("synthetic", "0" * 64, dim), vectors=table)
+    assert not indexes.ensure_vectors(repo, min_rows=n + 1)  # small: stays exact
+    assert indexes.ensure_vectors(repo, min_rows=100)
+    assert indexes.vector_index_state(repo) == (True, 0)
+    from funes.retrieval.recall import Options, vector_search
+
+    hits = vector_search(repo, vecs[42], Options(k=5, candidates=5), None)
+    assert hits[0][0] == chunks[42].id and hits[0][1] == pytest.approx(1.0, abs=1e-3)
