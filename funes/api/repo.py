@@ -8,7 +8,7 @@ from pathlib import Path
 from funes._env import Settings
 from funes.errors import UsageError
 from funes.model.ids import ObjectId
-from funes.model.objects import Commit, Manifest, ModelStamp
+from funes.model.objects import Commit, Link, Manifest, ModelStamp
 from funes.storage.fsck import FsckReport
 from funes.storage.fsck import fsck as _fsck
 from funes.storage.repo import PROJECT_DIR, Repository
@@ -56,10 +56,17 @@ class LogEntry:
     id: ObjectId
     commit: Commit
     refs: tuple[str, ...] = ()
+    #: The code commits this memory commit links (read only when `log(links=True)`).
+    links: tuple[Link, ...] = ()
 
 
-def log(repo: Repository, rev: str | None = None, limit: int | None = None) -> list[LogEntry]:
-    """Commits reachable from `rev` (default HEAD), newest first."""
+def log(
+    repo: Repository, rev: str | None = None, limit: int | None = None, *, links: bool = False
+) -> list[LogEntry]:
+    """Commits reachable from `rev` (default HEAD), newest first.
+
+    With `links`, each entry also carries the code commits it links (`funes log --links`).
+    """
     if limit is not None and limit <= 0:
         raise UsageError(f"--limit must be positive, not {limit}")
     start = repo.resolve(rev) if rev else repo.head()
@@ -70,7 +77,8 @@ def log(repo: Repository, rev: str | None = None, limit: int | None = None) -> l
         decorations.setdefault(oid, []).append(_short_ref(name))
     out = []
     for oid, commit in repo.walk(start):
-        out.append(LogEntry(oid, commit, tuple(decorations.get(oid, ()))))
+        linked = tuple(repo.objects.link(lid) for lid in commit.links) if links else ()
+        out.append(LogEntry(oid, commit, tuple(decorations.get(oid, ())), linked))
         if limit is not None and len(out) >= limit:
             break
     return out

@@ -81,9 +81,9 @@ def cli(ctx: click.Context, fmt: str | None, memory: str | None, chdir: str | No
 
 
 def _register() -> None:
-    from funes.cli.commands import ingest, models, recall, repo, shell
+    from funes.cli.commands import git, ingest, models, recall, repo, shell
 
-    for module in (repo, ingest, recall, models, shell):
+    for module in (repo, ingest, recall, models, git, shell):
         for command in module.COMMANDS:
             cli.add_command(command)
 

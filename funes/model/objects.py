@@ -1,4 +1,4 @@
-"""The immutable objects of a memory: commits, manifests and tombstones.
+"""The immutable objects of a memory: commits, manifests, tombstones and commit links.
 
 Each object is a JSON document with a `type` field; its id is the SHA-256 of its canonical
 bytes (funes.model.ids). Parsing is strict because objects also arrive from remotes we do not
@@ -7,6 +7,7 @@ trust: anything malformed raises `MalformedObjectError`, never a KeyError or Typ
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -186,6 +187,9 @@ class Commit:
     chunk_count: int = 0
     format: int = OBJECT_FORMAT
     signature: dict[str, Any] | None = field(default=None)
+    #: Links to code commits (`Link` ids) this commit records; omitted from the JSON when
+    #: empty, so commits written before links existed keep their ids.
+    links: tuple[ObjectId, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (without `type`)."""
@@ -203,6 +207,8 @@ class Commit:
         }
         if self.signature is not None:
             data["signature"] = self.signature
+        if self.links:
+            data["links"] = list(self.links)
         return data
 
     @classmethod
@@ -226,6 +232,7 @@ class Commit:
             chunk_count=_req(data, "chunk_count", int),
             format=fmt,
             signature=_opt(data, "signature", dict),
+            links=_ids(data, "links") if "links" in data else (),
         )
 
     @property
@@ -234,12 +241,108 @@ class Commit:
         return self.message.splitlines()[0] if self.message else ""
 
 
-AnyObject = Commit | Manifest | Tombstone
+_GIT_ID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 
-_KINDS: dict[str, type[Commit] | type[Manifest] | type[Tombstone]] = {
+
+def is_git_id(text: str) -> bool:
+    """True for a full git object id (SHA-1, or SHA-256 in repositories that use it)."""
+    return bool(_GIT_ID_RE.match(text))
+
+
+def _strs(data: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    values = _req(data, key, list)
+    if not all(isinstance(v, str) for v in values):
+        raise MalformedObjectError(f"field {key!r} holds a non-string")
+    return tuple(values)
+
+
+@dataclass(frozen=True)
+class Link:
+    """A code commit tied to the agent turns that produced it (written by the git hook).
+
+    A link names turns, not chunks: chunk ids change with chunking settings, while a turn is
+    what the transcript fixes, and `funes why` shows whole turns anyway.
+    """
+
+    #: The code commit's full git id (40 hex digits, or 64 in a SHA-256 repository).
+    commit: str
+    #: The code repository's project identity (funes.ingest.project), shared by its clones.
+    repository: str
+    branch: str | None  # short branch name at commit time; None when HEAD was detached
+    author: str  # "Name <email>" of the code commit
+    time: str  # committer time, UTC ISO-8601
+    message: str  # the code commit's message
+    paths: tuple[str, ...]  # paths changed against the first parent, sorted
+    #: (harness, session_id, turn_id) of every linked turn, sorted.
+    turns: tuple[tuple[str, str, str], ...]
+    #: The window the turns were taken from: `since` ≤ turn time < `until` (None: unbounded).
+    since: str | None
+    until: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (without `type`)."""
+        return {
+            "commit": self.commit,
+            "repository": self.repository,
+            "branch": self.branch,
+            "author": self.author,
+            "time": self.time,
+            "message": self.message,
+            "paths": list(self.paths),
+            "turns": [list(t) for t in self.turns],
+            "since": self.since,
+            "until": self.until,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Link:
+        """Parse strictly: links arrive from remotes too."""
+        commit = _req(data, "commit", str)
+        if not is_git_id(commit):
+            raise MalformedObjectError("field 'commit' is not a full git commit id")
+        turns = []
+        for item in _req(data, "turns", list):
+            if (
+                not isinstance(item, list)
+                or len(item) != 3
+                or not all(isinstance(v, str) and v for v in item)
+            ):
+                raise MalformedObjectError("field 'turns' holds a bad (harness, session, turn)")
+            turns.append((item[0], item[1], item[2]))
+        return cls(
+            commit=commit,
+            repository=_req(data, "repository", str),
+            branch=_opt(data, "branch", str),
+            author=_req(data, "author", str),
+            time=_req(data, "time", str),
+            message=_req(data, "message", str),
+            paths=_strs(data, "paths"),
+            turns=tuple(turns),
+            since=_opt(data, "since", str),
+            until=_req(data, "until", str),
+        )
+
+    @property
+    def summary(self) -> str:
+        """The first line of the code commit's message."""
+        return self.message.splitlines()[0] if self.message else ""
+
+    @property
+    def sessions(self) -> dict[tuple[str, str], int]:
+        """Turns per (harness, session_id), in first-seen order."""
+        out: dict[tuple[str, str], int] = {}
+        for harness, session, _ in self.turns:
+            out[(harness, session)] = out.get((harness, session), 0) + 1
+        return out
+
+
+AnyObject = Commit | Manifest | Tombstone | Link
+
+_KINDS: dict[str, type[Commit] | type[Manifest] | type[Tombstone] | type[Link]] = {
     "commit": Commit,
     "manifest": Manifest,
     "tombstone": Tombstone,
+    "link": Link,
 }
 
 

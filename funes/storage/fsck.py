@@ -103,6 +103,13 @@ def fsck(repo: Repository, *, rows: bool = True) -> FsckReport:
             for tid in commit.tombstones:
                 if tid not in bad_objects and not repo.objects.has(tid):
                     report.problems.append(Problem("commit", oid, f"tombstone {tid} is missing"))
+            for lid in commit.links:
+                if lid in bad_objects:
+                    continue
+                try:
+                    repo.objects.link(lid)
+                except FunesError as exc:
+                    report.problems.append(Problem("commit", oid, f"link {lid}: {_detail(exc)}"))
 
     _check_files(repo, local_manifests, report)
     if rows:

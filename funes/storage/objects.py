@@ -11,7 +11,14 @@ from pathlib import Path
 
 from funes.errors import CorruptObjectError, ObjectMissingError, UsageError
 from funes.model.ids import ObjectId, hash_bytes, is_id_prefix, is_object_id
-from funes.model.objects import AnyObject, Commit, MalformedObjectError, Manifest, Tombstone
+from funes.model.objects import (
+    AnyObject,
+    Commit,
+    Link,
+    MalformedObjectError,
+    Manifest,
+    Tombstone,
+)
 from funes.model.objects import decode as decode_object
 from funes.model.objects import encode as encode_object
 from funes.storage.atomic import write_new
@@ -88,6 +95,12 @@ class ObjectStore:
         """Read a tombstone."""
         obj = self.get(oid, ("tombstone",))
         assert isinstance(obj, Tombstone)
+        return obj
+
+    def link(self, oid: str) -> Link:
+        """Read a commit link."""
+        obj = self.get(oid, ("link",))
+        assert isinstance(obj, Link)
         return obj
 
     def __iter__(self) -> Iterator[ObjectId]:

@@ -35,7 +35,7 @@ from funes._env import Settings
 from funes.errors import FunesError, NotARepositoryError, UsageError
 from funes.model.chunk import Chunk
 from funes.model.ids import ObjectId
-from funes.model.objects import Commit, Manifest, ModelStamp, Tombstone
+from funes.model.objects import Commit, Link, Manifest, ModelStamp, Tombstone
 from funes.model.refs import DEFAULT_BRANCH, HEAD, RefName, branch_ref, check_ref_name
 from funes.storage.atomic import write_atomic
 from funes.storage.config import Config
@@ -374,16 +374,18 @@ class Repository:
         vectors: pa.Table | None = None,
         allow_empty: bool = False,
         lock_timeout: float | None = None,
+        links: Sequence[Link] = (),
     ) -> CommitResult:
-        """Append a batch of chunks (and optionally vectors/tombstones) as one commit.
+        """Append a batch of chunks (and optionally vectors/tombstones/links) as one commit.
 
         Chunks already in the memory are skipped, so re-indexing is idempotent; a batch with
-        nothing new makes no commit unless `allow_empty`. `message` may be a function of the
-        number of chunks actually added (known only after deduplication).
+        nothing new makes no commit unless `allow_empty` (links always count as new).
+        `message` may be a function of the number of chunks actually added (known only after
+        deduplication).
         """
         with self.writing(lock_timeout):
             return self._commit_locked(
-                chunks, message, tombstones, model, vectors, allow_empty=allow_empty
+                chunks, message, tombstones, model, vectors, allow_empty=allow_empty, links=links
             )
 
     def _commit_locked(
@@ -395,6 +397,7 @@ class Repository:
         vectors: pa.Table | None,
         *,
         allow_empty: bool,
+        links: Sequence[Link] = (),
     ) -> CommitResult:
         ref = self.head_branch()
         old = self.refs.read(ref)
@@ -419,7 +422,7 @@ class Repository:
             else:
                 fresh[cid] = chunk
         base_count = parent.chunk_count if parent else 0
-        if not fresh and not tombstones and vectors is None and not allow_empty:
+        if not fresh and not tombstones and vectors is None and not links and not allow_empty:
             return CommitResult(None, 0, duplicates, collisions, base_count)
 
         manifests: list[ObjectId] = []
@@ -444,6 +447,7 @@ class Repository:
             journal_tables["vectors"] = [f.path for r in records for f in r.files]
             appends.append((self.vectors, records))
         tomb_ids = tuple(self.objects.put(t) for t in tombstones)
+        link_ids = tuple(self.objects.put(link) for link in links)
         hidden_now = {t for tomb in tombstones for t in tomb.targets}
         removed = len(self.ids.visible(hidden_now) | (hidden_now & set(fresh)))
 
@@ -457,6 +461,7 @@ class Repository:
             time=now_iso(),
             message=message(len(fresh)) if callable(message) else message,
             chunk_count=base_count + len(fresh) - removed,
+            links=link_ids,
         )
         oid = self.objects.put(commit)
         journal = {

@@ -38,22 +38,35 @@ def init(ctx: click.Context, path: Path | None, is_global: bool) -> None:
 
 def _log_line(entry: api.LogEntry) -> str:
     refs = f" ({', '.join(entry.refs)})" if entry.refs else ""
-    return f"{short(entry.id)} {entry.commit.time} {entry.commit.summary}{refs}"
+    return f"{short(entry.id)} {entry.commit.time} {entry.commit.summary}{refs}" + "".join(
+        f"\n    code {_code_line(link)}" for link in entry.links
+    )
+
+
+def _code_line(link: Any) -> str:
+    branch = f" ({link.branch})" if link.branch else ""
+    return f"{short(link.commit)}{branch} {link.time} {link.summary} [{len(link.turns)} turns]"
 
 
 @click.command()
 @click.argument("rev", required=False)
 @click.option("-n", "--limit", type=int, default=None, help="Show at most N commits.")
+@click.option("--links", is_flag=True,
+              help="Show the code commits each memory commit links (git hooks).")
 @memory_option
 @click.pass_context
-def log(ctx: click.Context, rev: str | None, limit: int | None) -> None:
+def log(ctx: click.Context, rev: str | None, limit: int | None, links: bool) -> None:
     """List commits, newest first: one line each (id, time, message)."""
     app = _app(ctx)
-    entries = api.log(app.repo(), rev, limit)
+    entries = api.log(app.repo(), rev, limit, links=links)
     if app.fmt == "json":
         render(
             "json",
-            [{"id": e.id, "refs": list(e.refs), **e.commit.to_dict()} for e in entries],
+            [
+                {"id": e.id, "refs": list(e.refs), **e.commit.to_dict()}
+                | ({"linked": [link.to_dict() for link in e.links]} if links else {})
+                for e in entries
+            ],
             human=str,
         )
         return
@@ -65,6 +78,7 @@ def log(ctx: click.Context, rev: str | None, limit: int | None) -> None:
             lines.append(
                 f"{click.style(short(e.id), fg='yellow')} {e.commit.time} {e.commit.summary}{refs}"
             )
+            lines += [f"    code {click.style(_code_line(link), fg='cyan')}" for link in e.links]
         return "\n".join(lines)
 
     render(app.fmt, entries, human=human, agent=lambda items: "\n".join(map(_log_line, items)))
