@@ -56,8 +56,13 @@ def _open_log(settings: Settings) -> int:
     return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
 
-def _memory_for(settings: Settings, code: CodeRepo) -> tuple[Path | None, str | None]:
-    """(memory path, None) when usable; (None, warning) when the hook should stop here."""
+def _memory_for(
+    settings: Settings, code: CodeRepo, consequence: str
+) -> tuple[Path | None, str | None]:
+    """(memory path, None) when usable; (None, warning) when the hook should stop here.
+
+    `consequence` says what did not happen ("this commit is not linked"), for the warning.
+    """
     from funes.errors import NotARepositoryError
     from funes.storage.repo import Repository
 
@@ -66,12 +71,12 @@ def _memory_for(settings: Settings, code: CodeRepo) -> tuple[Path | None, str | 
         repo.head()  # a damaged HEAD ref shows here, not later in the detached process
     except NotARepositoryError:
         return None, (
-            f"no funes memory for {code.worktree}, so this commit is not linked "
+            f"no funes memory for {code.worktree}, so {consequence} "
             "(run `funes init` here or `funes init --global`; `funes hooks uninstall` "
             "removes the hook)"
         )
     except FunesError as exc:
-        return None, f"this commit is not linked: {exc.message} (run `funes fsck`)"
+        return None, f"{consequence}: {exc.message} (run `funes fsck`)"
     return repo.path, None
 
 
@@ -82,7 +87,7 @@ def post_commit(settings: Settings) -> None:
     except NotAGitRepositoryError:
         return
     sha = read_head(code) or "HEAD"
-    memory, problem = _memory_for(settings, code)
+    memory, problem = _memory_for(settings, code, "this commit is not linked")
     if memory is None:
         warn(problem or "this commit is not linked")
         return
@@ -110,9 +115,9 @@ def pre_push(settings: Settings, timeout: float = PUSH_TIMEOUT) -> None:
         code = find_code_repo(settings.cwd)
     except NotAGitRepositoryError:
         return
-    memory, problem = _memory_for(settings, code)
+    memory, problem = _memory_for(settings, code, "the memory was not pushed")
     if memory is None:
-        warn((problem or "").replace("this commit is not linked", "the memory was not pushed"))
+        warn(problem or "the memory was not pushed")
         return
     ok, detail = run_bounded(
         [sys.executable, "-m", "funes", "--format", "agent", "--memory", str(memory), "push"],

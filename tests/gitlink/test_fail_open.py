@@ -130,3 +130,22 @@ def test_run_bounded_stops_a_hung_command(tmp_path: Path) -> None:
     ok, detail = run_bounded([sys.executable, "-c", "print('funes: pushed 3 objects')"],
                              cwd=tmp_path, timeout=30)
     assert ok and detail == "pushed 3 objects"
+
+
+@pytest.mark.parametrize("python", ["traceback", "missing"])
+def test_a_broken_funes_install_still_prints_one_line(tmp_path: Path, code_repo: Path,
+                                                       python: str) -> None:
+    fake = tmp_path / "venv" / "bin" / "python"
+    if python == "traceback":
+        fake.parent.mkdir(parents=True)
+        fake.write_text(
+            "#!/bin/sh\necho 'Traceback (most recent call last):' >&2\n"
+            "echo '  File \"<frozen runpy>\", line 1' >&2\n"
+            "echo \"ModuleNotFoundError: No module named 'funes'\" >&2\nexit 1\n"
+        )
+        fake.chmod(0o755)
+    install(find_code_repo(code_repo), python=str(fake))
+    done = git_commit(code_repo, {"a.txt": "a\n"}, "one", T0)
+    assert done.returncode == 0
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("funes: ")

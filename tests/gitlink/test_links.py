@@ -3,6 +3,7 @@ window, tombstones; and links as ordinary memory objects that survive copying th
 
 from __future__ import annotations
 
+import io
 import shutil
 from pathlib import Path
 
@@ -250,3 +251,37 @@ def test_blame_arguments_are_checked(code_repo: Path, run) -> None:  # type: ign
     shown = run("blame", "x.py")
     assert shown.exit_code == 0, shown.stderr
     assert "not linked (`funes link" in shown.stdout and " 2: 2" in shown.stdout
+
+
+@needs_traces
+def test_links_survive_push_and_clone_to_another_machine(two_repos, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                          monkeypatch, run) -> None:
+    if not all(hasattr(api, verb) for verb in ("remote_add", "push", "clone")):
+        pytest.skip("push/clone are not in this checkout yet")
+    from dataclasses import replace
+
+    from dulwich import porcelain
+
+    a, _, agents = two_repos
+    session_at(CLAUDE_A, agents["claude"] / "projects" / "a" / "s.jsonl", a, T0 - 300, T0 - 10)
+    sha = dulwich_commit(a, {"x": "1\n"}, "first", T0)
+    settings = settings_at(a)
+    expected = {(s, t) for _, s, t in api.link_commit(settings).link.turns}
+    assert expected
+    memory = Repository.open(settings.home, settings)
+    api.remote_add(memory, "origin", str(tmp_path / "shared-memory"))
+    api.push(memory)
+
+    # machine B: a clone of the code and a clone of the memory
+    machine_b = tmp_path / "machine-b"
+    machine_b.mkdir()
+    porcelain.clone(str(a), str(machine_b / "code"), errstream=io.BytesIO())
+    cloned = api.clone(replace(settings, cwd=machine_b), str(tmp_path / "shared-memory"), "mem")
+    copy = Repository.open(cloned.path, settings_at(machine_b / "code"))
+    assert api.linked_turns(copy, "HEAD") == expected
+    assert api.why(copy, "HEAD").sha == sha
+    monkeypatch.chdir(machine_b / "code")
+    shown = run("why", "HEAD", "--limit", "0", "--memory", str(copy.path))
+    assert shown.exit_code == 0, shown.stderr
+    assert shown.stdout.count("→ funes get ") == len(expected)
+    assert fsck(copy).ok
