@@ -75,10 +75,12 @@ def test_hooks_link_commits_to_the_turns_behind_them(
     first_sessions = set().union(*by_harness.values())
     first_turns = _turns_of(memory, first_sessions)
 
-    why1 = run("why", "HEAD", "--limit", "0")
+    why1 = run("why", "HEAD", "--limit", "0", "--full")
     assert why1.exit_code == 0, why1.stderr
     assert set(GET_RE.findall(why1.stdout)) == first_turns
     assert "Add the parser" in why1.stdout
+    default = GET_RE.findall(run("why", "HEAD").stdout)  # the newest 20 that have words
+    assert 0 < len(default) <= 20 and set(default) < first_turns
     assert api.linked_turns(memory, sha1[:10]) == first_turns
     assert f"memory-commit: {memory.head()}" in note1
 
@@ -95,7 +97,7 @@ def test_hooks_link_commits_to_the_turns_behind_them(
     assert len(b_session) == 1 and not b_session & first_sessions
     assert second_turns == _turns_of(memory, b_session)
 
-    why2 = run("why", "HEAD", "--limit", "0")
+    why2 = run("why", "HEAD", "--limit", "0", "--full")
     shown = GET_RE.findall(why2.stdout)
     assert set(shown) == second_turns
     times = re.findall(r"^\[(\S+)\] claude ", why2.stdout, re.M)
@@ -109,7 +111,7 @@ def test_hooks_link_commits_to_the_turns_behind_them(
     blamed = api.blame(memory, "parser.py:2")
     assert [c.sha for c in blamed.commits] == [sha2]
     assert {(t.session_id, t.turn_id) for t in blamed.commits[0].turns} == second_turns
-    cli_blame = run("blame", "parser.py:2", "--limit", "0")
+    cli_blame = run("blame", "parser.py:2", "--limit", "0", "--full")
     assert cli_blame.exit_code == 0, cli_blame.stderr
     assert set(GET_RE.findall(cli_blame.stdout)) == second_turns
     line1 = api.blame(memory, "parser.py:1")

@@ -220,7 +220,7 @@ def test_why_works_on_a_copy_of_the_memory_without_the_code(two_repos, tmp_path:
     monkeypatch.chdir(empty)  # no git repository here: the commit is named by its id
     copy = Repository.open(elsewhere, settings_at(empty))
     assert api.linked_turns(copy, sha[:10]) == expected
-    shown = run("why", sha[:10], "--limit", "0", "--memory", str(elsewhere))
+    shown = run("why", sha[:10], "--limit", "0", "--full", "--memory", str(elsewhere))
     assert shown.exit_code == 0, shown.stderr
     assert shown.stdout.count("→ funes get ") == len(expected)
     assert f"--memory {elsewhere}" in shown.stdout
@@ -281,7 +281,7 @@ def test_links_survive_push_and_clone_to_another_machine(two_repos, tmp_path: Pa
     assert api.linked_turns(copy, "HEAD") == expected
     assert api.why(copy, "HEAD").sha == sha
     monkeypatch.chdir(machine_b / "code")
-    shown = run("why", "HEAD", "--limit", "0", "--memory", str(copy.path))
+    shown = run("why", "HEAD", "--limit", "0", "--full", "--memory", str(copy.path))
     assert shown.exit_code == 0, shown.stderr
     assert shown.stdout.count("→ funes get ") == len(expected)
     assert fsck(copy).ok

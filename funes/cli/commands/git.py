@@ -153,8 +153,16 @@ def _turn_lines(turn: Any, *, chars: int | None, get_suffix: str, fmt: str) -> l
 
 def _turns_block(turns: list[Any], linked: int, *, limit: int, full: bool, get_suffix: str,
                  fmt: str) -> list[str]:
-    shown = turns[-limit:] if limit else turns
     lines = []
+    if not full:
+        # Turns that are only scaffolding (system reminders, injected context) say nothing
+        # about why the code changed; they would crowd out the ones that do.
+        words = [t for t in turns if any(not b.noise and b.text.strip() for b in t.blocks)]
+        if len(words) < len(turns):
+            lines.append(f"({len(turns) - len(words)} turns of scaffolding only not shown: "
+                         "--full shows them)")
+        turns = words
+    shown = turns[-limit:] if limit else turns
     if len(shown) < len(turns):
         lines.append(f"({len(turns) - len(shown)} earlier turns not shown: --limit 0 shows all)")
     if linked > len(turns):
@@ -209,7 +217,9 @@ def _links_json(found: list[Any]) -> list[dict[str, Any]]:
 @click.argument("rev", default="HEAD")
 @click.option("-n", "--limit", type=int, default=20, show_default=True,
               help="Show the newest N linked turns (0: all).")
-@click.option("--full", is_flag=True, help="Whole turns (default: the first 600 characters).")
+@click.option("--full", is_flag=True,
+              help="Whole turns, scaffolding-only turns included (default: the first 600 "
+              "characters of each turn that has words of its own).")
 @memory_option
 @click.pass_context
 def why(ctx: click.Context, rev: str, limit: int, full: bool) -> None:
@@ -273,7 +283,8 @@ def _blame_text(r: api.BlameResult, *, limit: int, full: bool, get_suffix: str,
               help="Annotate the file as of this commit.")
 @click.option("-n", "--limit", type=int, default=5, show_default=True,
               help="Show the newest N linked turns of each commit (0: all).")
-@click.option("--full", is_flag=True, help="Whole turns (default: the first 600 characters).")
+@click.option("--full", is_flag=True,
+              help="Whole turns, scaffolding-only turns included (as for `why`).")
 @memory_option
 @click.pass_context
 def blame(ctx: click.Context, spec: str, rev: str, limit: int, full: bool) -> None:
