@@ -375,17 +375,21 @@ class Repository:
         allow_empty: bool = False,
         lock_timeout: float | None = None,
         links: Sequence[Link] = (),
+        restamp: bool = False,
     ) -> CommitResult:
         """Append a batch of chunks (and optionally vectors/tombstones/links) as one commit.
 
         Chunks already in the memory are skipped, so re-indexing is idempotent; a batch with
         nothing new makes no commit unless `allow_empty` (links always count as new).
+        `restamp` replaces the embedding model stamp with `model` (`funes reindex`), where
+        otherwise a different model is refused.
         `message` may be a function of the number of chunks actually added (known only after
         deduplication).
         """
         with self.writing(lock_timeout):
             return self._commit_locked(
-                chunks, message, tombstones, model, vectors, allow_empty=allow_empty, links=links
+                chunks, message, tombstones, model, vectors, allow_empty=allow_empty, links=links,
+                restamp=restamp,
             )
 
     def _commit_locked(
@@ -398,14 +402,15 @@ class Repository:
         *,
         allow_empty: bool,
         links: Sequence[Link] = (),
+        restamp: bool = False,
     ) -> CommitResult:
         ref = self.head_branch()
         old = self.refs.read(ref)
         parent = self.objects.commit(old) if old else None
         stamped = parent.model if parent else None
-        if model is not None and stamped is not None:
+        if model is not None and stamped is not None and not restamp:
             self.check_model(model)
-        stamp = stamped or model
+        stamp = model if restamp and model is not None else stamped or model
 
         self.ids.sync(self, old)
         known = self.ids.known(c.id for c in chunks) if chunks else set()
@@ -422,7 +427,9 @@ class Repository:
             else:
                 fresh[cid] = chunk
         base_count = parent.chunk_count if parent else 0
-        if not fresh and not tombstones and vectors is None and not links and not allow_empty:
+        restamping = restamp and stamp != stamped
+        if (not fresh and not tombstones and vectors is None and not links and not allow_empty
+                and not restamping):
             return CommitResult(None, 0, duplicates, collisions, base_count)
 
         manifests: list[ObjectId] = []
