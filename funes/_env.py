@@ -32,6 +32,8 @@ class Settings:
     pi_home: Path
     #: Seconds a second writer waits for the repository lock before giving up.
     lock_timeout: float
+    #: The user's home directory ($HOME): where agents keep files such as ~/.claude.json.
+    user_home: Path
 
 
 def _truthy(value: str | None) -> bool:
@@ -64,4 +66,5 @@ def settings() -> Settings:
         hermes_home=Path(env.get("HERMES_HOME") or user_home / ".hermes"),
         pi_home=Path(env.get("PI_CODING_AGENT_DIR") or user_home / ".pi" / "agent"),
         lock_timeout=lock_timeout,
+        user_home=user_home,
     )

@@ -8,6 +8,16 @@ write `from funes import api; api.index(...)`.
 
 from funes._env import Settings
 from funes._env import settings as load_settings
+from funes.api.agent_format import UNTRUSTED, recall_text, status_text, turns_text
+from funes.api.agents import (
+    AskResult,
+    WiringResult,
+    agents_add,
+    agents_remove,
+    ask,
+    hook_run,
+    mcp_serve,
+)
 from funes.api.gitlink import (
     BlameCommit,
     BlameResult,
@@ -66,6 +76,8 @@ from funes.storage.fsck import FsckReport, Problem
 from funes.storage.repo import CommitResult, Repository
 
 __all__ = [
+    "UNTRUSTED",
+    "AskResult",
     "BlameCommit",
     "BlameResult",
     "Commit",
@@ -90,6 +102,10 @@ __all__ = [
     "TurnView",
     "VerifyResult",
     "WhyResult",
+    "WiringResult",
+    "agents_add",
+    "agents_remove",
+    "ask",
     "blame",
     "config_get",
     "config_list",
@@ -98,6 +114,7 @@ __all__ = [
     "embed",
     "fsck",
     "get",
+    "hook_run",
     "hooks_install",
     "hooks_status",
     "hooks_uninstall",
@@ -107,6 +124,7 @@ __all__ = [
     "linked_turns",
     "load_settings",
     "log",
+    "mcp_serve",
     "memory_label",
     "models_import",
     "models_install",
@@ -117,8 +135,11 @@ __all__ = [
     "parse_since",
     "quickstart",
     "recall",
+    "recall_text",
     "search_status",
     "show",
     "status",
+    "status_text",
+    "turns_text",
     "why",
 ]

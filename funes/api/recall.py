@@ -114,14 +114,19 @@ def embed(
     limit: int | None = None,
     model: str | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    lock_timeout: float | None = None,
 ) -> DrainResult:
-    """Embed the backlog newest first, within a time budget and/or a count."""
+    """Embed the backlog newest first, within a time budget and/or a count.
+
+    `lock_timeout=0` gives up at once when another process is writing (what hooks want).
+    """
     from funes.inference.embedder import load_embedder
 
     stamp = repo.model_stamp()
     name = model or (stamp.name if stamp else None) or repo.config.get("model.embed")
     embedder = load_embedder(settings, name)
-    result = _backlog.drain(repo, embedder, budget=budget, limit=limit, progress=progress)
+    result = _backlog.drain(repo, embedder, budget=budget, limit=limit, progress=progress,
+                            lock_timeout=lock_timeout)
     indexes.ensure_vectors(repo)
     return result
 

@@ -86,6 +86,10 @@ def _register() -> None:
     for module in (repo, ingest, recall, models, git, shell):
         for command in module.COMMANDS:
             cli.add_command(command)
+    from funes.cli.commands import agents
+
+    for command in agents.COMMANDS:
+        cli.add_command(command)
 
 
 _register()

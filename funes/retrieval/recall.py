@@ -240,8 +240,8 @@ def recall(
     hidden = repo.tombstoned_ids()
 
     lexical: list[dict[str, Any]] = []
-    if opts.bm25 and repo.chunks.exists():
-        indexes.ensure(repo)
+    # an empty table has no full-text index to search (and nothing to find)
+    if opts.bm25 and repo.chunks.exists() and indexes.ensure(repo).fts:
         lexical = [r for r in bm25(repo, query, opts, where)
                    if r["id"] not in hidden and opts.filters.admits(r)]
         signals.append("bm25")

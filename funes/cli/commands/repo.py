@@ -138,36 +138,7 @@ def status(ctx: click.Context) -> None:
         render("json", {**to_dict(result), "search": to_dict(search)}, human=str)
         return
 
-    def text(r: api.StatusResult) -> str:
-        lines = [
-            f"memory   {r.path} ({r.kind})",
-            f"HEAD     {r.branch} at {short(r.head)}"
-            + (f" ({r.head_time})" if r.head_time else " (no commits yet)"),
-            f"chunks   {r.chunks} in {r.sessions} session(s)",
-        ]
-        for harness, counts in r.by_harness.items():
-            lines.append(f"  {harness:<8} {counts['chunks']} chunks, {counts['sessions']} sessions")
-        lines.append(f"model    {r.model or '(not stamped yet: set on first embed)'}")
-        lines.append(
-            f"vectors  {search.embedded} embedded, {search.backlog} waiting"
-            + (" (run `funes embed`)" if search.backlog else "")
-            + (f", {search.not_embedded} never embedded (long tool output)"
-               if search.not_embedded else "")
-        )
-        lines.append(
-            "search   "
-            + ("BM25 index" if search.fts_index else "BM25 index not built yet (first recall)")
-            + (f", {search.unindexed_rows} rows not indexed yet" if search.fts_index and
-               search.unindexed_rows else "")
-        )
-        lines.append(
-            f"reranker {search.reranker}" if search.reranker
-            else "reranker none installed: recall ranks without one "
-            "(`funes models install ms-marco-minilm-l6-v2` when online)"
-        )
-        return "\n".join(lines)
-
-    render(app.fmt, result, human=text)
+    render(app.fmt, result, human=lambda r: api.status_text(r, search))
 
 
 @click.command()

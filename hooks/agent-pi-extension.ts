@@ -1,0 +1,1 @@
+../funes/hooks/agent-pi-extension.ts
