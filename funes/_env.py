@@ -34,6 +34,9 @@ class Settings:
     lock_timeout: float
     #: The user's home directory ($HOME): where agents keep files such as ~/.claude.json.
     user_home: Path
+    #: The Hugging Face Hub endpoint (`HF_ENDPOINT`); None means huggingface_hub's default.
+    #: Passed explicitly because huggingface_hub reads the variable only once, at import.
+    hf_endpoint: str | None = None
 
 
 def _truthy(value: str | None) -> bool:
@@ -67,4 +70,5 @@ def settings() -> Settings:
         pi_home=Path(env.get("PI_CODING_AGENT_DIR") or user_home / ".pi" / "agent"),
         lock_timeout=lock_timeout,
         user_home=user_home,
+        hf_endpoint=env.get("HF_ENDPOINT") or None,
     )

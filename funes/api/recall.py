@@ -28,7 +28,9 @@ DrainResult = _backlog.DrainResult
 
 def memory_label(repo: Repository) -> str:
     """How output names a memory: what `--memory` takes to open it again."""
-    return str(repo.path)
+    from funes.api.sync import remote_label
+
+    return remote_label(repo) or str(repo.path)
 
 
 def owned(repo: Repository) -> bool:

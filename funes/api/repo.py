@@ -15,8 +15,16 @@ from funes.storage.repo import PROJECT_DIR, Repository
 
 
 def open_memory(settings: Settings, memory: str | None = None) -> Repository:
-    """The repository a command works on: `--memory` if given, else discovery from cwd."""
+    """The repository a command works on: `--memory` if given, else discovery from cwd.
+
+    `--memory org/name` (or `hf://datasets/…`, `file://…`) reads a remote memory through a
+    local cached copy at its current revision (funes.api.sync.open_remote_memory).
+    """
     if memory:
+        from funes.api.sync import is_remote_memory, open_remote_memory
+
+        if is_remote_memory(memory, settings.cwd):
+            return open_remote_memory(settings, memory)
         return Repository.open(Path(memory), settings)
     return Repository.discover(settings)
 

@@ -35,10 +35,19 @@ class App:
         return self._settings
 
     def repo(self) -> Any:
-        """The repository this command works on (discovered, or `--memory`)."""
+        """The repository this command works on (discovered, or `--memory`).
+
+        `--memory org/name` reads a remote memory; when it cannot be reached, the last copy
+        of it (or the local memory) is read instead and a warning says so.
+        """
         from funes import api
 
-        return api.open_memory(self.settings, self.memory)
+        if not self.memory or not _names_remote(self.memory):
+            return api.open_memory(self.settings, self.memory)
+        choice = api.read_memory(self.settings, self.memory)
+        if choice.warning:
+            click.echo(f"funes: warning: {choice.warning}", err=True)
+        return choice.repo
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -75,9 +84,18 @@ def cli(ctx: click.Context, fmt: str | None, memory: str | None, chdir: str | No
     """
     if chdir:
         os.chdir(chdir)
-    if memory:
+    if memory and not _names_remote(memory):
         memory = str(Path(memory).expanduser().resolve())
     ctx.obj = App(fmt=fmt or default_format(), memory=memory)
+
+
+def _names_remote(memory: str) -> bool:
+    """`--memory org/name` (or hf://…, file://…) names a remote memory, not a path."""
+    if "/" not in memory or memory.startswith(("/", ".", "~")):
+        return False  # a plain local path: decided without importing the library
+    from funes import api
+
+    return api.is_remote_memory(memory)
 
 
 def _register() -> None:
@@ -86,6 +104,10 @@ def _register() -> None:
     for module in (repo, ingest, recall, models, git, shell):
         for command in module.COMMANDS:
             cli.add_command(command)
+    from funes.cli.commands import sync
+
+    for command in sync.COMMANDS:
+        cli.add_command(command)
     from funes.cli.commands import agents
 
     for command in agents.COMMANDS:

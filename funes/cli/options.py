@@ -20,7 +20,10 @@ def _set_memory(ctx: click.Context, _param: click.Parameter, value: str | None) 
     if value:
         root = ctx.find_root()
         if root.obj is not None:
-            root.obj.memory = str(Path(value).expanduser().resolve())
+            from funes.cli.main import _names_remote
+
+            remote = _names_remote(value)
+            root.obj.memory = value if remote else str(Path(value).expanduser().resolve())
 
 
 def memory_option(func: F) -> F:

@@ -346,6 +346,8 @@ class Repository:
         ):
             if cid in hidden:
                 continue
+            # A merge can leave a row physically twice (both sides indexed it): count ids.
+            hidden.add(cid)
             counts[harness] = counts.get(harness, 0) + 1
             sessions.setdefault(harness, set()).add(session)
         for harness in sorted(counts):

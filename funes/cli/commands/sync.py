@@ -1,0 +1,217 @@
+"""Distribution verbs: remote, push, fetch, pull, merge, clone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from funes import api
+from funes.cli.output import render, short
+from funes.cli.progress import progress_bar
+
+
+def _app(ctx: click.Context) -> Any:
+    return ctx.find_root().obj
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{n} B"
+
+
+# -- remote ------------------------------------------------------------------------------------
+
+
+@click.group()
+def remote() -> None:
+    """Manage remotes: where this memory is pushed to and pulled from.
+
+    URL forms: ORG/NAME or hf://datasets/ORG/NAME[/FOLDER] (a Hugging Face dataset repository),
+    a directory path or file://PATH. Write ./ORG/NAME for a directory that does not exist yet.
+    """
+
+
+@remote.command("add")
+@click.argument("name")
+@click.argument("url")
+@click.pass_context
+def remote_add(ctx: click.Context, name: str, url: str) -> None:
+    """Add a remote NAME at URL."""
+    app = _app(ctx)
+    info = api.remote_add(app.repo(), name, url)
+    render(app.fmt, info, human=lambda i: f"added remote {i.name} → {i.url}")
+
+
+@remote.command("remove")
+@click.argument("name")
+@click.pass_context
+def remote_remove(ctx: click.Context, name: str) -> None:
+    """Remove a remote, its remote-tracking refs and cached state."""
+    app = _app(ctx)
+    info = api.remote_remove(app.repo(), name)
+    render(app.fmt, info, human=lambda i: f"removed remote {i.name} ({i.url})")
+
+
+@remote.command("set-url")
+@click.argument("name")
+@click.argument("url")
+@click.pass_context
+def remote_set_url(ctx: click.Context, name: str, url: str) -> None:
+    """Point remote NAME at another URL."""
+    app = _app(ctx)
+    info = api.remote_set_url(app.repo(), name, url)
+    render(app.fmt, info, human=lambda i: f"remote {i.name} → {i.url}")
+
+
+@remote.command("list")
+@click.pass_context
+def remote_list(ctx: click.Context) -> None:
+    """List remotes, one per line: name and URL."""
+    app = _app(ctx)
+    items = api.remote_list(app.repo())
+    render(app.fmt, items, human=lambda xs: "\n".join(f"{i.name}\t{i.url}" for i in xs))
+
+
+# -- push, fetch, pull, merge ------------------------------------------------------------------
+
+
+def _push_text(r: api.PushResult) -> str:
+    where = f"{r.remote} ({r.url})"
+    if r.up_to_date:
+        return f"everything up to date ({where}, {r.branch} at {short(r.new)})"
+    verb = "forced update" if r.forced else ("new branch" if r.old is None else "pushed")
+    lines = [
+        f"{verb}: {r.branch} {short(r.old)}..{short(r.new)} → {where}",
+        f"sent {r.commits} commit(s): {r.objects} objects, {r.files} fragment file(s), "
+        f"{_size(r.bytes)}",
+    ]
+    if r.created:
+        lines.append("created the remote (a private repository on the Hub)")
+    return "\n".join(lines)
+
+
+@click.command()
+@click.argument("remote", required=False)
+@click.argument("branch", required=False)
+@click.option("--force", "-f", is_flag=True, help="Overwrite the remote branch even if it "
+              "has commits this one lacks.")
+@click.pass_context
+def push(ctx: click.Context, remote: str | None, branch: str | None, force: bool) -> None:
+    """Send BRANCH (default: the current one) to REMOTE (default: its remote, or origin).
+
+    Refused with exit 4 when the remote has commits you do not have: fetch first
+    (`funes pull`), or --force. Only what the remote lacks is uploaded; on the Hub a push is
+    one commit, and a push with nothing new makes none.
+    """
+    app = _app(ctx)
+    with progress_bar("pushing") as progress:
+        result = api.push(app.repo(), remote, branch, force=force, progress=progress)
+    render(app.fmt, result, human=_push_text)
+
+
+def _fetch_text(r: api.FetchResult) -> str:
+    lines = [f"{u.ref}: {short(u.old)}..{short(u.new)}" for u in r.updated]
+    if r.objects or r.files:
+        lines.append(
+            f"fetched {r.objects} objects, {r.files} fragment file(s), {_size(r.bytes)} "
+            f"from {r.remote}"
+        )
+    elif not r.updated:
+        lines.append(f"{r.remote}: nothing new")
+    return "\n".join(lines)
+
+
+@click.command()
+@click.argument("remote", required=False)
+@click.pass_context
+def fetch(ctx: click.Context, remote: str | None) -> None:
+    """Download what REMOTE has and this memory lacks; update refs/remotes/REMOTE/*.
+
+    Nothing is merged: `funes merge REMOTE/BRANCH` (or `funes pull`) does that.
+    """
+    app = _app(ctx)
+    with progress_bar("fetching") as progress:
+        result = api.fetch(app.repo(), remote, progress=progress)
+    render(app.fmt, result, human=_fetch_text)
+
+
+def _merge_text(m: api.MergeResult) -> str:
+    if m.kind == "up-to-date":
+        return f"already up to date ({m.branch} at {short(m.new)})"
+    if m.kind == "fast-forward":
+        head = f"fast-forward {m.branch} {short(m.old)}..{short(m.new)}"
+    else:
+        head = f"merge commit {short(m.merge_commit)} on {m.branch} (was {short(m.old)})"
+    return f"{head}\n{m.fragments} fragment(s), {m.rows} rows added; {m.chunk_count} chunks"
+
+
+@click.command()
+@click.argument("remote", required=False)
+@click.argument("branch", required=False)
+@click.pass_context
+def pull(ctx: click.Context, remote: str | None, branch: str | None) -> None:
+    """Fetch REMOTE, then merge its BRANCH (default: the current one) into HEAD.
+
+    Fast-forwards when possible, otherwise writes a merge commit: the union of both sides,
+    with tombstones from either side applied. Memories stamped with different embedding
+    models refuse to merge.
+    """
+    app = _app(ctx)
+    with progress_bar("pulling") as progress:
+        result = api.pull(app.repo(), remote, branch, progress=progress)
+    if app.fmt == "json":
+        render("json", result, human=str)
+        return
+    text = _fetch_text(result.fetch)
+    render(app.fmt, result, human=lambda r: "\n".join(
+        part for part in (text, _merge_text(r.merge)) if part
+    ))
+
+
+@click.command()
+@click.argument("rev")
+@click.pass_context
+def merge(ctx: click.Context, rev: str) -> None:
+    """Merge REV (a branch, origin/main, a commit id) into the current branch."""
+    app = _app(ctx)
+    result = api.merge(app.repo(), rev)
+    render(app.fmt, result, human=_merge_text)
+
+
+@click.command()
+@click.argument("source")
+@click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--global", "is_global", is_flag=True,
+              help="Clone into the user's memory at $FUNES_HOME.")
+@click.pass_context
+def clone(ctx: click.Context, source: str, directory: Path | None, is_global: bool) -> None:
+    """Copy the memory at SOURCE into DIRECTORY/.funes (default: ./NAME), or --global.
+
+    SOURCE is any remote URL (ORG/NAME, hf://datasets/…, a path). The copy is complete and
+    usable at once (nothing is re-embedded), with `origin` pointing at SOURCE. Public Hub
+    memories clone without a token.
+    """
+    app = _app(ctx)
+    with progress_bar("cloning") as progress:
+        result = api.clone(app.settings, source, str(directory) if directory else None,
+                           is_global=is_global, progress=progress)
+
+    def text(r: api.CloneResult) -> str:
+        if r.branch is None:
+            return f"cloned an empty memory into {r.path} (origin {r.url})"
+        return (
+            f"cloned {r.url} into {r.path}: {r.branch} at {short(r.head)}, {r.chunks} chunks "
+            f"({r.fetch.objects} objects, {r.fetch.files} fragment file(s), "
+            f"{_size(r.fetch.bytes)})"
+        )
+
+    render(app.fmt, result, human=text)
+
+
+COMMANDS = [remote, push, fetch, pull, merge, clone]

@@ -1,0 +1,229 @@
+"""A remote in a directory: a shared drive, a USB stick, another machine's export.
+
+The reference implementation of `Remote`: the layout is the Hub's, written with plain file
+operations, and the compare-and-swap on the ref happens under a lock file (`flock`, like the
+local repository's). A `.funes` directory works as a remote too, since its layout is the same.
+
+A push writes objects, copies fragment files (hash-checked while copying), appends them to
+the remote's Lance datasets and refreshes the card, all under the lock, and moves the ref
+last. A push killed half-way leaves the ref where it was; the extra files and Lance versions
+it left are harmless (unreferenced by any ref, skipped by the next push, which finds the
+fragments already in the dataset).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from funes.errors import FunesError, RemoteError
+from funes.model.ids import ObjectId
+from funes.model.refs import RefName
+from funes.remotes.base import (
+    NonFastForwardError,
+    Progress,
+    PushPlan,
+    PushReport,
+    RemoteDataError,
+    RemoteSpec,
+    RemoteState,
+)
+from funes.remotes.layout import (
+    CARD_FILE,
+    branch_of,
+    check_path,
+    object_path,
+    parse_ref_file,
+    refresh_card,
+    table_file,
+)
+from funes.storage.atomic import fsync_dir, write_atomic, write_new
+from funes.storage.lock import WriteLock
+from funes.storage.tables import LanceTable
+from funes.storage.transfer import TransferError, append_records
+
+
+class DirectoryRemote:
+    """A remote memory in a local directory."""
+
+    def __init__(self, name: str, spec: RemoteSpec, *, lock_timeout: float = 5.0) -> None:
+        assert spec.path is not None
+        self.name = name
+        self.spec = spec
+        self.lock_timeout = lock_timeout
+        root = spec.path
+        # Another memory's project directory: use its `.funes` (same layout).
+        if (root / ".funes" / "FORMAT").is_file():
+            root = root / ".funes"
+        self.root = root
+
+    @property
+    def display(self) -> str:
+        """`name (path)` for messages."""
+        return f"{self.name} ({self.root})"
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _is_memory(self) -> bool:
+        return (self.root / "objects").is_dir()
+
+    def state(self) -> RemoteState:
+        """The refs, read now; the revision is a digest of them."""
+        if not self._is_memory():
+            if self.root.exists() and (not self.root.is_dir() or any(self.root.iterdir())):
+                raise RemoteError(
+                    f"{self.display} is not a funes memory (no objects/ directory)",
+                    hint="point the remote at an empty or new directory, or at a memory",
+                )
+            return RemoteState(False, None, {})
+        refs: dict[RefName, ObjectId] = {}
+        heads = self.root / "refs" / "heads"
+        if heads.is_dir():
+            for path in sorted(p for p in heads.rglob("*") if p.is_file()):
+                if path.name.startswith(".tmp-"):
+                    continue
+                rel = path.relative_to(self.root).as_posix()
+                ref = branch_of(rel)
+                if ref is None:
+                    continue
+                try:
+                    raw = path.read_bytes()
+                except OSError as exc:
+                    raise RemoteError(f"{self.display}: cannot read {rel} ({exc})") from None
+                refs[ref] = parse_ref_file(raw, ref, self.display)
+        digest = hashlib.sha256(
+            "".join(f"{ref} {oid}\n" for ref, oid in sorted(refs.items())).encode()
+        ).hexdigest()
+        return RemoteState(True, digest, refs)
+
+    def create(self) -> None:
+        """Lay out an empty remote in the directory (made if missing)."""
+        try:
+            for sub in ("objects", "refs/heads"):
+                (self.root / sub).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RemoteError(f"cannot create {self.display} ({exc.strerror})") from None
+
+    def present(self, state: RemoteState, paths: Sequence[str]) -> set[str]:
+        """The paths that exist (a stat each: local and cheap)."""
+        return {p for p in paths if (self.root / check_path(p)).is_file()}
+
+    def object_ids(self, state: RemoteState) -> set[ObjectId] | None:
+        """None: walking the history from the refs costs nothing here."""
+        return None
+
+    def read_objects(self, state: RemoteState, oids: Sequence[ObjectId]) -> dict[ObjectId, bytes]:
+        """Object bytes straight from the directory."""
+        out: dict[ObjectId, bytes] = {}
+        for oid in oids:
+            try:
+                out[oid] = (self.root / check_path(object_path(oid))).read_bytes()
+            except FileNotFoundError:
+                raise RemoteDataError(f"{self.display} is missing object {oid}") from None
+            except OSError as exc:
+                raise RemoteError(f"{self.display}: cannot read object {oid} ({exc})") from None
+        return out
+
+    def download(
+        self, state: RemoteState, files: Sequence[tuple[str, Path]], progress: Progress
+    ) -> None:
+        """Copy files out of the directory."""
+        for done, (path, dest) in enumerate(files, 1):
+            src = self.root / check_path(path)
+            try:
+                shutil.copyfile(src, dest)
+            except FileNotFoundError:
+                raise RemoteDataError(f"{self.display} is missing {path}") from None
+            except OSError as exc:
+                raise RemoteError(f"{self.display}: cannot copy {path} ({exc})") from None
+            progress(done, len(files), path)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def push(self, state: RemoteState, plan: PushPlan, progress: Progress) -> PushReport:
+        """Write the plan under the remote's lock; the ref moves last, by compare-and-swap."""
+        created = not self._is_memory()
+        if created:
+            self.create()
+        ref_path = self.root / check_path(plan.ref)
+        with WriteLock(self.root / "lock", self.lock_timeout):
+            current = self._read_ref(plan.ref)
+            if current != plan.old:
+                raise NonFastForwardError(self.display, plan.ref, current, plan.new)
+            objects = sum(
+                write_new(self.root / object_path(oid), raw) for oid, raw in plan.objects.items()
+            )
+            nbytes = sum(len(raw) for raw in plan.objects.values())
+            files = 0
+            total = sum(len(r.files) for t in plan.tables for r in t.records)
+            for update in plan.tables:
+                table = LanceTable(self.root / f"{update.table}.lance")
+                existing = table.file_paths() if table.exists() else set()
+                new = [
+                    r for r in update.records if not all(f.path in existing for f in r.files)
+                ]
+                for record in new:
+                    for f in record.files:
+                        files += 1
+                        nbytes += self._copy_checked(update.source / f.path, table.path / f.path,
+                                                     f.size, f.sha256)
+                        progress(files, total, table_file(update.table, f.path))
+                try:
+                    append_records(table, new, schema=update.schema)
+                except TransferError as exc:
+                    raise RemoteError(f"{self.display}: {exc.message}", hint=exc.hint) from None
+            card = self._card(plan)
+            if card is not None:
+                write_atomic(self.root / CARD_FILE, card.encode())
+            write_atomic(ref_path, f"{plan.new}\n".encode())
+        return PushReport(self.state().revision or "", objects, files, nbytes, created)
+
+    def _read_ref(self, ref: str) -> ObjectId | None:
+        try:
+            raw = (self.root / check_path(ref)).read_bytes()
+        except FileNotFoundError:
+            return None
+        return parse_ref_file(raw, ref, self.display)
+
+    def _card(self, plan: PushPlan) -> str | None:
+        try:
+            existing: str | None = (self.root / CARD_FILE).read_text("utf-8")
+        except FileNotFoundError:
+            existing = None
+        except (OSError, UnicodeDecodeError):
+            return None  # unreadable: someone else's file, leave it
+        name = self.root.parent.name if self.root.name == ".funes" else self.root.name
+        return refresh_card(existing, name, str(self.root / "chunks.lance"), plan.card)
+
+    @staticmethod
+    def _copy_checked(src: Path, dest: Path, size: int, sha256: str) -> int:
+        """Copy a fragment file, hashing what is written; skip one already there."""
+        if dest.is_file() and dest.stat().st_size == size:
+            return 0
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".tmp-{dest.name}-{os.getpid()}")
+        h = hashlib.sha256()
+        written = 0
+        try:
+            with open(src, "rb") as fin, open(tmp, "wb") as fout:
+                while block := fin.read(1 << 20):
+                    h.update(block)
+                    fout.write(block)
+                    written += len(block)
+                fout.flush()
+                os.fsync(fout.fileno())
+            if (written, h.hexdigest()) != (size, sha256):
+                raise FunesError(
+                    f"local fragment file {src} does not match its manifest",
+                    hint="run `funes fsck`; nothing was pushed",
+                )
+            os.replace(tmp, dest)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+        fsync_dir(dest.parent)
+        return written

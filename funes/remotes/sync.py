@@ -1,0 +1,408 @@
+"""push and fetch: moving commits, objects and fragment files between a memory and a remote.
+
+Both speak only the `Remote` protocol, so the directory remote and the Hub behave alike:
+
+- **fetch** reads the remote's refs once (that is the pinned state), downloads the objects the
+  local memory lacks, walking from the remote tips and stopping at commits already present,
+  then the fragment files their manifests name; everything is verified (funes.storage.transfer)
+  before it is stored, and the remote-tracking refs move last. The local tables are not
+  touched: merging is a separate step.
+- **push** refuses a non-fast-forward unless forced, works out what the remote lacks (commits
+  not reachable from any remote tip, and of those the objects and fragment files not already
+  there), and hands the remote one plan that it applies with a compare-and-swap on the ref.
+  A push with nothing new contacts the remote once and changes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from funes._env import Settings
+from funes.errors import FunesError, UsageError
+from funes.model.ids import ObjectId
+from funes.model.objects import AnyObject, Commit, FragmentRecord, Manifest
+from funes.model.refs import RefName, branch_ref, check_ref_name, remote_ref
+from funes.remotes.base import (
+    CardStats,
+    NonFastForwardError,
+    NoSuchRemoteError,
+    Progress,
+    PushPlan,
+    Remote,
+    RemoteDataError,
+    RemoteNotFoundError,
+    RemoteSpec,
+    RemoteState,
+    TableUpdate,
+    check_remote_name,
+    no_progress,
+    parse_url,
+)
+from funes.remotes.hf import HubRemote
+from funes.remotes.layout import object_path, table_file
+from funes.remotes.local import DirectoryRemote
+from funes.storage.repo import Repository, now_iso
+from funes.storage.transfer import (
+    TransferError,
+    ancestors,
+    commits_between,
+    install_data_file,
+    is_ancestor,
+    parse_received,
+    referenced,
+    store_objects,
+)
+
+# -- opening remotes -------------------------------------------------------------------------
+
+
+def open_remote(
+    spec: RemoteSpec, name: str, settings: Settings, repo_path: Path, *, lock_timeout: float = 5.0
+) -> Remote:
+    """A `Remote` for a parsed URL; its caches live under `<repo>/remotes/<name>/`."""
+    if spec.kind == "hf":
+        return HubRemote(
+            name,
+            spec,
+            state_dir=repo_path / "remotes" / name,
+            workdir=repo_path / "tmp",
+            endpoint=settings.hf_endpoint,
+        )
+    return DirectoryRemote(name, spec, lock_timeout=lock_timeout)
+
+
+def remote_url(repo: Repository, name: str) -> str:
+    """The URL a configured remote points to."""
+    check_remote_name(name)
+    url = repo.config.get(f"remote.{name}.url")
+    if not url:
+        raise NoSuchRemoteError(name)
+    return url
+
+
+def configured_remote(repo: Repository, name: str) -> Remote:
+    """The remote named `name` in the memory's config."""
+    spec = parse_url(remote_url(repo, name), repo.settings.cwd)
+    timeout = float(repo.config.get("core.lockTimeout") or repo.settings.lock_timeout)
+    return open_remote(spec, name, repo.settings, repo.path, lock_timeout=timeout)
+
+
+def default_remote(repo: Repository, branch: str | None = None) -> str:
+    """The remote a bare push/fetch/pull uses: the branch's, else `origin`, else the only one."""
+    if branch:
+        tracked = repo.config.get(f"branch.{branch}.remote")
+        if tracked:
+            return tracked
+    names = repo.config.subsections("remote")
+    if "origin" in names or not names:
+        return "origin"
+    if len(names) == 1:
+        return names[0]
+    raise UsageError(
+        f"several remotes ({', '.join(sorted(names))}) and none is `origin`",
+        hint="name the remote: `funes push NAME`",
+    )
+
+
+# -- fetch -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RefUpdate:
+    """One remote-tracking ref that moved."""
+
+    ref: str
+    old: ObjectId | None
+    new: ObjectId
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """What `fetch` brought."""
+
+    remote: str
+    url: str
+    revision: str | None
+    refs: dict[str, ObjectId] = field(default_factory=dict)  # remote branches and their tips
+    updated: list[RefUpdate] = field(default_factory=list)
+    objects: int = 0
+    files: int = 0
+    bytes: int = 0
+
+
+def fetch(
+    repo: Repository,
+    remote: Remote,
+    *,
+    state: RemoteState | None = None,
+    progress: Progress = no_progress,
+) -> FetchResult:
+    """Download what the remote has and this memory lacks; move `refs/remotes/<name>/*`.
+
+    Raises:
+        RemoteNotFoundError: nothing at the URL (or no access).
+        RemoteDataError: the remote sent something that fails verification; nothing of it
+            was stored and no ref moved.
+    """
+    st = state if state is not None else remote.state()
+    if not st.exists:
+        raise RemoteNotFoundError(
+            f"{remote.display}: no funes memory there",
+            hint="check the URL; a private Hub memory needs a token (HF_TOKEN or "
+            "`hf auth login`)",
+        )
+    staging = _staging(repo, "fetch-")
+    try:
+        objects = _fetch_objects(repo, remote, st, progress)
+        files, nbytes = _fetch_files(repo, remote, st, objects, staging, progress)
+        try:
+            written = store_objects(repo, objects)
+        except FunesError as exc:
+            raise RemoteDataError(f"{remote.display}: {exc.message}") from None
+        nbytes += sum(len(raw) for raw, _ in objects.values())
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    updated = _update_tracking(repo, remote.name, st, f"fetch {remote.name}")
+    refs = {str(ref): oid for ref, oid in st.refs.items()}
+    return FetchResult(
+        remote.name, remote.spec.url, st.revision, refs, updated, written, files, nbytes
+    )
+
+
+def _staging(repo: Repository, prefix: str) -> Path:
+    """A scratch directory inside the repository (same file system: renames are atomic)."""
+    root = repo.path / "tmp"
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+
+
+def _fetch_objects(
+    repo: Repository, remote: Remote, st: RemoteState, progress: Progress
+) -> dict[ObjectId, tuple[bytes, AnyObject]]:
+    """Every object reachable from the remote tips that is missing here, verified.
+
+    The walk stops at commits present locally: a commit is only ever stored after its whole
+    history (funes.storage.transfer.store_objects), so its ancestors are here too.
+    """
+    frontier: dict[ObjectId, str] = {
+        oid: "commit" for oid in st.refs.values() if not repo.objects.has(oid)
+    }
+    pool: dict[ObjectId, bytes] = {}
+    if frontier:
+        listed = remote.object_ids(st)
+        if listed:
+            wanted = sorted(o for o in listed if not repo.objects.has(o))
+            progress(0, len(wanted), "objects")
+            pool.update(remote.read_objects(st, wanted))
+    found: dict[ObjectId, tuple[bytes, AnyObject]] = {}
+    while frontier:
+        need = [oid for oid in frontier if oid not in pool]
+        if need:
+            pool.update(remote.read_objects(st, need))
+        following: dict[ObjectId, str] = {}
+        for oid, kind in frontier.items():
+            if oid not in pool:
+                raise RemoteDataError(f"{remote.display} is missing object {oid}")
+            try:
+                obj = parse_received(oid, pool[oid], kind, remote.display)
+            except TransferError as exc:
+                raise RemoteDataError(exc.message, hint=exc.hint) from None
+            found[oid] = (pool[oid], obj)
+            if isinstance(obj, Commit):
+                for child, child_kind in referenced(obj):
+                    if child not in found and not repo.objects.has(child):
+                        following[child] = child_kind
+        frontier = following
+        progress(len(found), len(found) + len(frontier), "objects")
+    return found
+
+
+def _fetch_files(
+    repo: Repository,
+    remote: Remote,
+    st: RemoteState,
+    objects: dict[ObjectId, tuple[bytes, AnyObject]],
+    staging: Path,
+    progress: Progress,
+) -> tuple[int, int]:
+    """Download the fragment files the new manifests name and this machine lacks."""
+    wanted: dict[str, tuple[str, FragmentRecord, int]] = {}
+    for _, obj in objects.values():
+        if not isinstance(obj, Manifest):
+            continue
+        table = repo.table(obj.table)
+        for record in obj.fragments:
+            for index, f in enumerate(record.files):
+                if not (table.path / f.path).is_file():
+                    wanted.setdefault(table_file(obj.table, f.path), (obj.table, record, index))
+    if not wanted:
+        return 0, 0
+    names = sorted(wanted)
+    downloads = [(name, staging / f"{i:06d}") for i, name in enumerate(names)]
+    remote.download(st, downloads, progress)
+    nbytes = 0
+    for name, local in downloads:
+        table_name, record, index = wanted[name]
+        try:
+            nbytes += install_data_file(
+                repo.table(table_name), record.files[index], local, remote.display
+            )
+        except TransferError as exc:
+            raise RemoteDataError(exc.message, hint=exc.hint) from None
+    return len(downloads), nbytes
+
+
+def _update_tracking(
+    repo: Repository, name: str, st: RemoteState, message: str
+) -> list[RefUpdate]:
+    """Point `refs/remotes/<name>/<branch>` at the remote's tips (forced, like git's `+`)."""
+    updated: list[RefUpdate] = []
+    with repo.writing():
+        for ref, oid in sorted(st.refs.items()):
+            tracking = remote_ref(name, ref.removeprefix("refs/heads/"))
+            current = repo.refs.read(tracking)
+            if current != oid:
+                repo.refs.set_if_equals(
+                    tracking, current, oid, who=repo._who(), time=now_iso(), message=message
+                )
+                updated.append(RefUpdate(tracking, current, oid))
+    return updated
+
+
+# -- push --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PushResult:
+    """What `push` did."""
+
+    remote: str
+    url: str
+    branch: str
+    old: ObjectId | None  # the remote branch before
+    new: ObjectId  # and after
+    up_to_date: bool
+    forced: bool = False
+    created: bool = False  # the remote (repository or directory) was created by this push
+    revision: str | None = None  # the remote's new revision (the Hub commit id)
+    commits: int = 0
+    objects: int = 0
+    files: int = 0
+    bytes: int = 0
+
+
+def push(
+    repo: Repository,
+    remote: Remote,
+    branch: str,
+    *,
+    force: bool = False,
+    progress: Progress = no_progress,
+) -> PushResult:
+    """Send `branch` to the remote's branch of the same name.
+
+    Raises:
+        NonFastForwardError: the remote branch has commits this one lacks (exit 4, "fetch
+            first"), found before sending anything or by the remote's compare-and-swap.
+    """
+    local = branch_ref(branch)
+    tip = repo.refs.read(local)
+    if tip is None:
+        raise UsageError(f"branch {branch!r} has no commits to push", hint="run `funes index`")
+    st = remote.state()
+    created = False
+    if not st.exists:
+        remote.create()
+        created = True
+        st = remote.state()
+    old = st.refs.get(local)
+    if old == tip:
+        _update_tracking(repo, remote.name, RemoteState(True, st.revision, {local: tip}), "push")
+        return PushResult(remote.name, remote.spec.url, branch, old, tip, True, created=created)
+    forced = False
+    if old is not None and not (repo.objects.has(old) and is_ancestor(repo, old, tip)):
+        if not force:
+            raise NonFastForwardError(remote.display, local, old, tip)
+        forced = True
+
+    on_remote: set[str] = set()
+    for oid in st.refs.values():
+        if repo.objects.has(oid):
+            on_remote |= ancestors(repo, oid, stop=on_remote)
+    sending = list(commits_between(repo, tip, on_remote))
+    objects: dict[ObjectId, bytes] = {}
+    tables: dict[str, list[FragmentRecord]] = {}
+    for oid, commit in sorted(sending, key=lambda item: item[1].time):
+        objects[oid] = repo.objects.get_raw(oid)
+        for child, kind in referenced(commit):
+            if kind == "commit":
+                continue
+            objects[child] = repo.objects.get_raw(child)
+            if kind == "manifest":
+                manifest = repo.objects.manifest(child)
+                tables.setdefault(manifest.table, []).extend(manifest.fragments)
+    there = remote.present(st, [object_path(oid) for oid in objects])
+    objects = {oid: raw for oid, raw in objects.items() if object_path(oid) not in there}
+    updates = [
+        TableUpdate(name, tuple(records), repo.table(name).path, repo.table(name).dataset().schema)
+        for name, records in sorted(tables.items())
+    ]
+    head = repo.objects.commit(tip)
+    card = CardStats(
+        branch=branch,
+        commit=tip,
+        chunks=head.chunk_count,
+        commits=len(ancestors(repo, tip)),
+        model=head.model,
+        updated=now_iso(),
+    )
+    message = (
+        f"funes push {branch}: {(old or 'new')[:12]}..{tip[:12]} "
+        f"({len(sending)} commits, {head.chunk_count} chunks)"
+    )
+    plan = PushPlan(local, old, tip, objects, updates, card, message)
+    report = remote.push(st, plan, progress)
+    _update_tracking(repo, remote.name, RemoteState(True, report.revision, {local: tip}), "push")
+    return PushResult(
+        remote.name,
+        remote.spec.url,
+        branch,
+        old,
+        tip,
+        False,
+        forced=forced,
+        created=created or report.created,
+        revision=report.revision,
+        commits=len(sending),
+        objects=report.objects,
+        files=report.files,
+        bytes=report.bytes,
+    )
+
+
+def check_branch(name: str) -> RefName:
+    """Validate a branch name given on the command line."""
+    return check_ref_name(f"refs/heads/{name}")
+
+
+def remove_tracking(repo: Repository, name: str) -> int:
+    """Delete `refs/remotes/<name>/*` and the remote's caches; returns refs removed."""
+    removed = 0
+    with repo.writing():
+        for ref, oid in list(repo.refs.iter_refs(f"refs/remotes/{name}/")):
+            repo.refs.delete_if_equals(ref, oid, who=repo._who(), time=now_iso())
+            removed += 1
+        shutil.rmtree(repo.path / "remotes" / name, ignore_errors=True)
+        # Empty directories left under refs/remotes/<name>/ would read as a stale remote.
+        base = repo.path / "refs" / "remotes" / name
+        if base.is_dir():
+            for path in sorted((p for p in base.rglob("*") if p.is_dir()), reverse=True):
+                with contextlib.suppress(OSError):
+                    path.rmdir()  # only if empty
+            with contextlib.suppress(OSError):
+                base.rmdir()
+    return removed
