@@ -25,6 +25,7 @@ from typing import Any
 from funes._env import Settings
 from funes.agents.wiring import (
     SERVER_NAME,
+    AgentConfigError,
     Edits,
     hook_command,
     hook_path,
@@ -63,6 +64,14 @@ def config_files(settings: Settings) -> list[Path]:
 def _server_entry(memory: str | None) -> dict[str, Any]:
     cmd = mcp_command(memory)
     return {"type": "stdio", "command": cmd[0], "args": cmd[1:], "env": {}}
+
+
+def _servers(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    """The `mcpServers` object of a config (empty when absent)."""
+    servers = doc.get("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise AgentConfigError(path, "`mcpServers` is not an object")
+    return servers
 
 
 def _is_ours(hook: Any, script: str) -> bool:
@@ -123,7 +132,7 @@ def add(edits: Edits, memory: str | None) -> list[str]:
     notes: list[str] = []
     state = claude_json(settings)
     entry = _server_entry(memory)
-    current = json_load(state, read_bytes(state)).get("mcpServers", {}).get(SERVER_NAME)
+    current = _servers(state, json_load(state, read_bytes(state))).get(SERVER_NAME)
     if current != entry:
         exe = which(CLI)
         if exe:
@@ -136,7 +145,7 @@ def add(edits: Edits, memory: str | None) -> list[str]:
         else:
             def put(data: bytes | None) -> bytes:
                 doc = json_load(state, data)
-                doc.setdefault("mcpServers", {})[SERVER_NAME] = entry
+                doc["mcpServers"] = {**_servers(state, doc), SERVER_NAME: entry}
                 return json_dump(doc, data)
 
             edits.edit(state, put, f"registered MCP server `{SERVER_NAME}` in {state}")
@@ -162,7 +171,7 @@ def remove(edits: Edits) -> None:
 
     exe = which(CLI) if edits.record.via_cli else None
     data = read_bytes(state)
-    if exe and data is not None and SERVER_NAME in json_load(state, data).get("mcpServers", {}):
+    if exe and data is not None and SERVER_NAME in _servers(state, json_load(state, data)):
         rec = edits.record.files.get(str(state))
         if rec is None or rec.written != sha256(data):
             edits.touch(state)

@@ -79,9 +79,11 @@ def _wanted(settings: Settings, memory: str | None) -> tuple[dict[str, Any], dic
 
 def _is_ours(data: dict[str, Any], settings: Settings, memory: str | None) -> bool:
     server, hooks = _wanted(settings, memory)
-    if (data.get("mcp_servers") or {}).get(SERVER_NAME) != server:
+    servers, all_hooks = data.get("mcp_servers") or {}, data.get("hooks") or {}
+    if not isinstance(servers, dict) or not isinstance(all_hooks, dict):
         return False
-    all_hooks = data.get("hooks") or {}
+    if servers.get(SERVER_NAME) != server:
+        return False
     return all(item in (all_hooks.get(event) or []) for event, item in hooks.items())
 
 
@@ -213,7 +215,11 @@ def add(edits: Edits, memory: str | None) -> list[str]:
 
     def change(data: bytes | None) -> bytes:
         text = (data or b"").decode("utf-8")
-        if _is_ours(_parse(path, text), settings, memory):
+        current = _parse(path, text)
+        for key in ("mcp_servers", "hooks"):
+            if current.get(key) is not None and not isinstance(current[key], dict):
+                raise AgentConfigError(path, f"`{key}` is not a mapping")
+        if _is_ours(current, settings, memory):
             return data or b""
         try:
             new = _text_add(text, settings, memory)

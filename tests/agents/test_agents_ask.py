@@ -19,8 +19,7 @@ def bindir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty directory first on PATH, the rest of PATH without any real agent CLI."""
     path = tmp_path / "bin"
     path.mkdir()
-    monkeypatch.setenv("PATH", f"{path}{os.pathsep}{Path(sys.executable).parent}"
-                               f"{os.pathsep}/usr/bin{os.pathsep}/bin")
+    monkeypatch.setenv("PATH", f"{path}{os.pathsep}{Path(sys.executable).parent}")
     return path
 
 

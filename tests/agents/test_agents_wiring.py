@@ -139,8 +139,7 @@ def home(isolated_env: Path) -> Path:
 @pytest.fixture
 def no_agent_clis(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """PATH without claude or codex (whatever this machine has), so funes edits files."""
-    monkeypatch.setenv("PATH", f"{home / 'bin'}{os.pathsep}{Path(sys.executable).parent}"
-                               f"{os.pathsep}/usr/bin{os.pathsep}/bin")
+    monkeypatch.setenv("PATH", f"{home / 'bin'}{os.pathsep}{Path(sys.executable).parent}")
 
 
 @pytest.mark.parametrize("agent", ["claude", "codex", "pi", "hermes"])
