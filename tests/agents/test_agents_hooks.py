@@ -197,3 +197,22 @@ def test_codex_notify_indexes_and_runs_the_users_previous_program(settings: Any,
     wait_for(seen.exists, what="the previous notify program")
     assert seen.read_text().splitlines() == ["--from-codex", event]
     assert "portfolio website" in _recall(run, "portfolio website graphic designer")
+
+
+@needs_fixtures
+def test_session_end_pushes_a_memory_with_a_remote(settings: Any, claude_session: Path,
+                                                   tmp_path: Path, run) -> None:  # type: ignore[no-untyped-def]
+    remote = tmp_path / "remote"
+    added = run("--memory", str(settings.home), "remote", "add", "origin", str(remote))
+    assert added.exit_code == 0, added.stderr
+    event = json.loads(_stop_event(claude_session))
+    code, seconds = _fire(settings, ["claude", "session-end"],
+                          json.dumps({**event, "hook_event_name": "SessionEnd"}))
+    assert code == 0 and seconds < 1.0
+    wait_for(lambda: _settled(settings, 0), what="the session-end hook run")
+    assert "push: " in _log(settings) and "not pushed" not in _log(settings)
+    clone = run("clone", str(remote), str(tmp_path / "copy"))
+    assert clone.exit_code == 0, clone.stderr
+    out = run("--format", "agent", "recall", "phx server start", "--memory",
+              str(tmp_path / "copy"))
+    assert "mix phx.server" in out.stdout
