@@ -423,6 +423,13 @@ def hook_run(settings: Settings, say: Callable[[str], None]) -> int:
     the queue again before it stops. The whole run is bounded by `HOOK_DEADLINE` seconds.
     """
     signal.alarm(HOOK_DEADLINE)
+    try:
+        return _drain(settings, say)
+    finally:
+        signal.alarm(0)
+
+
+def _drain(settings: Settings, say: Callable[[str], None]) -> int:
     handled = 0
     agents_dir(settings).mkdir(parents=True, exist_ok=True)
     while True:

@@ -216,3 +216,18 @@ def test_session_end_pushes_a_memory_with_a_remote(settings: Any, claude_session
     out = run("--format", "agent", "recall", "phx server start", "--memory",
               str(tmp_path / "copy"))
     assert "mix phx.server" in out.stdout
+
+
+@needs_fixtures
+def test_pi_extension_event_indexes_its_session(settings: Any, run) -> None:  # type: ignore[no-untyped-def]
+    assert run("add", "pi").exit_code == 0
+    session = settings.pi_home / "sessions" / "--home-user-earth--" / "2026_session.jsonl"
+    session.parent.mkdir(parents=True)
+    shutil.copy(TRACES / "pi" / "huggingface__funes__pi_session.jsonl", session)
+    # what the extension runs on agent_end: the event as the last argument
+    event = json.dumps({"session_file": str(session), "cwd": "/home/user/earth"})
+    code, seconds = _fire(settings, ["pi", "turn-end", event])
+    assert code == 0 and seconds < 1.0
+    wait_for(lambda: _settled(settings, 0), what="the pi hook run")
+    assert " pi: " in _log(settings) and "new chunks" in _log(settings)
+    assert run("--format", "json", "status").stdout.count('"pi"') >= 1
