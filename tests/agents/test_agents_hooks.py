@@ -231,3 +231,25 @@ def test_pi_extension_event_indexes_its_session(settings: Any, run) -> None:  # 
     wait_for(lambda: _settled(settings, 0), what="the pi hook run")
     assert " pi: " in _log(settings) and "new chunks" in _log(settings)
     assert run("--format", "json", "status").stdout.count('"pi"') >= 1
+
+
+@needs_fixtures
+def test_hook_embeds_some_of_the_backlog(settings: Any, with_models: Path, claude_session: Path,
+                                         run) -> None:  # type: ignore[no-untyped-def]
+    code, _ = _fire(settings, ["claude", "turn-end"], _stop_event(claude_session))
+    assert code == 0
+    wait_for(lambda: _settled(settings, 0), timeout=120, what="the hook run with embedding")
+    assert "embed: 3 chunks" in _log(settings)
+    status = json.loads(run("--format", "json", "status").stdout)
+    assert status["search"]["embedded"] == 3 and status["search"]["backlog"] == 0
+
+
+@needs_fixtures
+def test_add_index_runs_the_first_index(settings: Any, run) -> None:  # type: ignore[no-untyped-def]
+    project = settings.claude_config_dir / "projects" / "-home-marco-projects-spotter"
+    project.mkdir(parents=True)
+    shutil.copy(CLAUDE, project / "55604662-cf2a-4331-851a-ec234028f8ca.jsonl")
+    out = run("add", "claude", "--index")
+    assert out.exit_code == 0, out.stderr
+    assert "indexed 1 sessions" in out.stdout
+    assert "mix phx.server" in _recall(run, "phx server start")
