@@ -37,10 +37,30 @@ class Settings:
     #: The Hugging Face Hub endpoint (`HF_ENDPOINT`); None means huggingface_hub's default.
     #: Passed explicitly because huggingface_hub reads the variable only once, at import.
     hf_endpoint: str | None = None
+    #: The warm recall server (`FUNES_SERVE`): `auto` uses a running `funes serve` and starts
+    #: one in the background when none runs, `use` never starts one, `off` never talks to one.
+    serve: str = "auto"
+    #: Seconds the CLI waits for the server's answer before doing the work itself.
+    serve_timeout: float = 30.0
 
 
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _choice(value: str | None, choices: tuple[str, ...], default: str) -> str:
+    low = (value or "").strip().lower()
+    if low in {"0", "false", "no"}:
+        return "off"  # FUNES_SERVE=0 reads as "off", the way people write it
+    return low if low in choices else default
+
+
+def _seconds(value: str | None, default: float) -> float:
+    try:
+        number = float(value) if value else default
+    except ValueError:
+        return default
+    return number if number > 0 else default
 
 
 def debug_enabled() -> bool:
@@ -71,4 +91,6 @@ def settings() -> Settings:
         lock_timeout=lock_timeout,
         user_home=user_home,
         hf_endpoint=env.get("HF_ENDPOINT") or None,
+        serve=_choice(env.get("FUNES_SERVE"), ("auto", "use", "off"), "auto"),
+        serve_timeout=_seconds(env.get("FUNES_SERVE_TIMEOUT"), 30.0),
     )

@@ -24,6 +24,8 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setenv("FUNES_HOME", str(home / ".funes"))
     monkeypatch.setenv("FUNES_AUTHOR_NAME", "Test Author")
     monkeypatch.setenv("FUNES_AUTHOR_EMAIL", "test@example.org")
+    # No test may leave a warm server behind: tests/serve turns it on where it is tested.
+    monkeypatch.setenv("FUNES_SERVE", "off")
     for var in (
         "CLAUDE_CONFIG_DIR",
         "CODEX_HOME",

@@ -15,6 +15,7 @@ from funes.retrieval.get import TurnView, get_turns
 from funes.retrieval.recall import Filters, Options, RecallResult
 from funes.retrieval.recall import recall as _recall
 from funes.storage.repo import Repository
+from funes.storage.snapshot import Snapshot, snapshot
 
 if TYPE_CHECKING:
     from funes.inference.embedder import Embedder
@@ -97,6 +98,12 @@ def recall(
         bm25=bm25,
     )
     opts.check()
+    if not isinstance(repo, Snapshot):  # the warm server hands in its own, made the same way
+        if bm25 and repo.chunks.exists():
+            indexes.ensure(repo)  # index maintenance writes: on the live repository, first
+        # One HEAD and one version of each table for the whole query, even while an index
+        # run commits (funes.storage.snapshot).
+        repo = snapshot(repo)
     embedder = _embedder_for(repo, settings) if vector else None
     reranker = _reranker(settings, repo) if rerank else None
     waiting = _backlog.backlog(repo).waiting if embedder is not None or vector else 0

@@ -108,6 +108,9 @@ def _register() -> None:
 
     for command in sync.COMMANDS:
         cli.add_command(command)
+    from funes.cli.commands.serve import serve
+
+    cli.add_command(serve)
     from funes.cli.commands import agents
 
     for command in agents.COMMANDS:

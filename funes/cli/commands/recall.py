@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from funes import api
+from funes.api import warm
 from funes.api.agent_format import where as _where
 from funes.cli.options import memory_option
 from funes.cli.output import render
@@ -107,10 +108,11 @@ def recall(ctx: click.Context, query: str, k: int | None, candidates: int,
     """
     app = _app(ctx)
     repo = app.repo()
-    result = api.recall(app.settings, repo, query, k=k, candidates=candidates,
-                        half_life=half_life, neighbors=neighbors, harness=harness,
-                        block_type=block_type, project=project, session=session,
-                        since=since, until=until, rerank=not no_rerank)
+    # The warm server answers when it runs (funes.api.warm), else this process does.
+    result = warm.recall(app.settings, repo, query, k=k, candidates=candidates,
+                         half_life=half_life, neighbors=neighbors, harness=harness,
+                         block_type=block_type, project=project, session=session,
+                         since=since, until=until, rerank=not no_rerank)
     label = api.memory_label(repo)
     trusted = api.owned(repo)
     if app.fmt == "json":
@@ -141,7 +143,7 @@ def render_turns(turns: list[api.TurnView], fmt: str) -> str:
 def get(ctx: click.Context, session_id: str, turn_id: str, window: int) -> None:
     """Open a turn (and its neighbours) whole, split chunks stitched back together."""
     app = _app(ctx)
-    turns = api.get(app.repo(), session_id, turn_id, window)
+    turns = warm.get(app.settings, app.repo(), session_id, turn_id, window)
     if app.fmt == "json":
         render("json", turns, human=str)
     else:

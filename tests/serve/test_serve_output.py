@@ -1,0 +1,109 @@
+"""The CLI prints the same bytes whether the warm server or the process itself did the work."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import pytest
+
+from funes.storage.repo import Repository
+from tests.serve.helpers import child_env, funes_cmd
+
+RECALLS = [
+    ("--format", "agent", "recall", "streaming parser leaked memory"),
+    ("--format", "agent", "recall", "why was startup slow", "--neighbors", "2", "-k", "3"),
+    ("--format", "json", "recall", "ERR_MODULE_NOT_FOUND", "--half-life", "0"),
+    ("--format", "json", "recall", "cache on disk", "--project", "/src/tools",
+     "--half-life", "0"),
+    ("--format", "human", "recall", "isValidUuidFilename", "--type", "text"),
+    ("--format", "agent", "recall", "nothing like this was ever said zyzzyva"),
+]
+
+ERRORS = [
+    ("recall", ""),  # empty query: usage error, exit 2
+    ("recall", "parser", "-k", "0"),  # absurd k
+    ("get", "sess-parser", "no-such-turn"),  # unknown turn, exit 1
+    ("recall", "parser", "--since", "the day before yesterday"),
+]
+
+
+def _both(run: Any, monkeypatch: pytest.MonkeyPatch, memory: Repository,
+          args: tuple[str, ...]) -> tuple[Any, Any]:
+    monkeypatch.setenv("FUNES_SERVE", "use")
+    served = run("--memory", str(memory.path), *args)
+    monkeypatch.setenv("FUNES_SERVE", "off")
+    local = run("--memory", str(memory.path), *args)
+    return served, local
+
+
+@pytest.mark.parametrize("args", RECALLS, ids=lambda a: " ".join(a[:2] + a[3:4]))
+def test_recall_via_server_prints_what_in_process_prints(
+    memory: Repository, settings: Any, start_server: Any, run: Any,
+    monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...],
+) -> None:
+    server = start_server(memory)
+    served, local = _both(run, monkeypatch, memory, args)
+    assert server.status(settings).requests.get("recall") == 1  # the server did answer
+    assert served.exit_code == local.exit_code == 0
+    assert served.stdout == local.stdout and served.stderr == local.stderr
+    assert served.stdout.strip()
+
+
+def test_get_via_server_prints_what_in_process_prints(
+    memory: Repository, settings: Any, start_server: Any, run: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server = start_server(memory)
+    found = run("--memory", str(memory.path), "--format", "json", "recall", "line reader")
+    hits = json.loads(found.stdout)["hits"]
+    assert hits
+    for hit in hits[:3]:
+        for fmt in ("agent", "json", "human"):
+            args = ("--format", fmt, "get", hit["session_id"], hit["turn_id"], "--window", "1")
+            served, local = _both(run, monkeypatch, memory, args)
+            assert (served.exit_code, served.stdout, served.stderr) == (
+                local.exit_code, local.stdout, local.stderr)
+            assert served.exit_code == 0 and hit["turn_id"] in served.stdout
+    assert server.status(settings).requests.get("get") == 9
+
+
+@pytest.mark.parametrize("args", ERRORS, ids=lambda a: " ".join(a))
+def test_errors_come_back_as_the_same_error(
+    memory: Repository, settings: Any, start_server: Any, run: Any,
+    monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...],
+) -> None:
+    server = start_server(memory)
+    served, local = _both(run, monkeypatch, memory, args)
+    assert (served.exit_code, served.stdout, served.stderr) == (
+        local.exit_code, local.stdout, local.stderr)
+    assert served.exit_code in (1, 2) and served.stderr.startswith("funes: ")
+    assert sum(server.status(settings).requests.values()) == 1  # ...and came from the server
+
+
+def test_real_cli_processes_print_identical_bytes(memory: Repository, settings: Any,
+                                                  start_server: Any) -> None:
+    server = start_server(memory)
+    hit = None
+    for args in (("--format", "agent", "recall", "relative import config loader"),
+                 ("--format", "json", "recall", "embeddings cache", "--half-life", "0")):
+        outputs = []
+        for mode in ("use", "off"):
+            done = subprocess.run(funes_cmd("--memory", str(memory.path), *args),
+                                  capture_output=True, env=child_env(FUNES_SERVE=mode),
+                                  timeout=120, check=False)
+            outputs.append((done.returncode, done.stdout, done.stderr))
+        assert outputs[0] == outputs[1]
+        assert outputs[0][0] == 0 and outputs[0][1]
+        if args[1] == "json":
+            hit = json.loads(outputs[0][1])["hits"][0]
+    assert hit is not None
+    outputs = []
+    for mode in ("use", "off"):
+        done = subprocess.run(
+            funes_cmd("--memory", str(memory.path), "get", hit["session_id"], hit["turn_id"]),
+            capture_output=True, env=child_env(FUNES_SERVE=mode), timeout=120, check=False)
+        outputs.append((done.returncode, done.stdout, done.stderr))
+    assert outputs[0] == outputs[1] and outputs[0][0] == 0
+    assert server.status(settings).requests == {"recall": 2, "get": 1}
