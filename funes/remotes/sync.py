@@ -85,8 +85,19 @@ def remote_url(repo: Repository, name: str) -> str:
 
 
 def configured_remote(repo: Repository, name: str) -> Remote:
-    """The remote named `name` in the memory's config."""
+    """The remote named `name` in the memory's config.
+
+    Fails closed on `remote.<name>.encrypt=true`: client-side encryption is not implemented
+    yet, and sending plaintext to a remote the user asked to be encrypted is the one thing
+    this must never do.
+    """
     spec = parse_url(remote_url(repo, name), repo.settings.cwd)
+    if (repo.config.get(f"remote.{name}.encrypt") or "false") == "true":
+        raise UsageError(
+            f"remote {name!r} is set to be encrypted, which this funes cannot do yet",
+            hint=f"nothing was sent; `funes config unset remote.{name}.encrypt` to use it "
+            "unencrypted",
+        )
     timeout = float(repo.config.get("core.lockTimeout") or repo.settings.lock_timeout)
     return open_remote(spec, name, repo.settings, repo.path, lock_timeout=timeout)
 

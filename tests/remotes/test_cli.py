@@ -87,3 +87,13 @@ def test_unreachable_hub_exits_5(run: Any, tmp_path: Path, settings: Any,
     failed = run(*m, "push")
     assert failed.exit_code == 5 and "org/mem" in failed.stderr and "cannot reach" in failed.stderr
     assert run(*m, "fsck").exit_code == 0
+
+
+def test_encrypted_remote_fails_closed(run: Any, tmp_path: Path, settings: Any) -> None:
+    a = _memory(tmp_path / "a", settings, 0)
+    m = ["--memory", str(a.path)]
+    run(*m, "remote", "add", "origin", str(tmp_path / "r"))
+    run(*m, "config", "set", "remote.origin.encrypt", "true")
+    refused = run(*m, "push")
+    assert refused.exit_code == 2 and "encrypted" in refused.stderr
+    assert not (tmp_path / "r").exists()
