@@ -53,6 +53,7 @@ from funes.api.recall import (
     memory_label,
     owned,
     recall,
+    reindex,
     search_status,
 )
 from funes.api.repo import (
@@ -173,6 +174,7 @@ __all__ = [
     "read_memory",
     "recall",
     "recall_text",
+    "reindex",
     "remote_add",
     "remote_label",
     "remote_list",
