@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from funes.api import warm
 from funes.storage.repo import Repository
 from tests.conftest import REPO_ROOT
 from tests.serve.helpers import SESSIONS, ServerProcess, write_session
@@ -45,14 +46,18 @@ def seed_memory(tmp_path_factory: pytest.TempPathFactory, shared_models: Path) -
 
 @pytest.fixture
 def memory(seed_memory: Path, tmp_path: Path, settings: Any, with_models: Path,
-           monkeypatch: pytest.MonkeyPatch) -> Repository:
+           monkeypatch: pytest.MonkeyPatch) -> Iterator[Repository]:
     """This test's own copy of the seed memory; recall in this process never auto-starts."""
     target = tmp_path / "mem" / ".funes"
     shutil.copytree(seed_memory, target, symlinks=True)
     monkeypatch.setenv("FUNES_SERVE", "use")
     # A server started on demand runs this checkout's code too.
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
-    return Repository.open(target, settings)
+    yield Repository.open(target, settings)
+    ep = warm.endpoint(target)
+    if not warm.lock_held(ep):  # servers are gone by now; leave nothing in /tmp/funes-<uid>
+        for path in (ep.socket, ep.lock, ep.log, ep.spawned):
+            path.unlink(missing_ok=True)
 
 
 @pytest.fixture
