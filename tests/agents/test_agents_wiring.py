@@ -312,3 +312,39 @@ def test_unreadable_config_is_left_alone(home: Path, no_agent_clis: None, run) -
     result = run("add", "claude")
     assert result.exit_code == 1 and "cannot edit" in result.stderr
     assert (home / ".claude.json").read_text() == broken
+
+
+def test_codex_cli_on_path_registers_the_server(home: Path, no_agent_clis: None,
+                                                run) -> None:  # type: ignore[no-untyped-def]
+    log = home / "codex-calls.jsonl"
+    script = home / "bin" / "codex"
+    script.write_text(f"""#!{sys.executable}
+import json, os, sys, tomlkit
+args = sys.argv[1:]
+with open({str(log)!r}, "a") as fh:
+    fh.write(json.dumps(args) + "\\n")
+path = os.path.join(os.environ["HOME"], ".codex", "config.toml")
+doc = tomlkit.parse(open(path).read())
+if args[:2] == ["mcp", "add"]:
+    cmd = args[args.index("--") + 1:]
+    doc.setdefault("mcp_servers", tomlkit.table(True))[args[2]] = {{"command": cmd[0],
+                                                                  "args": cmd[1:]}}
+elif args[:2] == ["mcp", "remove"]:
+    del doc["mcp_servers"][args[2]]
+open(path, "w").write(tomlkit.dumps(doc))
+""")
+    script.chmod(0o755)
+    config = home / ".codex" / "config.toml"
+    assert run("add", "codex").exit_code == 0
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert calls == [["mcp", "add", "funes", "--", sys.executable, "-m", "funes", "mcp"]]
+    assert _registered("codex", home) == [sys.executable, "-m", "funes", "mcp"]
+    assert "agent-turn-end" in str(tomlkit.parse(config.read_text())["notify"][0])
+    assert run("add", "codex").exit_code == 0 and len(log.read_text().splitlines()) == 1
+
+    config.write_text(config.read_text().replace('"on-request"', '"never"'))  # a user edit
+    assert run("remove", "codex").exit_code == 0
+    assert json.loads(log.read_text().splitlines()[-1]) == ["mcp", "remove", "funes"]
+    doc = tomlkit.parse(config.read_text())
+    assert list(doc["notify"]) == ["notify-send", "Codex"]
+    assert "funes" not in doc["mcp_servers"] and doc["approval_policy"] == "never"
