@@ -4,8 +4,9 @@ Written for Codex CLI 0.1xx (`codex mcp add`, `notify`, `codex exec --ephemeral`
 against the config documentation and `codex exec` of 0.113–0.147):
 
 - **MCP**: with `codex` on PATH, `codex mcp add funes -- <python> -m funes mcp [MEMORY]`
-  (removed with `codex mcp remove funes`); otherwise funes writes the table itself with
-  tomlkit, which keeps the user's comments and layout.
+  (removed with `codex mcp remove funes`); otherwise funes appends the table at the end of the
+  file between `# funes:begin` and `# funes:end` comments, and edits `notify` in place with
+  tomlkit, so every other line, comment included, stays as it was.
 - **Hook**: Codex runs one `notify` program after every turn with a JSON event as the last
   argument (`type: agent-turn-complete`, `thread-id`, `cwd`, …). funes sets
   `notify = [hook, "codex", "turn-end", <the user's previous notify…>]`; the hook runs the
