@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from funes.storage.lock import RepositoryBusyError
 from funes.storage.repo import Repository
 
 #: Fold appended rows into the indexes once this many are unindexed.
@@ -50,6 +51,15 @@ def ensure(repo: Repository, *, lock_timeout: float | None = None) -> IndexState
         return current
     if repo.chunks.dataset().count_rows() == 0:
         return current
+    if current.fts and current.id_index:
+        # Only folding-in is due: rows not yet indexed are searched flat meanwhile, so a busy
+        # writer (an index run) is no reason to make a recall wait.
+        try:
+            with repo.writing(0):
+                repo.chunks.dataset().optimize.optimize_indices()
+        except RepositoryBusyError:
+            return current
+        return state(repo)
     with repo.writing(lock_timeout):
         ds = repo.chunks.dataset()
         names = {ix.name for ix in ds.describe_indices()}
@@ -59,8 +69,6 @@ def ensure(repo: Repository, *, lock_timeout: float | None = None) -> IndexState
         if "id_idx" not in names:
             ds = repo.chunks.dataset()
             ds.create_scalar_index("id", index_type="BTREE", name="id_idx")
-        if "text_idx" in names and "id_idx" in names:
-            repo.chunks.dataset().optimize.optimize_indices()
     return state(repo)
 
 

@@ -247,3 +247,22 @@ def test_ann_index_is_built_for_large_vector_tables_and_stays_correct(  # type: 
 
     hits = vector_search(repo, vecs[42], Options(k=5, candidates=5), None)
     assert hits[0][0] == chunks[42].id and hits[0][1] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_recall_does_not_wait_for_a_busy_writer_to_fold_in_rows(  # type: ignore[no-untyped-def]
+    settings, small: Repository, monkeypatch
+) -> None:
+    import time
+
+    from funes.retrieval import indexes
+    from funes.storage.lock import WriteLock
+
+    api.recall(settings, small, "login", now=NOW)  # builds the indexes
+    small.commit_chunks([chunk(100, "a brand new passage about zeppelins",
+                               ts="2026-10-31T00:00:00Z")], "more")
+    monkeypatch.setattr(indexes, "OPTIMIZE_AFTER", 0)
+    with WriteLock(small.path / "lock", 1):  # another process would hold this
+        start = time.monotonic()
+        result = api.recall(settings, small, "zeppelins", now=NOW)
+        assert time.monotonic() - start < 3
+    assert "zeppelins" in result.hits[0].row["text"]  # unindexed rows are searched flat
