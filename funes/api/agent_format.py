@@ -90,6 +90,7 @@ def status_text(r: StatusResult, search: SearchStatus) -> str:
         + ("BM25 index" if search.fts_index else "BM25 index not built yet (first recall)")
         + (f", {search.unindexed_rows} rows not indexed yet" if search.fts_index and
            search.unindexed_rows else "")
+        + (", ANN vector index" if search.ann_index else ", exact vector search")
     )
     lines.append(
         f"reranker {search.reranker}" if search.reranker
