@@ -144,14 +144,19 @@ def push(
     *,
     force: bool = False,
     progress: Progress | None = None,
+    dry_run: bool = False,
 ) -> PushResult:
-    """Send a branch (default: the current one) to a remote (default: its remote or origin)."""
+    """Send a branch (default: the current one) to a remote (default: its remote or origin).
+
+    Goes through the publish gate: chunks that still look secret are held back and listed in
+    `PushResult.held` (the CLI then exits 1); `dry_run` changes nothing anywhere.
+    """
     branch = branch or _current_branch(repo)
     _sync.check_branch(branch)
     name = remote or _sync.default_remote(repo, branch)
     return _sync.push(
         repo, _sync.configured_remote(repo, name), branch, force=force,
-        progress=_progress(progress),
+        progress=_progress(progress), dry_run=dry_run,
     )
 
 

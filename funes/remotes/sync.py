@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from funes.errors import FunesError, UsageError
 from funes.model.ids import ObjectId
 from funes.model.objects import AnyObject, Commit, FragmentRecord, Manifest
 from funes.model.refs import RefName, branch_ref, check_ref_name, remote_ref
+from funes.remotes import gate
 from funes.remotes.base import (
     CardStats,
     NonFastForwardError,
@@ -304,6 +306,10 @@ class PushResult:
     objects: int = 0
     files: int = 0
     bytes: int = 0
+    #: Chunks the publish gate kept back (they still look secret); never their text.
+    held: tuple[gate.HeldChunk, ...] = ()
+    dry_run: bool = False
+    scanned: int = 0  # chunks the gate scanned
 
 
 def push(
@@ -313,12 +319,20 @@ def push(
     *,
     force: bool = False,
     progress: Progress = no_progress,
+    dry_run: bool = False,
+    scanners: Sequence[gate.Scanner] | None = None,
 ) -> PushResult:
-    """Send `branch` to the remote's branch of the same name.
+    """Send `branch` to the remote's branch of the same name, through the publish gate.
+
+    Every chunk the push would send is scanned again (funes.remotes.gate); chunks that still
+    look secret are held back (the commits carrying them are sent as rewritten images without
+    them) and listed in `PushResult.held`. `dry_run` reports what would be sent and changes
+    nothing, here or on the remote.
 
     Raises:
         NonFastForwardError: the remote branch has commits this one lacks (exit 4, "fetch
             first"), found before sending anything or by the remote's compare-and-swap.
+        ScannerError: a scanner failed; nothing was sent.
     """
     local = branch_ref(branch)
     tip = repo.refs.read(local)
@@ -326,16 +340,23 @@ def push(
         raise UsageError(f"branch {branch!r} has no commits to push", hint="run `funes index`")
     st = remote.state()
     created = False
-    if not st.exists:
-        remote.create()
-        created = True
-        st = remote.state()
+    published = gate.load_published(repo, remote.name)
+    image_of_tip = ObjectId(published.get(tip, tip))
     old = st.refs.get(local)
-    if old == tip:
-        _update_tracking(repo, remote.name, RemoteState(True, st.revision, {local: tip}), "push")
-        return PushResult(remote.name, remote.spec.url, branch, old, tip, True, created=created)
+    if old == image_of_tip:
+        if not dry_run:
+            _update_tracking(
+                repo, remote.name, RemoteState(True, st.revision, {local: old}), "push"
+            )
+        return PushResult(remote.name, remote.spec.url, branch, old, old, True, created=created,
+                          dry_run=dry_run)
+    originals = {image: mine for mine, image in published.items()}
     forced = False
-    if old is not None and not (repo.objects.has(old) and is_ancestor(repo, old, tip)):
+    if old is not None and not (
+        repo.objects.has(old)
+        and (is_ancestor(repo, old, tip)
+             or (old in originals and is_ancestor(repo, originals[old], tip)))
+    ):
         if not force:
             raise NonFastForwardError(remote.display, local, old, tip)
         forced = True
@@ -344,10 +365,27 @@ def push(
     for oid in st.refs.values():
         if repo.objects.has(oid):
             on_remote |= ancestors(repo, oid, stop=on_remote)
+    for image in list(on_remote):
+        if image in originals and repo.objects.has(originals[image]):
+            on_remote |= ancestors(repo, ObjectId(originals[image]), stop=on_remote)
     sending = list(commits_between(repo, tip, on_remote))
+    gated = gate.run_gate(repo, sending, tip, published, scanners, dry_run=dry_run)
+    if dry_run:
+        return PushResult(
+            remote.name, remote.spec.url, branch, old, tip, False, forced=forced,
+            commits=len(sending), held=tuple(gated.held), dry_run=True, scanned=gated.scanned,
+        )
+    if gated.images:
+        gate.save_published(repo, remote.name, {**published, **gated.images})
+    if not st.exists:  # created only once the gate passed: a failed scan leaves no trace
+        remote.create()
+        created = True
+        st = remote.state()
+    tip = gated.tip
     objects: dict[ObjectId, bytes] = {}
     tables: dict[str, list[FragmentRecord]] = {}
-    for oid, commit in sorted(sending, key=lambda item: item[1].time):
+    for oid in gated.commits:
+        commit = repo.objects.commit(oid)
         objects[oid] = repo.objects.get_raw(oid)
         for child, kind in referenced(commit):
             if kind == "commit":
@@ -392,6 +430,8 @@ def push(
         objects=report.objects,
         files=report.files,
         bytes=report.bytes,
+        held=tuple(gated.held),
+        scanned=gated.scanned,
     )
 
 

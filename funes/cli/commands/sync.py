@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +82,28 @@ def remote_list(ctx: click.Context) -> None:
 # -- push, fetch, pull, merge ------------------------------------------------------------------
 
 
+def _held_lines(r: api.PushResult) -> list[str]:
+    if not r.held:
+        return []
+    verb = "would hold" if r.dry_run else "held back"
+    lines = [f"{verb} {len(r.held)} chunk(s) that still look secret (not sent):"]
+    lines += [
+        f"  {h.harness} session {h.session} turn {h.turn}: {', '.join(h.detectors)} "
+        f"(chunk {h.chunk[:12]})"
+        for h in r.held
+    ]
+    lines.append("  run `funes scrub` to redact them, then push again")
+    return lines
+
+
 def _push_text(r: api.PushResult) -> str:
     where = f"{r.remote} ({r.url})"
+    if r.dry_run and not r.up_to_date:
+        return "\n".join([
+            f"dry run: would push {r.branch} {short(r.old)}..{short(r.new)} → {where}: "
+            f"{r.commits} commit(s), {r.scanned} chunk(s) scanned",
+            *_held_lines(r),
+        ])
     if r.up_to_date:
         return f"everything up to date ({where}, {r.branch} at {short(r.new)})"
     verb = "forced update" if r.forced else ("new branch" if r.old is None else "pushed")
@@ -93,6 +114,7 @@ def _push_text(r: api.PushResult) -> str:
     ]
     if r.created:
         lines.append("created the remote (a private repository on the Hub)")
+    lines += _held_lines(r)
     return "\n".join(lines)
 
 
@@ -101,18 +123,31 @@ def _push_text(r: api.PushResult) -> str:
 @click.argument("branch", required=False)
 @click.option("--force", "-f", is_flag=True, help="Overwrite the remote branch even if it "
               "has commits this one lacks.")
+@click.option("--dry-run", "-n", is_flag=True, help="Show what would be sent (and held "
+              "back); change nothing.")
 @click.pass_context
-def push(ctx: click.Context, remote: str | None, branch: str | None, force: bool) -> None:
+def push(
+    ctx: click.Context, remote: str | None, branch: str | None, force: bool, dry_run: bool
+) -> None:
     """Send BRANCH (default: the current one) to REMOTE (default: its remote, or origin).
 
     Refused with exit 4 when the remote has commits you do not have: fetch first
     (`funes pull`), or --force. Only what the remote lacks is uploaded; on the Hub a push is
     one commit, and a push with nothing new makes none.
+
+    Every outgoing chunk passes the publish gate (the redaction detectors again, plus gitleaks
+    or trufflehog when installed): chunks that still look secret are held back, listed
+    (session, turn, detector; never the secret), and the push exits 1 after sending the rest.
+    If a scanner fails, nothing is sent.
     """
     app = _app(ctx)
     with progress_bar("pushing") as progress:
-        result = api.push(app.repo(), remote, branch, force=force, progress=progress)
+        result = api.push(
+            app.repo(), remote, branch, force=force, progress=progress, dry_run=dry_run
+        )
     render(app.fmt, result, human=_push_text)
+    if result.held:
+        sys.exit(1)
 
 
 def _fetch_text(r: api.FetchResult) -> str:
