@@ -26,6 +26,7 @@ from funes.errors import FunesError
 from funes.gitlink.coderepo import BadCommitError, CodeCommit, CodeRepo, iso_time
 from funes.model.ids import ObjectId
 from funes.model.objects import Link
+from funes.retrieval.get import BlockView, TurnView, assemble
 from funes.storage.lock import WriteLock
 from funes.storage.repo import CommitResult, Repository
 
@@ -287,28 +288,9 @@ def link_lock(code: CodeRepo, timeout: float) -> WriteLock:
 # -- reading the linked turns ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TurnBlock:
-    """One whole block of a linked turn (split chunks stitched back together)."""
-
-    block_type: str
-    tool_name: str | None
-    text: str
-    noise: str | None
-
-
-@dataclass(frozen=True)
-class TurnText:
-    """A linked turn with its text, as `funes why` and `funes blame` show it."""
-
-    harness: str
-    session_id: str
-    turn_id: str
-    seq: int
-    ts: str
-    role: str
-    workdir: str | None
-    blocks: tuple[TurnBlock, ...]
+#: Linked turns are the same whole turns `funes get` shows (funes.retrieval.get.assemble).
+TurnText = TurnView
+TurnBlock = BlockView
 
 
 _COLUMNS = ["id", "text", "harness", "session_id", "turn_id", "seq", "ts", "role",
@@ -325,8 +307,6 @@ def load_turns(memory: Repository, keys: Iterable[tuple[str, str]]) -> list[Turn
     Turns this memory does not hold (forgotten since, or never pulled) are left out; callers
     compare counts to say so.
     """
-    from funes.ingest.chunking import ChunkingError, stitch_texts
-
     wanted = set(keys)
     if not wanted or not memory.chunks.exists():
         return []
@@ -341,30 +321,7 @@ def load_turns(memory: Repository, keys: Iterable[tuple[str, str]]) -> list[Turn
             if (row["session_id"], row["turn_id"]) in wanted:
                 rows.setdefault(row["id"], row)  # a merged memory may hold a row twice
     hidden = memory.tombstoned_ids() if rows else set()
-    grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for cid, row in rows.items():
-        if cid not in hidden:
-            grouped.setdefault((row["session_id"], row["turn_id"]), []).append(row)
-    out = []
-    for (session, turn), trows in grouped.items():
-        blocks: dict[int, list[dict[str, Any]]] = {}
-        for row in trows:
-            blocks.setdefault(row["block_idx"], []).append(row)
-        views = []
-        for _, brows in sorted(blocks.items()):
-            brows.sort(key=lambda r: r["split_idx"])
-            texts = [r["text"] for r in brows]
-            try:
-                text = stitch_texts(texts)
-            except ChunkingError:  # some splits are missing (forgotten): show what is there
-                text = "\n[…]\n".join(texts)
-            first = brows[0]
-            views.append(TurnBlock(first["block_type"], first["tool_name"], text, first["noise"]))
-        head = trows[0]
-        out.append(
-            TurnText(head["harness"], session, turn, head["seq"], head["ts"], head["role"],
-                     head["workdir"], tuple(views))
-        )
+    out = assemble(rows.values(), hidden)
     out.sort(key=lambda t: (t.ts, t.session_id, t.seq, t.turn_id))
     return out
 

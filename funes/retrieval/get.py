@@ -6,6 +6,7 @@ answer) asks for it by session and turn id, exactly as each recall hit prints it
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,16 +78,26 @@ def get_turns(repo: Repository, session_id: str, turn_id: str, window: int = 0) 
         filter=f"session_id = {_lit(session_id)} AND seq >= {seq - window} "
         f"AND seq <= {seq + window}",
     )
-    hidden = repo.tombstoned_ids()
-    rows: dict[str, dict[str, Any]] = {}
-    for row in table.to_pylist():
+    return assemble(table.to_pylist(), repo.tombstoned_ids(), target_turn=turn_id)
+
+
+def assemble(
+    rows: Iterable[dict[str, Any]], hidden: set[str], *, target_turn: str | None = None
+) -> list[TurnView]:
+    """Whole turns from chunk rows: dedup by id, drop hidden rows, stitch each block back.
+
+    Rows may come in any order; turns come out by (seq, turn id). Every reader that shows
+    whole turns (`get`, `why`, `blame`) goes through here, so they agree on what a turn is.
+    """
+    unique: dict[str, dict[str, Any]] = {}
+    for row in rows:
         if row["id"] not in hidden:
-            rows.setdefault(row["id"], row)  # a merged memory may hold a chunk twice
-    turns: dict[tuple[int, str], list[dict[str, Any]]] = {}
-    for row in rows.values():
-        turns.setdefault((row["seq"], row["turn_id"]), []).append(row)
+            unique.setdefault(row["id"], row)  # a merged memory may hold a chunk twice
+    turns: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+    for row in unique.values():
+        turns.setdefault((row["session_id"], row["seq"], row["turn_id"]), []).append(row)
     out = []
-    for (tseq, tid), trows in sorted(turns.items()):
+    for (session_id, tseq, tid), trows in sorted(turns.items(), key=lambda kv: kv[0][1:]):
         first = trows[0]
         blocks: dict[int, list[dict[str, Any]]] = {}
         for row in trows:
@@ -104,6 +115,7 @@ def get_turns(repo: Repository, session_id: str, turn_id: str, window: int = 0) 
             views.append(BlockView(bidx, b["block_type"], b["tool_name"], text, b["noise"]))
         out.append(
             TurnView(first["harness"], session_id, tid, tseq, first["ts"], first["role"],
-                     first["workdir"], first["project"], tuple(views), tid == turn_id)
+                     first.get("workdir"), first.get("project"), tuple(views),
+                     tid == target_turn)
         )
     return out
