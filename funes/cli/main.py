@@ -115,6 +115,10 @@ def _register() -> None:
 
     for command in agents.COMMANDS:
         cli.add_command(command)
+    from funes.cli.commands import security
+
+    for command in security.COMMANDS:
+        cli.add_command(command)
 
 
 _register()

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from funes.errors import FunesError
 from funes.model.ids import ObjectId
-from funes.model.objects import Commit, FragmentRecord, Manifest
+from funes.model.objects import Commit, DataFile, FragmentRecord, Manifest
 from funes.storage.atomic import write_atomic
 
 if TYPE_CHECKING:
@@ -171,11 +171,23 @@ def scan_texts(texts: Mapping[str, str], scanners: Sequence[Scanner]) -> dict[st
 # -- reading the rows a manifest names ---------------------------------------------------------
 
 
-def read_record(table_path: Path, record: FragmentRecord, schema: pa.Schema) -> pa.Table:
-    """The rows of one fragment, read from its data files (not through a dataset version)."""
+def read_record(
+    table_path: Path, record: FragmentRecord, schema: pa.Schema,
+    replaced: Mapping[str, list[str]] | None = None,
+) -> pa.Table:
+    """The rows of one fragment, read from its data files (not through a dataset version).
+
+    `replaced` maps `<table>/data/x.lance` to the files `gc` rewrote it into (the rows that
+    survived); such a fragment is read from those.
+    """
     import pyarrow as pa
     from lance.file import LanceFileReader
 
+    key = f"{table_path.name.removesuffix('.lance')}/{record.files[0].path}"
+    if replaced and key in replaced:
+        parts = [read_record(table_path, FragmentRecord({}, (DataFile(
+            rel.split("/", 1)[1], 0, ""),)), schema) for rel in replaced[key]]
+        return pa.concat_tables(parts) if parts else schema.empty_table()
     columns: dict[str, Any] = {}
     for f in record.files:
         part = LanceFileReader(str(table_path / f.path)).read_all().to_table()
@@ -266,7 +278,10 @@ def run_gate(
             manifests[mid] = manifest
             if manifest.table == "chunks":
                 chunk_ids.update(manifest.ids)
-    texts, meta = _chunk_texts(repo, manifests)
+    from funes.storage.gc import load_collected
+
+    collected = load_collected(repo)
+    texts, meta = _chunk_texts(repo, manifests, collected.files)
     flagged = scan_texts({cid: texts[cid] for cid in sorted(chunk_ids) if cid in texts},
                          scanners)
     held = [
@@ -275,11 +290,17 @@ def run_gate(
     ]
     result = GateResult(tip, [oid for oid, _ in ordered], held, scanned=len(chunk_ids))
     mapping = dict(published)
-    if dry_run or (not flagged and not any(p in mapping for _, c in ordered for p in c.parents)):
+    def touched(manifest: Manifest) -> bool:
+        return any(f"{manifest.table}/{f.path}" in collected.files
+                   for r in manifest.fragments for f in r.files)
+
+    gc_touched = any(touched(m) for m in manifests.values())
+    if dry_run or (not flagged and not gc_touched
+                   and not any(p in mapping for _, c in ordered for p in c.parents)):
         if not dry_run:
             result.tip = ObjectId(mapping.get(tip, tip))
         return result
-    hold = set(flagged)
+    hold = set(flagged) | collected.ids  # gc-removed rows are tombstoned: never sent
     rewritten_manifests: dict[ObjectId, ObjectId] = {}
     sent: list[ObjectId] = []
     removed_so_far = 0
@@ -287,14 +308,15 @@ def run_gate(
         new_manifests: list[ObjectId] = []
         for mid in commit.manifests:
             manifest = manifests[mid]
-            if not hold & set(manifest.ids):
+            if not hold & set(manifest.ids) and not touched(manifest):
                 new_manifests.append(mid)
                 continue
             if mid not in rewritten_manifests:
-                rewritten_manifests[mid] = _clean_manifest(repo, manifest, hold)
+                rewritten_manifests[mid] = _clean_manifest(repo, manifest, hold,
+                                                           collected.files)
             new_manifests.append(rewritten_manifests[mid])
             if manifest.table == "chunks":
-                removed_so_far += len(hold & set(manifest.ids))
+                removed_so_far += len(set(flagged) & set(manifest.ids))
         parents = tuple(ObjectId(mapping.get(p, p)) for p in commit.parents)
         if tuple(new_manifests) == commit.manifests and parents == commit.parents:
             sent.append(oid)
@@ -328,7 +350,8 @@ def _resign(repo: Repository, commit: Commit) -> Commit:
 
 
 def _chunk_texts(
-    repo: Repository, manifests: Mapping[ObjectId, Manifest]
+    repo: Repository, manifests: Mapping[ObjectId, Manifest],
+    replaced: Mapping[str, list[str]],
 ) -> tuple[dict[str, str], dict[str, tuple[str, str, str]]]:
     """Map id → text and id → (harness, session, turn) of every chunk row the manifests name."""
     texts: dict[str, str] = {}
@@ -341,7 +364,7 @@ def _chunk_texts(
             continue
         for record in manifest.fragments:
             try:
-                rows = read_record(repo.chunks.path, record, schema)
+                rows = read_record(repo.chunks.path, record, schema, replaced)
             except Exception as exc:  # unreadable data must stop the push
                 raise ScannerError(f"cannot read a fragment to scan it: {exc}") from None
             for cid, text, harness, session, turn in zip(
@@ -354,7 +377,9 @@ def _chunk_texts(
     return texts, meta
 
 
-def _clean_manifest(repo: Repository, manifest: Manifest, hold: set[str]) -> ObjectId:
+def _clean_manifest(
+    repo: Repository, manifest: Manifest, hold: set[str], replaced: Mapping[str, list[str]]
+) -> ObjectId:
     """A manifest naming new fragments with the rows of `manifest` minus the held ids."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -364,9 +389,10 @@ def _clean_manifest(repo: Repository, manifest: Manifest, hold: set[str]) -> Obj
     records: list[FragmentRecord] = []
     keep = pa.array(sorted(hold), pa.string())
     for record in manifest.fragments:
-        rows = read_record(table.path, record, schema)
+        gone = f"{manifest.table}/{record.files[0].path}" in replaced
+        rows = read_record(table.path, record, schema, replaced)
         clean = rows.filter(pc.invert(pc.is_in(rows.column("id"), value_set=keep)))
-        if clean.num_rows == rows.num_rows:
+        if clean.num_rows == rows.num_rows and not gone:
             records.append(record)
         elif clean.num_rows:
             records.extend(table.write_fragments(clean))

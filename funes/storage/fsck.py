@@ -155,6 +155,9 @@ def _check_files(repo: Repository, manifests: dict[str, Manifest], report: FsckR
             except Exception as exc:  # a damaged Lance manifest surfaces as many error types
                 report.problems.append(Problem("file", f"{table_name}.lance", str(exc)[:200]))
                 included[table_name] = set()
+    from funes.storage.gc import load_collected
+
+    collected = load_collected(repo).files  # files `gc` replaced (rows removed on purpose)
     referenced: set[str] = set()
     for mid, manifest in manifests.items():
         table = repo.table(manifest.table)
@@ -162,6 +165,9 @@ def _check_files(repo: Repository, manifests: dict[str, Manifest], report: FsckR
             for f in frag.files:
                 report.files += 1
                 referenced.add(f"{manifest.table}/{f.path}")
+                if f"{manifest.table}/{f.path}" in collected:
+                    referenced.update(collected[f"{manifest.table}/{f.path}"])
+                    continue
                 path = table.path / f.path
                 if not path.is_file():
                     report.problems.append(Problem("file", str(path), f"missing (manifest {mid})"))
@@ -202,6 +208,9 @@ def _check_rows(repo: Repository, manifests: dict[str, Manifest], report: FsckRe
         present.add(cid)
         if id_from_fields(row) != cid:
             report.problems.append(Problem("row", cid, "content does not match its id"))
+    from funes.storage.gc import load_collected
+
+    expected -= load_collected(repo).ids  # removed by `gc` (tombstoned)
     for cid in sorted(expected - present)[:50]:
         report.problems.append(Problem("row", cid, "named by a commit but not in chunks.lance"))
     for cid in sorted(present - expected)[:50]:

@@ -1,0 +1,102 @@
+"""Security verbs: forget, scrub, gc."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from funes.api import security as sec
+from funes.cli.output import render, short
+
+
+def _app(ctx: click.Context) -> Any:
+    return ctx.find_root().obj
+
+
+def _forget_text(r: sec.ForgetResult) -> str:
+    if not r.chunks:
+        return "nothing matched; nothing forgotten"
+    if r.dry_run:
+        return f"would forget {len(r.chunks)} chunk(s)"
+    return f"forgot {len(r.chunks)} chunk(s) (commit {short(r.commit)})"
+
+
+@click.command()
+@click.option("--session", metavar="ID", help="Chunks of this session.")
+@click.option("--chunk", metavar="ID", help="This chunk (an id, or a prefix of 8+ characters).")
+@click.option("--before", metavar="DATE", help="Chunks older than DATE (YYYY-MM-DD or ISO "
+              "date-time, UTC).")
+@click.option("--match", metavar="TEXT", help="Chunks whose text contains TEXT (plain text, "
+              "case-sensitive).")
+@click.option("--dry-run", "-n", is_flag=True, help="Count what would be forgotten.")
+@click.pass_context
+def forget(
+    ctx: click.Context, session: str | None, chunk: str | None, before: str | None,
+    match: str | None, dry_run: bool,
+) -> None:
+    """Hide chunks from every recall, here and wherever the tombstone travels.
+
+    Chunks matching every criterion given are named by a tombstone in a new commit; push,
+    pull and merge carry it, and every machine that has it hides the chunks. A tombstone hides;
+    it does not erase copies made before it arrived. `funes gc` removes the bytes from this
+    machine's disk.
+    """
+    app = _app(ctx)
+    result = sec.forget(app.repo(), session=session, chunk=chunk, before=before, match=match,
+                        dry_run=dry_run)
+    render(app.fmt, result, human=_forget_text)
+
+
+def _scrub_text(r: sec.ScrubResult) -> str:
+    if not r.replaced:
+        return f"scanned {r.scanned} chunk(s): nothing to redact"
+    verb = "would redact" if r.dry_run else "redacted"
+    lines = [f"{verb} {len(r.replaced)} of {r.scanned} chunk(s)"
+             + ("" if r.dry_run else f" (commit {short(r.commit)})")]
+    lines += [f"  {c.harness} session {c.session} turn {c.turn}: {', '.join(c.kinds)}"
+              for c in r.replaced]
+    if not r.dry_run:
+        lines.append("the redacted copies embed with the backlog (`funes embed`); "
+                     "`funes gc` removes the originals from disk")
+    return "\n".join(lines)
+
+
+@click.command()
+@click.option("--dry-run", "-n", is_flag=True, help="List what would be redacted.")
+@click.pass_context
+def scrub(ctx: click.Context, dry_run: bool) -> None:
+    """Re-run secret redaction over stored chunks and replace the dirty ones.
+
+    Each chunk the current detectors find a secret in is hidden by a tombstone and replaced
+    by a redacted copy (a new id, embedded by the backlog). Run `funes gc` afterwards to remove
+    the originals from disk.
+    """
+    app = _app(ctx)
+    result = sec.scrub(app.repo(), dry_run=dry_run)
+    render(app.fmt, result, human=_scrub_text)
+
+
+def _gc_text(r: sec.GcResult) -> str:
+    return (
+        f"removed {r.rows_removed} tombstoned row(s) ({r.fragments_rewritten} fragment(s) "
+        f"rewritten), {r.files_deleted} unreferenced file(s), {r.objects_deleted} "
+        f"unreachable object(s); freed {r.bytes_freed} bytes"
+    )
+
+
+@click.command()
+@click.pass_context
+def gc(ctx: click.Context) -> None:
+    """Physically remove tombstoned and unreachable data from this machine.
+
+    Rewrites the fragments holding tombstoned rows without them (the one rewrite funes
+    allows), deletes old dataset versions and search indexes built over them (rebuilt on the
+    next recall), unreachable objects and unreferenced files. Other machines and remotes keep
+    their copies.
+    """
+    app = _app(ctx)
+    render(app.fmt, sec.gc(app.repo()), human=_gc_text)
+
+
+COMMANDS: list[click.Command] = [forget, scrub, gc]

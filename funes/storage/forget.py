@@ -1,0 +1,109 @@
+"""`funes forget`: choose chunks and hide them with a tombstone commit.
+
+A tombstone names chunk ids; every reader hides the ids named by a tombstone reachable from
+HEAD, index runs never add them again, and tombstones travel with push, pull and merge
+(docs/format.md, "tombstone"). Forgetting hides; `funes gc` (funes.storage.gc) is what removes
+the bytes from this machine's disk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+
+from funes.errors import UsageError
+from funes.model.objects import Tombstone
+from funes.storage.repo import CommitResult, Repository, now_iso
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What to forget: a chunk matches when it meets every criterion given."""
+
+    session: str | None = None
+    chunk: str | None = None
+    before: str | None = None
+    match: str | None = None
+
+    def describe(self) -> str:
+        """The criteria as a `forget` command line (the tombstone's reason).
+
+        The `--match` text is left out: it is often the very thing being forgotten, and the
+        reason travels with the tombstone.
+        """
+        parts = [
+            f"--{name} {value}"
+            for name, value in (("session", self.session), ("chunk", self.chunk),
+                                ("before", self.before))
+            if value
+        ]
+        if self.match:
+            parts.append("--match …")
+        return "forget " + " ".join(parts)
+
+
+def parse_before(text: str) -> datetime:
+    """`--before DATE`: an ISO date or date-time (UTC unless it says otherwise)."""
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        try:
+            day = date.fromisoformat(text)
+        except ValueError:
+            raise UsageError(
+                f"cannot read the date {text!r}", hint="use YYYY-MM-DD or an ISO date-time"
+            ) from None
+        when = datetime(day.year, day.month, day.day)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def select(repo: Repository, selection: Selection) -> list[str]:
+    """Ids of the visible chunks the selection matches, sorted."""
+    if not any((selection.session, selection.chunk, selection.before, selection.match)):
+        raise UsageError(
+            "nothing to forget", hint="give --session, --chunk, --before or --match"
+        )
+    if selection.chunk is not None and len(selection.chunk) < 8:
+        raise UsageError("a chunk id prefix needs at least 8 characters")
+    if not repo.chunks.exists():
+        return []
+    cutoff = parse_before(selection.before) if selection.before else None
+    table = repo.chunks.dataset().to_table(columns=["id", "text", "session_id", "ts", "time"])
+    hidden = repo.tombstoned_ids()
+    found: set[str] = set()
+    for cid, text, session, ts, when in zip(
+        table.column("id").to_pylist(), table.column("text").to_pylist(),
+        table.column("session_id").to_pylist(), table.column("ts").to_pylist(),
+        table.column("time").to_pylist(), strict=True,
+    ):
+        if cid in hidden or cid in found:
+            continue
+        if selection.session is not None and session != selection.session:
+            continue
+        if selection.chunk is not None and not cid.startswith(selection.chunk):
+            continue
+        if selection.match is not None and selection.match not in text:
+            continue
+        if cutoff is not None:
+            moment = when if when is not None else _parse_ts(ts)
+            if moment is None or moment >= cutoff:
+                continue
+        found.add(cid)
+    return sorted(found)
+
+
+def _parse_ts(ts: str) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def tombstone(repo: Repository, ids: list[str], reason: str) -> CommitResult:
+    """Commit one tombstone hiding `ids` (no commit when `ids` is empty)."""
+    if not ids:
+        head = repo.head_commit()
+        return CommitResult(None, 0, 0, 0, head.chunk_count if head else 0)
+    stone = Tombstone(tuple(sorted(ids)), reason, repo._who(), now_iso())
+    return repo.commit_chunks([], f"{reason}: {len(ids)} chunk(s)", tombstones=[stone])
