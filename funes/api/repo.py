@@ -151,9 +151,18 @@ def status(repo: Repository) -> StatusResult:
     )
 
 
-def fsck(repo: Repository, *, rows: bool = True) -> FsckReport:
-    """Verify every object, ref, fragment file and (unless `rows=False`) chunk row."""
-    return _fsck(repo, rows=rows)
+def fsck(repo: Repository, *, rows: bool = True, verify: bool = False) -> FsckReport:
+    """Verify every object, ref, fragment file and (unless `rows=False`) chunk row.
+
+    `verify` also checks commit signatures: a bad or malformed signature is damage; unsigned
+    commits and unknown signers are warnings (funes.api.security.check_signatures).
+    """
+    report = _fsck(repo, rows=rows)
+    if verify:
+        from funes.api.security import add_signature_problems
+
+        add_signature_problems(repo, report)
+    return report
 
 
 def config_get(repo: Repository, key: str) -> str | None:

@@ -7,20 +7,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from funes._env import Settings
+from funes.errors import UsageError
 from funes.ingest.scrub import ScrubbedChunk, ScrubResult
 from funes.ingest.scrub import scrub as _scrub
 from funes.storage import forget as _forget
+from funes.storage import signing as _signing
+from funes.storage.fsck import FsckReport, Problem
 from funes.storage.gc import GcResult
 from funes.storage.gc import gc as _gc
 from funes.storage.repo import Repository
+from funes.storage.signing import CommitCheck, PublicKey
 
 __all__ = [
+    "CommitCheck",
     "ForgetResult",
     "GcResult",
+    "PublicKey",
     "ScrubResult",
     "ScrubbedChunk",
+    "add_signature_problems",
+    "check_signatures",
     "forget",
     "gc",
+    "keys_export",
+    "keys_generate",
+    "keys_list",
+    "keys_trust",
     "scrub",
 ]
 
@@ -60,3 +73,59 @@ def scrub(repo: Repository, *, dry_run: bool = False) -> ScrubResult:
 def gc(repo: Repository) -> GcResult:
     """Remove tombstoned rows and unreachable objects and files from this machine's disk."""
     return _gc(repo)
+
+
+# -- signatures --------------------------------------------------------------------------------
+
+
+def keys_generate(settings: Settings, comment: str | None = None, *,
+                  force: bool = False) -> PublicKey:
+    """Create this user's Ed25519 signing key under `$FUNES_HOME/keys/`."""
+    who = comment if comment is not None else f"{settings.author_name} <{settings.author_email}>"
+    return _signing.generate(settings, who, force=force)
+
+
+def keys_list(settings: Settings) -> list[PublicKey]:
+    """This user's key (first, when there is one) and the trusted keys."""
+    keys = _signing.trusted_keys(settings)
+    return sorted(keys.values(), key=lambda k: (not k.own, k.comment, k.id))
+
+
+def keys_export(settings: Settings) -> PublicKey:
+    """This user's public key, to hand to teammates (`funes keys trust`)."""
+    key = _signing.own_key(settings)
+    if key is None:
+        raise UsageError("no signing key yet", hint="create one with `funes keys generate`")
+    return key
+
+
+def keys_trust(settings: Settings, pubkey: str) -> PublicKey:
+    """Trust a teammate's public key (its exported line, or a file holding it)."""
+    return _signing.trust(settings, pubkey)
+
+
+def check_signatures(repo: Repository, rev: str = "HEAD") -> list[CommitCheck]:
+    """The signature status of every commit reachable from `rev`."""
+    if repo.head() is None and rev == "HEAD":
+        return []
+    return _signing.check_commits(repo, list(repo.walk(repo.resolve(rev))))
+
+
+def add_signature_problems(repo: Repository, report: FsckReport) -> None:
+    """Add signature checks to an fsck report (bad = damage, unsigned/unknown = warnings)."""
+    seen: set[str] = set()
+    tips = [t for t in [repo.head()] if t]
+    tips += [t for ref in repo.refs.names() if (t := repo.refs.read(ref))]
+    for tip in tips:
+        commits = [(oid, c) for oid, c in repo.walk(tip) if oid not in seen]
+        seen.update(oid for oid, _ in commits)
+        for check in _signing.check_commits(repo, commits):
+            if check.status in ("bad", "malformed"):
+                report.problems.append(Problem(
+                    "signature", check.commit,
+                    f"{check.status} signature (key {check.key or '?'}): the commit was "
+                    "changed after signing, or the key id was swapped"))
+            elif check.status != "good":
+                what = "unsigned" if check.status == "unsigned" else (
+                    f"signed by an unknown key {check.key}")
+                report.warnings.append(Problem("signature", check.commit, what))

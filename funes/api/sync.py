@@ -33,7 +33,9 @@ from funes.remotes.base import (
 from funes.remotes.sync import FetchResult, PushResult, RefUpdate
 from funes.storage.lock import WriteLock
 from funes.storage.repo import PROJECT_DIR, Repository, RepositoryExistsError
-from funes.storage.transfer import MergeResult, is_ancestor
+from funes.storage.signing import CommitCheck, check_commits
+from funes.storage.signing import require_signed as require_all_signed
+from funes.storage.transfer import MergeResult, ancestors, commits_between, is_ancestor
 from funes.storage.transfer import merge as _merge
 
 __all__ = [
@@ -174,6 +176,8 @@ class PullResult:
 
     fetch: FetchResult
     merge: MergeResult
+    #: Signature status of each commit the pull brought in (funes.storage.signing).
+    signatures: tuple[CommitCheck, ...] = ()
 
 
 def pull(
@@ -182,8 +186,13 @@ def pull(
     branch: str | None = None,
     *,
     progress: Progress | None = None,
+    require_signed: bool = False,
 ) -> PullResult:
-    """Fetch, then merge the remote's `branch` (default: the current one) into HEAD."""
+    """Fetch, then merge the remote's `branch` (default: the current one) into HEAD.
+
+    The incoming commits' signatures are checked and reported; `require_signed` refuses the
+    merge (SignatureError, HEAD unchanged) unless every one is signed by a trusted key.
+    """
     current = _current_branch(repo)
     branch = branch or current
     _sync.check_branch(branch)
@@ -197,7 +206,17 @@ def pull(
             f"remote {name!r} has no branch {branch!r}",
             hint="`funes fetch` then `funes log refs/remotes/" + name + "/…` shows what it has",
         )
-    return PullResult(fetched, _merge(repo, tip, label=f"{name}/{branch}"))
+    checks = _incoming_signatures(repo, tip)
+    if require_signed:
+        require_all_signed(checks, f"the pull from {name}")
+    return PullResult(fetched, _merge(repo, tip, label=f"{name}/{branch}"), tuple(checks))
+
+
+def _incoming_signatures(repo: Repository, tip: ObjectId) -> list[CommitCheck]:
+    """Signature checks of the commits reachable from `tip` and not from HEAD."""
+    head = repo.head()
+    known = ancestors(repo, head) if head else set()
+    return check_commits(repo, list(commits_between(repo, tip, known)))
 
 
 def merge(repo: Repository, rev: str) -> MergeResult:
@@ -218,6 +237,7 @@ class CloneResult:
     head: ObjectId | None
     fetch: FetchResult
     chunks: int
+    signatures: tuple[CommitCheck, ...] = ()
 
 
 def _default_dir(spec: RemoteSpec) -> str:
@@ -235,11 +255,14 @@ def clone(
     *,
     is_global: bool = False,
     progress: Progress | None = None,
+    require_signed: bool = False,
 ) -> CloneResult:
     """A full local copy of a remote memory, with `origin` configured; usable at once.
 
     Default: a project memory in `./<name>/.funes`; with `directory`, `<directory>/.funes`;
     with `is_global`, the user's memory at `$FUNES_HOME`. A failed clone leaves nothing behind.
+    Signatures are checked and reported; `require_signed` refuses (and leaves nothing) unless
+    every commit is signed by a trusted key.
     """
     spec = parse_url(source, settings.cwd)
     if is_global:
@@ -260,14 +283,16 @@ def clone(
     before = set(p.name for p in made.iterdir()) if made.is_dir() else None
     repo = Repository.init(target, settings, is_global=is_global)
     try:
-        result = _clone_into(repo, spec, progress)
+        result = _clone_into(repo, spec, progress, require_signed)
     except BaseException:
         _discard(made, before)
         raise
     return result
 
 
-def _clone_into(repo: Repository, spec: RemoteSpec, progress: Progress | None) -> CloneResult:
+def _clone_into(
+    repo: Repository, spec: RemoteSpec, progress: Progress | None, require_signed: bool = False
+) -> CloneResult:
     repo.config.set("remote.origin.url", spec.url)
     remote = _sync.open_remote(spec, "origin", repo.settings, repo.path)
     state = remote.state()
@@ -280,8 +305,12 @@ def _clone_into(repo: Repository, spec: RemoteSpec, progress: Progress | None) -
     if ref != main:
         repo.refs.set_symbolic(HEAD, ref)
     repo.config.set(f"branch.{branch}.remote", "origin")
+    checks = _incoming_signatures(repo, state.refs[ref])
+    if require_signed:
+        require_all_signed(checks, f"the clone of {spec.display}")
     merged = _merge(repo, state.refs[ref], label=f"origin/{branch}")
-    return CloneResult(repo.path, spec.url, branch, merged.new, fetched, merged.chunk_count)
+    return CloneResult(repo.path, spec.url, branch, merged.new, fetched, merged.chunk_count,
+                       tuple(checks))
 
 
 def _discard(made: Path, before: set[str] | None) -> None:

@@ -43,6 +43,7 @@ from funes.storage.idindex import IdIndex
 from funes.storage.lock import WriteLock
 from funes.storage.objects import ObjectStore
 from funes.storage.refs import RefStore
+from funes.storage.signing import sign_commit
 from funes.storage.tables import LanceTable, chunk_schema, chunks_to_arrow
 
 if TYPE_CHECKING:
@@ -472,6 +473,7 @@ class Repository:
             chunk_count=base_count + len(fresh) - removed,
             links=link_ids,
         )
+        commit = sign_commit(self, commit)  # signed when $FUNES_HOME/keys/signing.key exists
         oid = self.objects.put(commit)
         journal = {
             "ref": ref,

@@ -50,6 +50,7 @@ from funes.model.objects import decode as decode_object
 from funes.model.refs import HEAD
 from funes.storage.atomic import fsync_dir, write_atomic
 from funes.storage.repo import ModelMismatchError, Repository, now_iso
+from funes.storage.signing import sign_commit
 from funes.storage.tables import LanceTable
 
 if TYPE_CHECKING:
@@ -371,6 +372,7 @@ def merge(
                 message=f"merge {label} into {branch}",
                 chunk_count=count,
             )
+            commit = sign_commit(repo, commit)
             new = repo.objects.put(commit)
             merge_commit = new
             message = commit.message

@@ -143,12 +143,14 @@ def status(ctx: click.Context) -> None:
 
 @click.command()
 @click.option("--no-rows", is_flag=True, help="Skip re-hashing every chunk row (faster).")
+@click.option("--verify", is_flag=True, help="Also check commit signatures: bad ones are "
+              "errors, unsigned commits and unknown signers warnings.")
 @memory_option
 @click.pass_context
-def fsck(ctx: click.Context, no_rows: bool) -> None:
+def fsck(ctx: click.Context, no_rows: bool, verify: bool) -> None:
     """Verify every object, ref, fragment file and chunk row; exit 1 on damage."""
     app = _app(ctx)
-    report = api.fsck(app.repo(), rows=not no_rows)
+    report = api.fsck(app.repo(), rows=not no_rows, verify=verify)
 
     def text(r: api.FsckReport) -> str:
         lines = [f"error: {p}" for p in r.problems] + [f"warning: {p}" for p in r.warnings]

@@ -100,3 +100,67 @@ def gc(ctx: click.Context) -> None:
 
 
 COMMANDS: list[click.Command] = [forget, scrub, gc]
+
+
+# -- keys ----------------------------------------------------------------------------------------
+
+
+@click.group()
+def keys() -> None:
+    """Ed25519 keys that sign commits, and the teammates' keys you trust.
+
+    Keys live in $FUNES_HOME/keys/ (the private key is mode 0600). Once a key exists every
+    commit this machine writes is signed; pull, clone and `fsck --verify` report unsigned
+    commits and unknown or bad signatures, and --require-signed refuses them.
+    """
+
+
+def _key_dict(k: sec.PublicKey) -> dict[str, Any]:
+    return {"id": k.id, "own": k.own, "comment": k.comment, "public": k.export()}
+
+
+def _key_line(k: dict[str, Any]) -> str:
+    mark = "own    " if k["own"] else "trusted"
+    return f"{mark} {k['id']}  {k['comment']}".rstrip()
+
+
+@keys.command("generate")
+@click.option("--comment", help="Who the key belongs to (default: user name and email).")
+@click.option("--force", is_flag=True, help="Replace an existing key.")
+@click.pass_context
+def keys_generate(ctx: click.Context, comment: str | None, force: bool) -> None:
+    """Create your signing key; later commits are signed with it."""
+    app = _app(ctx)
+    key = _key_dict(sec.keys_generate(app.settings, comment, force=force))
+    render(app.fmt, key, human=lambda k: f"generated signing key {k['id']}\n"
+           f"share it with `funes keys export`; teammates run `funes keys trust '<line>'`")
+
+
+@keys.command("list")
+@click.pass_context
+def keys_list(ctx: click.Context) -> None:
+    """Your key and the keys you trust."""
+    app = _app(ctx)
+    render(app.fmt, [_key_dict(k) for k in sec.keys_list(app.settings)],
+           human=lambda ks: "\n".join(_key_line(k) for k in ks) or "no keys")
+
+
+@keys.command("export")
+@click.pass_context
+def keys_export(ctx: click.Context) -> None:
+    """Print your public key as one line (for `funes keys trust`)."""
+    app = _app(ctx)
+    render(app.fmt, _key_dict(sec.keys_export(app.settings)), human=lambda k: k["public"])
+
+
+@keys.command("trust")
+@click.argument("pubkey")
+@click.pass_context
+def keys_trust(ctx: click.Context, pubkey: str) -> None:
+    """Trust PUBKEY (an exported line, or a file holding one)."""
+    app = _app(ctx)
+    render(app.fmt, _key_dict(sec.keys_trust(app.settings, pubkey)),
+           human=lambda k: f"trusted {k['id']} {k['comment']}".rstrip())
+
+
+COMMANDS.append(keys)

@@ -186,26 +186,47 @@ def _merge_text(m: api.MergeResult) -> str:
     return f"{head}\n{m.fragments} fragment(s), {m.rows} rows added; {m.chunk_count} chunks"
 
 
+def _signature_text(checks: Any) -> str:
+    counts: dict[str, int] = {}
+    for c in checks:
+        if c.status != "good":
+            counts[c.status] = counts.get(c.status, 0) + 1
+    if not counts:
+        return ""
+    parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    return f"signatures: {parts} commit(s) not signed by a trusted key (`funes fsck --verify`)"
+
+
+_REQUIRE_SIGNED = click.option(
+    "--require-signed", is_flag=True,
+    help="Refuse unless every incoming commit is signed by a trusted key (`funes keys`).",
+)
+
+
 @click.command()
 @click.argument("remote", required=False)
 @click.argument("branch", required=False)
+@_REQUIRE_SIGNED
 @click.pass_context
-def pull(ctx: click.Context, remote: str | None, branch: str | None) -> None:
+def pull(ctx: click.Context, remote: str | None, branch: str | None,
+         require_signed: bool) -> None:
     """Fetch REMOTE, then merge its BRANCH (default: the current one) into HEAD.
 
     Fast-forwards when possible, otherwise writes a merge commit: the union of both sides,
     with tombstones from either side applied. Memories stamped with different embedding
-    models refuse to merge.
+    models refuse to merge. Unsigned commits and unknown or bad signatures among the incoming
+    commits are reported; --require-signed refuses the merge (exit 1).
     """
     app = _app(ctx)
     with progress_bar("pulling") as progress:
-        result = api.pull(app.repo(), remote, branch, progress=progress)
+        result = api.pull(app.repo(), remote, branch, progress=progress,
+                          require_signed=require_signed)
     if app.fmt == "json":
         render("json", result, human=str)
         return
     text = _fetch_text(result.fetch)
     render(app.fmt, result, human=lambda r: "\n".join(
-        part for part in (text, _merge_text(r.merge)) if part
+        part for part in (text, _merge_text(r.merge), _signature_text(r.signatures)) if part
     ))
 
 
@@ -224,27 +245,33 @@ def merge(ctx: click.Context, rev: str) -> None:
 @click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--global", "is_global", is_flag=True,
               help="Clone into the user's memory at $FUNES_HOME.")
+@_REQUIRE_SIGNED
 @click.pass_context
-def clone(ctx: click.Context, source: str, directory: Path | None, is_global: bool) -> None:
+def clone(ctx: click.Context, source: str, directory: Path | None, is_global: bool,
+          require_signed: bool) -> None:
     """Copy the memory at SOURCE into DIRECTORY/.funes (default: ./NAME), or --global.
 
     SOURCE is any remote URL (ORG/NAME, hf://datasets/…, a path). The copy is complete and
     usable at once (nothing is re-embedded), with `origin` pointing at SOURCE. Public Hub
-    memories clone without a token.
+    memories clone without a token. Unsigned commits and unknown or bad signatures are
+    reported; --require-signed refuses them (exit 1, nothing left behind).
     """
     app = _app(ctx)
     with progress_bar("cloning") as progress:
         result = api.clone(app.settings, source, str(directory) if directory else None,
-                           is_global=is_global, progress=progress)
+                           is_global=is_global, progress=progress,
+                           require_signed=require_signed)
 
     def text(r: api.CloneResult) -> str:
         if r.branch is None:
             return f"cloned an empty memory into {r.path} (origin {r.url})"
-        return (
+        line = (
             f"cloned {r.url} into {r.path}: {r.branch} at {short(r.head)}, {r.chunks} chunks "
             f"({r.fetch.objects} objects, {r.fetch.files} fragment file(s), "
             f"{_size(r.fetch.bytes)})"
         )
+        sig = _signature_text(r.signatures)
+        return f"{line}\n{sig}" if sig else line
 
     render(app.fmt, result, human=text)
 

@@ -1,0 +1,285 @@
+"""Signed commits (Ed25519, via `cryptography`) and the keys behind them.
+
+Keys live under `$FUNES_HOME/keys/`:
+
+    signing.key          this user's private key (raw 32 bytes, hex), mode 0600
+    signing.pub          its public key, in the exported form below
+    trusted/<key id>.pub public keys of teammates (`funes keys trust`)
+
+A public key is exported as one line, `funes-ed25519 <base64 raw key> <comment>`; its **key
+id** is the first 32 hex digits of the SHA-256 of the raw 32 key bytes.
+
+When `signing.key` exists every commit this machine writes (index, merge, forget, scrub, and the
+publish gate's images) carries `signature = {"alg": "ed25519", "key": <key id>, "sig": <base64>}`
+over the commit's canonical bytes *without* the `signature` field (docs/format.md). A
+signature changes the commit's id like any other field.
+
+Verification sorts each commit into one of: `good` (a trusted or own key, valid signature),
+`unsigned`, `unknown-key` (a key id nobody here trusts: cannot be checked), `bad` (a known key
+whose signature does not verify: the body or the key id was changed), `malformed`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from funes._env import Settings
+from funes.errors import FunesError, UsageError
+from funes.model.ids import ObjectId, canonical_json
+from funes.model.objects import Commit, kind_of
+
+if TYPE_CHECKING:
+    from funes.storage.repo import Repository
+
+ALG = "ed25519"
+PREFIX = "funes-ed25519"
+_KEY_ID_RE = re.compile(r"^[0-9a-f]{32}$")
+
+Status = Literal["good", "unsigned", "unknown-key", "bad", "malformed"]
+
+
+class SignatureError(FunesError):
+    """Commits whose signatures are required and missing, unknown or bad."""
+
+
+class KeyError_(UsageError):
+    """A key that cannot be read, generated or trusted."""
+
+
+def keys_dir(settings: Settings) -> Path:
+    """`$FUNES_HOME/keys`."""
+    return settings.home / "keys"
+
+
+def key_id(raw_public: bytes) -> str:
+    """The id of a raw 32-byte Ed25519 public key."""
+    return hashlib.sha256(raw_public).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class PublicKey:
+    """A public key: its id, raw bytes and comment."""
+
+    id: str
+    raw: bytes
+    comment: str
+    own: bool = False
+
+    def export(self) -> str:
+        """The one-line exported form."""
+        text = f"{PREFIX} {base64.b64encode(self.raw).decode()}"
+        return f"{text} {self.comment}" if self.comment else text
+
+
+def parse_public(text: str) -> PublicKey:
+    """Read an exported public key line."""
+    parts = text.strip().split(None, 2)
+    if len(parts) < 2 or parts[0] != PREFIX:
+        raise KeyError_(
+            "not a funes public key", hint=f"expected `{PREFIX} <base64> [comment]` "
+            "(what `funes keys export` prints)",
+        )
+    try:
+        raw = base64.b64decode(parts[1], validate=True)
+    except (binascii.Error, ValueError):
+        raise KeyError_("the public key is not valid base64") from None
+    if len(raw) != 32:
+        raise KeyError_("an Ed25519 public key is 32 bytes")
+    return PublicKey(key_id(raw), raw, parts[2] if len(parts) > 2 else "")
+
+
+def _private_path(settings: Settings) -> Path:
+    return keys_dir(settings) / "signing.key"
+
+
+def generate(settings: Settings, comment: str, *, force: bool = False) -> PublicKey:
+    """Create this user's signing key (refused when one exists, unless `force`)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    path = _private_path(settings)
+    if path.exists() and not force:
+        raise KeyError_(
+            f"a signing key already exists ({path})",
+            hint="`funes keys list` shows it; --force replaces it (old signatures then read "
+            "as unknown unless you trust the old public key)",
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        path.parent.chmod(0o700)
+    key = Ed25519PrivateKey.generate()
+    raw_priv = key.private_bytes(
+        serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
+        serialization.NoEncryption(),
+    )
+    raw_pub = key.public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    )
+    tmp = path.with_name(path.name + ".tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(raw_priv.hex() + "\n")
+    os.replace(tmp, path)
+    public = PublicKey(key_id(raw_pub), raw_pub, comment, own=True)
+    (path.parent / "signing.pub").write_text(public.export() + "\n", "utf-8")
+    return public
+
+
+def _private(settings: Settings) -> Any | None:
+    path = _private_path(settings)
+    if not path.exists():  # the common case: no import of `cryptography` on the hook path
+        return None
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    try:
+        text = path.read_text("utf-8").strip()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise KeyError_(f"cannot read the signing key {path}: {exc.strerror}") from None
+    try:
+        return Ed25519PrivateKey.from_private_bytes(bytes.fromhex(text))
+    except ValueError:
+        raise KeyError_(f"the signing key {path} is damaged",
+                        hint="`funes keys generate --force` makes a new one") from None
+
+
+def own_key(settings: Settings) -> PublicKey | None:
+    """This user's public key, when a signing key exists."""
+    from cryptography.hazmat.primitives import serialization
+
+    key = _private(settings)
+    if key is None:
+        return None
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw,
+                                        serialization.PublicFormat.Raw)
+    comment = ""
+    with contextlib.suppress(OSError, FunesError):
+        comment = parse_public((keys_dir(settings) / "signing.pub").read_text("utf-8")).comment
+    return PublicKey(key_id(raw), raw, comment, own=True)
+
+
+def trusted_keys(settings: Settings) -> dict[str, PublicKey]:
+    """Every key whose signatures count as good: trusted teammates' and this user's own."""
+    keys: dict[str, PublicKey] = {}
+    folder = keys_dir(settings) / "trusted"
+    if folder.is_dir():
+        for path in sorted(folder.glob("*.pub")):
+            with contextlib.suppress(OSError, FunesError):
+                key = parse_public(path.read_text("utf-8"))
+                keys[key.id] = key
+    own = own_key(settings)
+    if own is not None:
+        keys[own.id] = own
+    return keys
+
+
+def trust(settings: Settings, text: str) -> PublicKey:
+    """Trust a public key (its exported line, or a file holding it)."""
+    candidate = Path(text).expanduser()
+    if "\n" not in text and len(text) < 4096 and candidate.is_file():
+        text = candidate.read_text("utf-8")
+    key = parse_public(text)
+    folder = keys_dir(settings) / "trusted"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{key.id}.pub").write_text(key.export() + "\n", "utf-8")
+    return key
+
+
+def signed_bytes(commit: Commit) -> bytes:
+    """The canonical bytes a signature covers: the commit without its `signature` field."""
+    data = {"type": kind_of(commit), **commit.to_dict()}
+    data.pop("signature", None)
+    return canonical_json(data)
+
+
+def sign_commit(repo: Repository, commit: Commit) -> Commit:
+    """`commit` signed with this user's key, or unchanged when there is none."""
+    from dataclasses import replace
+
+    key = _private(repo.settings)
+    if key is None:
+        return commit
+    from cryptography.hazmat.primitives import serialization
+
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw,
+                                        serialization.PublicFormat.Raw)
+    unsigned = replace(commit, signature=None)
+    sig = key.sign(signed_bytes(unsigned))
+    return replace(unsigned, signature={
+        "alg": ALG, "key": key_id(raw), "sig": base64.b64encode(sig).decode(),
+    })
+
+
+def verify(commit: Commit, keys: dict[str, PublicKey]) -> tuple[Status, str | None]:
+    """Check a commit's signature against `keys`; returns (status, key id)."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    sig = commit.signature
+    if sig is None:
+        return "unsigned", None
+    kid = sig.get("key")
+    if sig.get("alg") != ALG or not isinstance(kid, str) or not _KEY_ID_RE.match(kid):
+        return "malformed", kid if isinstance(kid, str) else None
+    try:
+        raw_sig = base64.b64decode(str(sig.get("sig", "")), validate=True)
+    except (binascii.Error, ValueError):
+        return "malformed", kid
+    key = keys.get(kid)
+    if key is None:
+        return "unknown-key", kid
+    try:
+        Ed25519PublicKey.from_public_bytes(key.raw).verify(raw_sig, signed_bytes(commit))
+    except (InvalidSignature, ValueError):
+        return "bad", kid
+    return "good", kid
+
+
+@dataclass(frozen=True)
+class CommitCheck:
+    """One commit's signature status."""
+
+    commit: ObjectId
+    status: Status
+    key: str | None
+    summary: str
+
+
+def check_commits(
+    repo: Repository, commits: list[tuple[ObjectId, Commit]]
+) -> list[CommitCheck]:
+    """The signature status of each commit."""
+    keys = trusted_keys(repo.settings)
+    out = []
+    for oid, commit in commits:
+        status, kid = verify(commit, keys)
+        out.append(CommitCheck(oid, status, kid, commit.summary))
+    return out
+
+
+def require_signed(checks: list[CommitCheck], what: str) -> None:
+    """Raise SignatureError unless every check is good."""
+    bad = [c for c in checks if c.status != "good"]
+    if not bad:
+        return
+    counts: dict[str, int] = {}
+    for c in bad:
+        counts[c.status] = counts.get(c.status, 0) + 1
+    detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    first = bad[0]
+    raise SignatureError(
+        f"refusing {what}: {len(bad)} commit(s) not signed by a trusted key ({detail}; "
+        f"first: {first.commit[:12]} {first.status})",
+        hint="`funes keys trust <pubkey>` for a teammate's key, or drop --require-signed",
+    )
