@@ -8,7 +8,13 @@ write `from funes import api; api.index(...)`.
 
 from funes._env import Settings
 from funes._env import settings as load_settings
-from funes.api.agent_format import UNTRUSTED, recall_text, status_text, turns_text
+from funes.api.agent_format import (
+    UNTRUSTED,
+    UNTRUSTED_PASSAGES,
+    recall_text,
+    status_text,
+    turns_text,
+)
 from funes.api.agents import (
     AskResult,
     WiringResult,
@@ -100,6 +106,7 @@ from funes.storage.repo import CommitResult, Repository
 
 __all__ = [
     "UNTRUSTED",
+    "UNTRUSTED_PASSAGES",
     "AskResult",
     "BlameCommit",
     "BlameResult",

@@ -107,7 +107,21 @@ def recall(
     embedder = _embedder_for(repo, settings) if vector else None
     reranker = _reranker(settings, repo) if rerank else None
     waiting = _backlog.backlog(repo).waiting if embedder is not None or vector else 0
-    return _recall(repo, query, opts, embedder=embedder, reranker=reranker, backlog=waiting)
+    result = _recall(repo, query, opts, embedder=embedder, reranker=reranker, backlog=waiting)
+    _mark_untrusted(repo, result)
+    return result
+
+
+def _mark_untrusted(repo: Repository, result: RecallResult) -> None:
+    """Set `row["untrusted"]` on hits added only by commits signed with an untrusted key."""
+    if not result.hits:
+        return
+    from funes.storage.signing import untrusted_chunk_ids
+
+    doubtful = untrusted_chunk_ids(repo)
+    for hit in result.hits:
+        if hit.row.get("id") in doubtful:
+            hit.row["untrusted"] = True
 
 
 def get(repo: Repository, session_id: str, turn_id: str, window: int = 0) -> list[TurnView]:

@@ -283,3 +283,37 @@ def require_signed(checks: list[CommitCheck], what: str) -> None:
         f"first: {first.commit[:12]} {first.status})",
         hint="`funes keys trust <pubkey>` for a teammate's key, or drop --require-signed",
     )
+
+
+_UNTRUSTED_CACHE: dict[tuple[str, str | None, frozenset[str]], frozenset[str]] = {}
+
+
+def untrusted_chunk_ids(repo: Repository) -> frozenset[str]:
+    """Chunk ids added only by commits signed with a key this user does not trust.
+
+    A commit signed by an unknown key, or whose signature is bad or malformed, vouches for
+    nothing; its chunks are marked untrusted in recall output unless a commit that is trusted
+    (signed by a trusted key, or unsigned in a memory the user owns) also added them. Cached
+    per HEAD and set of trusted keys.
+    """
+    head = repo.head()
+    keys = trusted_keys(repo.settings)
+    cache_key = (str(repo.path), head, frozenset(keys))
+    cached = _UNTRUSTED_CACHE.get(cache_key)
+    if cached is not None:
+        return cached
+    doubtful: set[str] = set()
+    vouched: set[str] = set()
+    for _, commit in repo.walk(head) if head else ():
+        status, _kid = verify(commit, keys) if commit.signature is not None else ("unsigned",
+                                                                                   None)
+        target = vouched if status in ("good", "unsigned") else doubtful
+        for mid in commit.manifests:
+            manifest = repo.objects.manifest(mid)
+            if manifest.table == "chunks":
+                target.update(manifest.ids)
+    result = frozenset(doubtful - vouched)
+    if len(_UNTRUSTED_CACHE) > 64:
+        _UNTRUSTED_CACHE.clear()
+    _UNTRUSTED_CACHE[cache_key] = result
+    return result

@@ -39,10 +39,12 @@ def render_human(result: api.RecallResult, label: str, trusted: bool) -> str:
     out = []
     if not trusted:
         out.append(click.style(UNTRUSTED.format(label=label), fg="red"))
+    elif any(hit.row.get("untrusted") for hit in result.hits):
+        out.append(click.style(api.UNTRUSTED_PASSAGES, fg="red"))
     for i, hit in enumerate(result.hits, 1):
         r = hit.row
         head = (f"{i}. {_ts(r)}  {r['harness']}  {_where(r)}  {r['block_type']}"
-                f"  score {hit.score:.3f}")
+                f"  score {hit.score:.3f}" + ("  UNTRUSTED" if r.get("untrusted") else ""))
         out.append(click.style(head, fg="cyan", bold=True))
         out.append(click.style(f"   funes get {r['session_id']} {r['turn_id']} --memory {label}",
                                fg="yellow"))
