@@ -129,3 +129,23 @@ def add_signature_problems(repo: Repository, report: FsckReport) -> None:
                 what = "unsigned" if check.status == "unsigned" else (
                     f"signed by an unknown key {check.key}")
                 report.warnings.append(Problem("signature", check.commit, what))
+
+
+# -- memory keys (encrypted remotes) ------------------------------------------------------------
+
+
+def memory_key_export(repo: Repository, remote: str) -> str:
+    """The key line of an encrypted remote's memory, for teammates (keep it secret)."""
+    from funes.remotes import crypt
+    from funes.remotes.sync import remote_url
+
+    return crypt.export_key(repo.settings, remote_url(repo, remote))
+
+
+def memory_key_import(settings: Settings, line: str, url: str | None = None) -> str:
+    """Store a memory key line (or a file holding one); returns the URL it is for."""
+    from funes.remotes import crypt
+    from funes.remotes.base import parse_url
+
+    target = parse_url(url, settings.cwd).url if url else None
+    return crypt.import_key(settings, line, target)

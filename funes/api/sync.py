@@ -22,6 +22,7 @@ from funes._env import Settings
 from funes.errors import FunesError, RemoteError, UsageError
 from funes.model.ids import ObjectId
 from funes.model.refs import HEAD, branch_ref
+from funes.remotes import crypt as _crypt
 from funes.remotes import sync as _sync
 from funes.remotes.base import (
     RemoteNotFoundError,
@@ -85,8 +86,12 @@ def _info(name: str, spec: RemoteSpec) -> RemoteInfo:
     return RemoteInfo(name, spec.url, spec.kind)
 
 
-def remote_add(repo: Repository, name: str, url: str) -> RemoteInfo:
-    """Configure a remote (`org/name`, `hf://datasets/org/name[/dir]`, a path, `file://…`)."""
+def remote_add(repo: Repository, name: str, url: str, *, encrypt: bool = False) -> RemoteInfo:
+    """Configure a remote (`org/name`, `hf://datasets/org/name[/dir]`, a path, `file://…`).
+
+    `encrypt` seals everything sent to it client-side (funes.remotes.crypt) with the memory
+    key for its URL, made now under `$FUNES_HOME/keys/memories/` unless this machine has one.
+    """
     check_remote_name(name)
     spec = parse_url(url, repo.settings.cwd)
     with repo.writing():
@@ -95,6 +100,9 @@ def remote_add(repo: Repository, name: str, url: str) -> RemoteInfo:
                 f"remote {name!r} already exists",
                 hint=f"change it with `funes remote set-url {name} URL`",
             )
+        if encrypt:
+            _crypt.ensure_key(repo.settings, spec.url)
+            repo.config.set(f"remote.{name}.encrypt", "true")
         repo.config.set(f"remote.{name}.url", spec.url)
     return _info(name, spec)
 
@@ -305,6 +313,8 @@ def _clone_into(
     if ref != main:
         repo.refs.set_symbolic(HEAD, ref)
     repo.config.set(f"branch.{branch}.remote", "origin")
+    if isinstance(remote, _crypt.EncryptedRemote):
+        repo.config.set("remote.origin.encrypt", "true")
     checks = _incoming_signatures(repo, state.refs[ref])
     if require_signed:
         require_all_signed(checks, f"the clone of {spec.display}")

@@ -27,7 +27,7 @@ from funes.errors import FunesError, UsageError
 from funes.model.ids import ObjectId
 from funes.model.objects import AnyObject, Commit, FragmentRecord, Manifest
 from funes.model.refs import RefName, branch_ref, check_ref_name, remote_ref
-from funes.remotes import gate
+from funes.remotes import crypt, gate
 from funes.remotes.base import (
     CardStats,
     NonFastForwardError,
@@ -66,15 +66,19 @@ def open_remote(
     spec: RemoteSpec, name: str, settings: Settings, repo_path: Path, *, lock_timeout: float = 5.0
 ) -> Remote:
     """A `Remote` for a parsed URL; its caches live under `<repo>/remotes/<name>/`."""
+    remote: Remote
     if spec.kind == "hf":
-        return HubRemote(
+        remote = HubRemote(
             name,
             spec,
             state_dir=repo_path / "remotes" / name,
             workdir=repo_path / "tmp",
             endpoint=settings.hf_endpoint,
         )
-    return DirectoryRemote(name, spec, lock_timeout=lock_timeout)
+    else:
+        remote = DirectoryRemote(name, spec, lock_timeout=lock_timeout)
+    # Encrypted when this machine holds a key for the URL (funes.remotes.crypt).
+    return crypt.wrap(remote, settings, required=False)
 
 
 def remote_url(repo: Repository, name: str) -> str:
@@ -89,19 +93,15 @@ def remote_url(repo: Repository, name: str) -> str:
 def configured_remote(repo: Repository, name: str) -> Remote:
     """The remote named `name` in the memory's config.
 
-    Fails closed on `remote.<name>.encrypt=true`: client-side encryption is not implemented
-    yet, and sending plaintext to a remote the user asked to be encrypted is the one thing
-    this must never do.
+    Fails closed on `remote.<name>.encrypt=true` without a key for its URL: sending plaintext
+    to a remote the user asked to be encrypted is the one thing this must never do.
     """
     spec = parse_url(remote_url(repo, name), repo.settings.cwd)
-    if (repo.config.get(f"remote.{name}.encrypt") or "false") == "true":
-        raise UsageError(
-            f"remote {name!r} is set to be encrypted, which this funes cannot do yet",
-            hint=f"nothing was sent; `funes config unset remote.{name}.encrypt` to use it "
-            "unencrypted",
-        )
     timeout = float(repo.config.get("core.lockTimeout") or repo.settings.lock_timeout)
-    return open_remote(spec, name, repo.settings, repo.path, lock_timeout=timeout)
+    remote = open_remote(spec, name, repo.settings, repo.path, lock_timeout=timeout)
+    if (repo.config.get(f"remote.{name}.encrypt") or "false") == "true":
+        return crypt.wrap(remote, repo.settings, required=True)
+    return remote
 
 
 def default_remote(repo: Repository, branch: str | None = None) -> str:

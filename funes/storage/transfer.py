@@ -142,6 +142,12 @@ def parse_received(oid: str, raw: bytes, kind: str | None, source: str) -> AnyOb
     """Verify and parse an object received from `source`; the error names both."""
     if not is_object_id(oid):
         raise TransferError(f"{source} sent an invalid object id {oid[:80]!r}")
+    if raw.startswith(b"FUNESENC1\n"):  # funes.remotes.crypt.MAGIC: sealed, and no key here
+        raise TransferError(
+            f"{source} is an encrypted memory and this machine has no key for it",
+            hint="ask a teammate for `funes keys export --remote NAME`, run `funes keys "
+            "import LINE`, and try again; nothing was stored",
+        )
     actual = hash_bytes(raw)
     if actual != oid:
         raise TransferError(

@@ -146,11 +146,32 @@ def keys_list(ctx: click.Context) -> None:
 
 
 @keys.command("export")
+@click.option("--remote", "remote", metavar="NAME", help="Print the memory key of encrypted "
+              "remote NAME instead (secret: share it only with teammates, over a safe channel).")
 @click.pass_context
-def keys_export(ctx: click.Context) -> None:
-    """Print your public key as one line (for `funes keys trust`)."""
+def keys_export(ctx: click.Context, remote: str | None) -> None:
+    """Print your public key as one line (for `funes keys trust`), or a memory key."""
     app = _app(ctx)
+    if remote:
+        line = sec.memory_key_export(app.repo(), remote)
+        render(app.fmt, {"remote": remote, "key": line}, human=lambda d: d["key"])
+        return
     render(app.fmt, _key_dict(sec.keys_export(app.settings)), human=lambda k: k["public"])
+
+
+@keys.command("import")
+@click.argument("line")
+@click.option("--url", help="The remote URL the key is for (default: the one in the line).")
+@click.pass_context
+def keys_import(ctx: click.Context, line: str, url: str | None) -> None:
+    """Store the memory key of an encrypted remote.
+
+    LINE is a `funes keys export --remote` line, or a file holding one; clone, fetch and push
+    then decrypt and encrypt with it.
+    """
+    app = _app(ctx)
+    target = sec.memory_key_import(app.settings, line, url)
+    render(app.fmt, {"url": target}, human=lambda d: f"imported the memory key for {d['url']}")
 
 
 @keys.command("trust")

@@ -41,12 +41,19 @@ def remote() -> None:
 @remote.command("add")
 @click.argument("name")
 @click.argument("url")
+@click.option("--encrypt", is_flag=True, help="Encrypt everything sent to it client-side "
+              "(AES-256-GCM) with this memory's key; the remote is then not Lance-readable.")
 @click.pass_context
-def remote_add(ctx: click.Context, name: str, url: str) -> None:
-    """Add a remote NAME at URL."""
+def remote_add(ctx: click.Context, name: str, url: str, encrypt: bool) -> None:
+    """Add a remote NAME at URL.
+
+    With --encrypt, objects and fragment files are sealed before they leave; the key lives in
+    $FUNES_HOME/keys/memories/ (`funes keys export --remote NAME` hands it to teammates).
+    """
     app = _app(ctx)
-    info = api.remote_add(app.repo(), name, url)
-    render(app.fmt, info, human=lambda i: f"added remote {i.name} → {i.url}")
+    info = api.remote_add(app.repo(), name, url, encrypt=encrypt)
+    render(app.fmt, info, human=lambda i: f"added remote {i.name} → {i.url}"
+           + (" (encrypted)" if encrypt else ""))
 
 
 @remote.command("remove")
