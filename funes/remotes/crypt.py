@@ -40,6 +40,7 @@ from funes.remotes.base import (
     RemoteState,
 )
 from funes.remotes.layout import object_path, table_file
+from funes.storage.signing import read_key_argument
 
 MAGIC = b"FUNESENC1\n"
 PREFIX = "funes-memkey"
@@ -109,9 +110,7 @@ def export_key(settings: Settings, url: str) -> str:
 
 def import_key(settings: Settings, text: str, url: str | None = None) -> str:
     """Store a key line (or a file holding one); `url` overrides the line's URL."""
-    candidate = Path(text).expanduser()
-    if "\n" not in text and len(text) < 4096 and candidate.is_file():
-        text = candidate.read_text("utf-8")
+    text = read_key_argument(text)
     parts = text.strip().split(None, 2)
     if len(parts) < 2 or parts[0] != PREFIX:
         raise UsageError("not a funes memory key",

@@ -226,7 +226,13 @@ def load_published(repo: Repository, remote: str) -> dict[str, str]:
         return {}
     if not isinstance(data, dict):
         return {}
-    return {str(k): str(v) for k, v in data.items() if repo.objects.has(str(v))}
+    from funes.model.ids import is_object_id
+
+    return {
+        k: v for k, v in data.items()
+        if isinstance(k, str) and isinstance(v, str) and is_object_id(k) and is_object_id(v)
+        and repo.objects.has(v)
+    }
 
 
 def save_published(repo: Repository, remote: str, mapping: Mapping[str, str]) -> None:

@@ -184,11 +184,22 @@ def trusted_keys(settings: Settings) -> dict[str, PublicKey]:
     return keys
 
 
+def read_key_argument(text: str) -> str:
+    """A key given on the command line: the line itself, or the contents of a file naming it."""
+    if "\n" in text or len(text) >= 4096:
+        return text
+    try:
+        candidate = Path(text).expanduser()
+        if candidate.is_file():
+            return candidate.read_text("utf-8")
+    except (OSError, RuntimeError, ValueError, UnicodeDecodeError):
+        pass  # `~nosuchuser`, NUL bytes, unreadable: treat it as the line itself
+    return text
+
+
 def trust(settings: Settings, text: str) -> PublicKey:
     """Trust a public key (its exported line, or a file holding it)."""
-    candidate = Path(text).expanduser()
-    if "\n" not in text and len(text) < 4096 and candidate.is_file():
-        text = candidate.read_text("utf-8")
+    text = read_key_argument(text)
     key = parse_public(text)
     folder = keys_dir(settings) / "trusted"
     folder.mkdir(parents=True, exist_ok=True)
