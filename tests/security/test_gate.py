@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,31 @@ def test_external_scanner_findings_hold_chunks(tmp_path: Path) -> None:
     scanner = gate.external_scanner("trufflehog", str(fake), timeout=20)
     found = scanner({"a" * 64: "the password is hunter2", "b" * 64: "nothing here"})
     assert found == {"a" * 64: ["trufflehog:Custom"]}
+
+
+def test_vectors_of_held_chunks_are_held_too(tmp_path: Path, settings: object) -> None:
+    import pyarrow as pa
+
+    from funes.model.objects import ModelStamp
+    from funes.storage.tables import vector_schema
+
+    a = Repository.init(tmp_path / "a" / ".funes", settings)  # type: ignore[arg-type]
+    api.remote_add(a, "origin", str(tmp_path / "remote"))
+    dirty = _seed(a)
+    rows = a.chunks.dataset().to_table(columns=["id", "harness", "session_id", "block_type",
+                                                "project", "workdir"]).to_pylist()
+    n = len(rows)
+    vectors = pa.Table.from_pydict({
+        "id": [r["id"] for r in rows], "model": ["m"] * n, "vector": [[0.5] * 4] * n,
+        **{c: [r[c] for r in rows] for c in ("harness", "session_id", "block_type", "project",
+                                             "workdir")},
+        "time": [None] * n, "noise": [None] * n,
+    }, schema=vector_schema(4))
+    a.commit_chunks([], "embed", model=ModelStamp("m", "c" * 64, 4), vectors=vectors)
+    result = api.push(a)
+    assert {h.chunk for h in result.held} == set(dirty)
+    b = api.clone(replace(a.settings, cwd=tmp_path), str(tmp_path / "remote"), "b")
+    cloned = Repository.open(b.path, a.settings)
+    ids = set(cloned.vectors.dataset().to_table(columns=["id"]).column("id").to_pylist())
+    assert len(ids) == 20 and not ids & set(dirty)
+    assert api.fsck(cloned).ok
