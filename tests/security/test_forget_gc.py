@@ -130,3 +130,28 @@ def test_push_after_gc_sends_the_rewritten_fragments(world: World) -> None:
     b = world.clone("b")
     assert len(visible(b)) == 10 and target not in visible(b)
     assert api.fsck(b).ok and api.fsck(a).ok
+
+
+@pytest.mark.slow
+def test_forgotten_content_stays_hidden_after_embedding_on_the_other_machine(
+    tmp_path: Path, settings: object, with_models: Path
+) -> None:
+    """B pulls a tombstone, then embeds (what `funes embed`/`reindex` run): the forgotten chunk
+    gets no vector and neither signal returns it."""
+    from dataclasses import replace as _replace
+
+    a = Repository.init(tmp_path / "a" / ".funes", settings)  # type: ignore[arg-type]
+    api.remote_add(a, "origin", str(tmp_path / "remote"))
+    target = _seed(a)
+    api.push(a)
+    b = Repository.open(api.clone(_replace(a.settings, cwd=tmp_path),
+                                  str(tmp_path / "remote"), "b").path, a.settings)
+    sec.forget(a, session="oops")
+    api.push(a)
+    api.pull(b)
+    api.embed(b.settings, b)
+    embedded = set(b.vectors.dataset().to_table(columns=["id"]).column("id").to_pylist())
+    assert target not in embedded and len(embedded) == 10
+    hits = api.recall(b.settings, b, f"the launch code is {WORD}", k=20, rerank=False).hits
+    assert "vector" in api.recall(b.settings, b, "launch code", rerank=False).signals
+    assert target not in [h.row["id"] for h in hits]
