@@ -176,3 +176,16 @@ def test_vectors_of_held_chunks_are_held_too(tmp_path: Path, settings: object) -
     ids = set(cloned.vectors.dataset().to_table(columns=["id"]).column("id").to_pylist())
     assert len(ids) == 20 and not ids & set(dirty)
     assert api.fsck(cloned).ok
+
+
+def test_external_scanner_timeout_and_garbage_fail_closed(tmp_path: Path) -> None:
+    slow = tmp_path / "gitleaks"
+    slow.write_text("#!/bin/sh\nsleep 5\n")
+    slow.chmod(slow.stat().st_mode | stat.S_IEXEC)
+    with pytest.raises(ScannerError, match="timed out"):
+        gate.external_scanner("gitleaks", str(slow), timeout=0.5)({"a" * 64: "text"})
+    garbage = tmp_path / "trufflehog"
+    garbage.write_text("#!/bin/sh\necho 'not json'\n")
+    garbage.chmod(garbage.stat().st_mode | stat.S_IEXEC)
+    with pytest.raises(ScannerError, match="could not be read"):
+        gate.external_scanner("trufflehog", str(garbage), timeout=10)({"a" * 64: "text"})
