@@ -21,8 +21,11 @@ If a scanner fails (raises, crashes, times out, prints something unreadable), th
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -105,15 +108,20 @@ def external_scanner(tool: str, exe: str, timeout: float = EXTERNAL_TIMEOUT) -> 
                 (source / f"{cid}.txt").write_text(text, "utf-8")
             report = work / "report.json"
             try:
-                proc = subprocess.run(
+                proc = subprocess.Popen(
                     _external_command(tool, exe, source, report),
-                    capture_output=True, timeout=timeout, check=False,
-                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                    start_new_session=True,  # a timeout kills the scanner's children too
                 )
-            except subprocess.TimeoutExpired:
-                raise ScannerError(f"{tool} timed out after {timeout:.0f} s") from None
             except OSError as exc:
                 raise ScannerError(f"{tool} could not run: {exc}") from None
+            try:
+                stdout, _ = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                raise ScannerError(f"{tool} timed out after {timeout:g} s") from None
             if proc.returncode != 0:
                 raise ScannerError(f"{tool} exited with status {proc.returncode}")
             try:
@@ -122,7 +130,7 @@ def external_scanner(tool: str, exe: str, timeout: float = EXTERNAL_TIMEOUT) -> 
                     pairs = [(str(i["File"]), str(i.get("RuleID", "gitleaks"))) for i in items]
                 else:
                     pairs = []
-                    for line in proc.stdout.decode("utf-8").splitlines():
+                    for line in stdout.decode("utf-8").splitlines():
                         if not line.strip():
                             continue
                         item = json.loads(line)
