@@ -8,7 +8,9 @@ Tombstones only hide. gc is the one operation allowed to rewrite fragments:
    the files only they used and the search indexes built over them (the full-text index holds
    the words) are deleted (the indexes are rebuilt on the next recall);
 2. objects no ref reaches, fragment files no dataset version and no reachable manifest names,
-   and `tmp/` are deleted; the id index (a cache) is dropped and rebuilt on demand.
+   and `tmp/` are deleted once they are an hour old (younger ones may belong to a push or
+   fetch in flight, which do not take the write lock); the id index (a cache) is dropped and
+   rebuilt on demand.
 
 Commits and manifests are immutable, so a manifest may now name a file gc replaced.
 `collected.json` records each replaced file, the files holding its surviving rows, and the
@@ -31,6 +33,18 @@ from funes.storage.repo import Repository
 from funes.storage.tables import LanceTable
 
 COLLECTED = "collected.json"
+#: Unreferenced files and objects younger than this are kept: a push, fetch or index run that
+#: does not hold the write lock (the publish gate's images, a fetch's staging) may own them.
+GRACE_SECONDS = 3600.0
+
+
+def _young(path: Path) -> bool:
+    import time
+
+    try:
+        return time.time() - path.stat().st_mtime < GRACE_SECONDS
+    except OSError:
+        return True
 
 
 @dataclass
@@ -110,7 +124,14 @@ def gc(repo: Repository) -> GcResult:
             _save_collected(repo, collected)
         objects, obj_bytes, named = _sweep_objects(repo)
         files, file_bytes = _sweep_files(repo, named, collected)
-        shutil.rmtree(repo.path / "tmp", ignore_errors=True)
+        tmp = repo.path / "tmp"
+        if tmp.is_dir():
+            for entry in tmp.iterdir():
+                if not _young(entry):
+                    if entry.is_dir():
+                        shutil.rmtree(entry, ignore_errors=True)
+                    else:
+                        entry.unlink(missing_ok=True)
         with contextlib.suppress(FileNotFoundError):
             (repo.path / "index" / "ids.sqlite").unlink()
         return GcResult(rows, rewritten, files, objects, freed + obj_bytes + file_bytes)
@@ -195,6 +216,8 @@ def _sweep_objects(repo: Repository) -> tuple[int, int, dict[str, set[str]]]:
         if oid in keep:
             continue
         path = repo.path / "objects" / oid[:2] / oid[2:]
+        if _young(path):
+            continue
         with contextlib.suppress(FileNotFoundError):
             nbytes += path.stat().st_size
             path.unlink()
@@ -216,7 +239,8 @@ def _sweep_files(
         included = table.file_paths()
         for path in data.iterdir():
             rel = f"data/{path.name}"
-            if rel in included or rel in named[name] or f"{name}/{rel}" in replacements:
+            if (rel in included or rel in named[name] or f"{name}/{rel}" in replacements
+                    or _young(path)):
                 continue
             nbytes += path.stat().st_size
             path.unlink()

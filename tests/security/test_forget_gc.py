@@ -155,3 +155,27 @@ def test_forgotten_content_stays_hidden_after_embedding_on_the_other_machine(
     hits = api.recall(b.settings, b, f"the launch code is {WORD}", k=20, rerank=False).hits
     assert "vector" in api.recall(b.settings, b, "launch code", rerank=False).signals
     assert target not in [h.row["id"] for h in hits]
+
+
+def test_gc_sweeps_unreachable_objects_and_files_once_they_are_old(repo: Repository) -> None:
+    from funes.model.objects import Tombstone
+
+    repo.commit_chunks(make_batch(0, 3), "seed")
+    stray = repo.objects.put(Tombstone(("a" * 64,), "never committed", "T <t@x>", "t"))
+    stray_path = repo.path / "objects" / stray[:2] / stray[2:]
+    from funes.storage.tables import chunks_to_arrow
+
+    rows = chunks_to_arrow([make_chunk(99, text="orphaned row")])
+    orphan = repo.chunks.write_fragments(rows)[0].files[0].path
+    orphan_path = repo.chunks.path / orphan
+    (repo.path / "tmp" / "fetch-old").mkdir(parents=True)
+    first = sec.gc(repo)  # everything is young: kept (a push or fetch may own it)
+    assert first.objects_deleted == 0 and stray_path.exists() and orphan_path.exists()
+    old = 1_000_000_000
+    for path in (stray_path, orphan_path, repo.path / "tmp" / "fetch-old"):
+        os.utime(path, (old, old))
+    second = sec.gc(repo)
+    assert second.objects_deleted == 1 and second.files_deleted == 1
+    assert not stray_path.exists() and not orphan_path.exists()
+    assert not (repo.path / "tmp" / "fetch-old").exists()
+    assert api.fsck(repo).ok and len(visible(repo)) == 3
