@@ -301,6 +301,7 @@ class PushResult:
     up_to_date: bool
     forced: bool = False
     created: bool = False  # the remote (repository or directory) was created by this push
+    hub: bool = False  # a Hugging Face Hub remote (else a directory)
     revision: str | None = None  # the remote's new revision (the Hub commit id)
     commits: int = 0
     objects: int = 0
@@ -349,7 +350,7 @@ def push(
                 repo, remote.name, RemoteState(True, st.revision, {local: old}), "push"
             )
         return PushResult(remote.name, remote.spec.url, branch, old, old, True, created=created,
-                          dry_run=dry_run)
+                          hub=remote.spec.kind == "hf", dry_run=dry_run)
     originals = {image: mine for mine, image in published.items()}
     forced = False
     if old is not None and not (
@@ -425,6 +426,7 @@ def push(
         False,
         forced=forced,
         created=created or report.created,
+        hub=remote.spec.kind == "hf",
         revision=report.revision,
         commits=len(sending),
         objects=report.objects,

@@ -97,3 +97,14 @@ def test_encrypted_remote_fails_closed(run: Any, tmp_path: Path, settings: Any) 
     refused = run(*m, "push")  # encrypted, and no memory key on this machine: exit 5
     assert refused.exit_code == 5 and "encrypted" in refused.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_first_push_says_what_it_created(run, tmp_path, settings) -> None:  # type: ignore[no-untyped-def]
+    repo = Repository.init(tmp_path / "a" / ".funes", settings)
+    repo.commit_chunks(make_batch(0, 3), "seed")
+    target = tmp_path / "remote"
+    assert run("--memory", str(repo.path), "remote", "add", "origin", str(target)).exit_code == 0
+    pushed = run("--memory", str(repo.path), "--format", "human", "push")
+    assert pushed.exit_code == 0, pushed.stderr
+    assert f"created the remote at {target}" in pushed.stdout
+    assert "Hub" not in pushed.stdout

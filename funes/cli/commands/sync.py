@@ -120,7 +120,8 @@ def _push_text(r: api.PushResult) -> str:
         f"{_size(r.bytes)}",
     ]
     if r.created:
-        lines.append("created the remote (a private repository on the Hub)")
+        lines.append("created the remote" + (" (a private dataset repository on the Hub)"
+                                              if r.hub else f" at {r.url}"))
     lines += _held_lines(r)
     return "\n".join(lines)
 
