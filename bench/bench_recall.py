@@ -462,10 +462,14 @@ def funes_cmd() -> list[str]:
     return [str(exe)] if exe.is_file() else [sys.executable, "-m", "funes"]
 
 
-def cold_cli(settings: Any, argv: Callable[[int], list[str]], reps: int) -> list[float]:
-    """Wall time of `funes <argv(i)>` in a fresh process each time."""
-    # FUNES_SERVE=off: a cold process that neither uses nor starts a warm `funes serve`.
-    env = {**os.environ, "FUNES_HOME": str(settings.home), "FUNES_SERVE": "off"}
+def cold_cli(settings: Any, argv: Callable[[int], list[str]], reps: int,
+             serve: str = "off") -> list[float]:
+    """Wall time of `funes <argv(i)>` in a fresh process each time.
+
+    FUNES_SERVE=off (the default here): a cold process that neither uses nor starts a warm
+    `funes serve`; "use": answered by a running server when there is one.
+    """
+    env = {**os.environ, "FUNES_HOME": str(settings.home), "FUNES_SERVE": serve}
     out = []
     for i in range(reps):
         args = argv(i)
@@ -476,6 +480,40 @@ def cold_cli(settings: Any, argv: Callable[[int], list[str]], reps: int) -> list
         if proc.returncode != 0:
             raise RuntimeError(f"funes {' '.join(args)} failed: {proc.stderr.strip()}")
     return out
+
+
+def start_server(settings: Any, mem: Path, timeout: float = 60.0) -> subprocess.Popen[bytes] | None:
+    """Start `funes serve` for `mem` and wait until it answers; None if this funes has none."""
+    env = {**os.environ, "FUNES_HOME": str(settings.home)}
+    probe = subprocess.run([*funes_cmd(), "serve", "--help"], env=env, capture_output=True,
+                           check=False)
+    if probe.returncode != 0:
+        return None
+    proc = subprocess.Popen([*funes_cmd(), "--memory", str(mem), "serve", "--idle", "300"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = subprocess.run([*funes_cmd(), "--memory", str(mem), "serve", "--status"],
+                                env=env, capture_output=True, check=False)
+        if status.returncode == 0:
+            return proc
+        if proc.poll() is not None:
+            return None
+        time.sleep(0.5)
+    stop_server(settings, mem, proc)
+    return None
+
+
+def stop_server(settings: Any, mem: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Ask the server we started to exit; end it (by its own pid) if it does not."""
+    env = {**os.environ, "FUNES_HOME": str(settings.home)}
+    subprocess.run([*funes_cmd(), "--memory", str(mem), "serve", "--stop"], env=env,
+                   capture_output=True, check=False)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        proc.wait(timeout=15)
 
 
 @dataclass
@@ -585,6 +623,21 @@ def _measure(out: Latency, settings: Any, rs: Any, rerank_path: Path, label: str
         return ["get", h["session_id"], h["turn_id"], "--window", "1", "--memory", str(mem)]
 
     cold("cold `funes get --window 1` (new process)", settings, get_argv)
+    server = start_server(settings, mem)
+    if server is not None:
+        try:
+            for what, argv in (("`funes recall` CLI answered by a running `funes serve`",
+                                recall_argv),
+                               ("`funes get --window 1` CLI answered by a running `funes serve`",
+                                get_argv)):
+                cold_cli(settings, argv, 1, serve="use")  # the server's first query loads it all
+                load = load_now()
+                t = cold_cli(settings, argv, cold_reps, serve="use")
+                out.rows.append(Timing(f"{what} ({label})", chunks, pct(t, 50), pct(t, 95),
+                                       len(t), f"{load} → {load_now()}"))
+                log(f"  {out.rows[-1]}")
+        finally:
+            stop_server(settings, mem, server)
     row("warm api.get, window 1",
         lambda i: api.get(repo, hits[int(i)]["session_id"], hits[int(i)]["turn_id"], 1),
         [str(i) for i in range(len(hits))])
