@@ -106,7 +106,9 @@ def recall(
         repo = snapshot(repo)
     embedder = _embedder_for(repo, settings) if vector else None
     reranker = _reranker(settings, repo) if rerank else None
-    waiting = _backlog.backlog(repo).waiting if embedder is not None or vector else 0
+    # The exact backlog scans every id (≈0.45 s at 100k chunks); a recall only needs to say
+    # roughly how much is not embedded yet.
+    waiting = _backlog.estimate(repo) if vector else 0
     result = _recall(repo, query, opts, embedder=embedder, reranker=reranker, backlog=waiting)
     _mark_untrusted(repo, result)
     return result

@@ -120,6 +120,23 @@ def backlog(repo: Repository) -> Backlog:
     return Backlog(len(waiting), embedded, skipped)
 
 
+def estimate(repo: Repository) -> int:
+    """About how many chunks wait for a vector, cheaply enough to report on every recall.
+
+    Counts rows rather than distinct live ids (a merged memory may hold a row twice, and
+    tombstoned rows still count), so it can be a little high; `backlog` is the exact figure.
+    """
+    if not repo.chunks.exists():
+        return 0
+    body = ", ".join(f"'{_q(n)}'" for n in NOT_EMBEDDED)
+    chunks = repo.chunks.dataset().count_rows(filter=f"noise IS NULL OR noise NOT IN ({body})")
+    stamp = repo.model_stamp()
+    vectors = 0
+    if stamp is not None and repo.vectors.exists():
+        vectors = repo.vectors.dataset().count_rows(filter=f"model = '{_q(stamp.name)}'")
+    return max(0, chunks - vectors)
+
+
 def _vector_rows(repo: Repository, ids: list[str], vectors: Any, model: str, dim: int) -> Any:
     import pyarrow as pa
 

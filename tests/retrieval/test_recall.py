@@ -266,3 +266,13 @@ def test_recall_does_not_wait_for_a_busy_writer_to_fold_in_rows(  # type: ignore
         result = api.recall(settings, small, "zeppelins", now=NOW)
         assert time.monotonic() - start < 3
     assert "zeppelins" in result.hits[0].row["text"]  # unindexed rows are searched flat
+
+
+def test_backlog_estimate_matches_the_exact_count_on_a_plain_memory(  # type: ignore[no-untyped-def]
+    settings, small: Repository, with_models
+) -> None:
+    from funes.ingest import backlog
+
+    assert backlog.estimate(small) == backlog.backlog(small).waiting == 9
+    api.embed(settings, small, limit=4)
+    assert backlog.estimate(small) == backlog.backlog(small).waiting == 5
