@@ -120,28 +120,3 @@ def visible(repo: Repository) -> dict[str, dict[str, Any]]:
     hidden = repo.tombstoned_ids()
     rows = repo.chunks.dataset().to_table().to_pylist() if repo.chunks.exists() else []
     return {r["id"]: r for r in rows if r["id"] not in hidden}
-
-
-@dataclass
-class Result:
-    exit_code: int
-    stdout: str
-    stderr: str
-
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str]) -> Any:
-    """Run the real CLI entry point (error mapping included) in-process."""
-    from funes.cli.main import main
-
-    def _run(*args: str) -> Result:
-        capsys.readouterr()
-        code = 0
-        try:
-            main(list(args))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        out = capsys.readouterr()
-        return Result(code, out.out, out.err)
-
-    return _run

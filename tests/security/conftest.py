@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.remotes.conftest import hub, hub_world, run, world  # noqa: F401 - fixtures
+from tests.remotes.conftest import hub, hub_world, world  # noqa: F401 - fixtures
 
 HERE = Path(__file__).parent
 
