@@ -3,6 +3,8 @@
 Run:  python bench/bench_recall.py            # everything; writes bench/results/recall.md
       python bench/bench_recall.py --quick    # 6 S questions, a small pooled memory, 10k only;
                                               # writes bench/results/recall-quick.md
+The first run builds and embeds ~49k chunks (about an hour on 2 shared cores, one llama.cpp
+thread: see --build-cpus); later runs reuse the cache and take ~30 minutes, mostly the sweep.
 
 Quality (bench/longmemeval.py builds the memories through the generic import, `api.index` and
 `api.embed`, and caches them under ~/.cache/funes-bench):
@@ -39,6 +41,7 @@ import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -155,6 +158,7 @@ REF_SAME = "rank-bm25 reference, same chunks"
 REF_OFFICIAL = "rank-bm25, official session corpus (user turns; session metrics only)"
 FULL = SYSTEMS[0][0]
 VECTOR_ONLY = SYSTEMS[3][0]
+BM25_PATH = SYSTEMS[2][0]
 
 
 @contextmanager
@@ -188,6 +192,7 @@ SWEEP: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("RECENCY_WEIGHT 0.05", {"RECENCY_WEIGHT": 0.05}, {}),
     ("RECENCY_WEIGHT 0.20", {"RECENCY_WEIGHT": 0.20}, {}),
     ("RRF_K 10", {"RRF_K": 10}, {}),
+    ("RRF_K 20", {"RRF_K": 20}, {}),
     ("base score = RRF only (no raw-score blend)", {"_base_scores": _rrf_only_base}, {}),
 ]
 
@@ -424,6 +429,13 @@ def rerank_settings(settings: Any) -> Any:
     return rs
 
 
+def default_pool() -> int:
+    """The rerank pool `api.recall` uses (Options' default)."""
+    from funes.retrieval import recall as core
+
+    return int(core.Options().rerank_pool)
+
+
 def pct(xs: Sequence[float], p: float) -> float:
     """Percentile (nearest rank) of a list of seconds, in ms."""
     s = sorted(xs)
@@ -569,8 +581,10 @@ def _measure(out: Latency, settings: Any, rs: Any, rerank_path: Path, label: str
         lambda q: api.recall(settings, repo, q, rerank=False, vector=False), qs)
     row("  vector path only (bm25=False)",
         lambda q: api.recall(settings, repo, q, rerank=False, bm25=False), qs)
-    row("  of which: backlog count (api.recall does it per call)",
-        lambda q: _backlog.backlog(repo), qs[:5])
+    row("  exact backlog scan (backlog.backlog)", lambda q: _backlog.backlog(repo), qs[:5])
+    if hasattr(_backlog, "estimate"):
+        row("  of which: backlog estimate (api.recall, per call)",
+            lambda q: _backlog.estimate(repo), qs[:10])
     row("  of which: repo.tombstoned_ids()", lambda q: repo.tombstoned_ids(), qs[:10])
     row("  of which: indexes.ensure() check", lambda q: indexes.ensure(repo), qs[:10])
     stamp = repo.model_stamp()
@@ -586,7 +600,8 @@ def _measure(out: Latency, settings: Any, rs: Any, rerank_path: Path, label: str
         lambda q: core.vector_search(repo, vecs[q], base, None), qs)
     probe = api.recall(rs, rrepo, qs[0])
     assert "rerank" in probe.signals, probe.signals
-    row("warm api.recall, reranker on (pool 10)", lambda q: api.recall(rs, rrepo, q), qs)
+    row(f"warm api.recall, reranker on (pool {default_pool()})",
+        lambda q: api.recall(rs, rrepo, q), qs)
 
     # The rerank pool is not an api.recall option: sweep it on the pipeline itself.
     for threads in (None, 1):
@@ -614,7 +629,8 @@ def _measure(out: Latency, settings: Any, rs: Any, rerank_path: Path, label: str
         return ["--format", "agent", "recall", qs[i % len(qs)], "--memory", str(mem)]
 
     cold("cold `funes recall` (new process), reranker off", settings, recall_argv)
-    cold("cold `funes recall` (new process), reranker on (pool 10)", rs, recall_argv)
+    cold(f"cold `funes recall` (new process), reranker on (pool {default_pool()})", rs,
+         recall_argv)
     hits = [h.row for q in qs[:10]
             for h in api.recall(settings, repo, q, k=2, rerank=False, neighbors=0).hits]
 
@@ -718,7 +734,7 @@ def targets(qualities: Sequence[Quality], lat: Latency | None) -> list[tuple[str
     rows: list[tuple[str, str, str]] = []
     for q in qualities:
         full = q.scores[FULL].summary()
-        for base in (REF_SAME, VECTOR_ONLY):
+        for base in (REF_SAME, VECTOR_ONLY, BM25_PATH):
             b = q.scores[base].summary()
             worse = [m for m in ("r1", "r5", "r10", "mrr", "turn_r10") if not full[m] > b[m]]
             verdict = "pass" if not worse else "FAIL"
@@ -736,7 +752,7 @@ def targets(qualities: Sequence[Quality], lat: Latency | None) -> list[tuple[str
         for r in lat.rows:
             if r.chunks == big and r.what.startswith("warm api.recall, reranker on"):
                 rows.append((f"warm recall p50 ≤ {RERANK_TARGET_MS:.0f} ms at {big} chunks, "
-                             "reranker on (pool 10)",
+                             f"reranker on (pool {default_pool()})",
                              "pass" if r.p50_ms <= RERANK_TARGET_MS else "FAIL",
                              f"{r.p50_ms:.0f} ms (load {r.load})"))
             if r.chunks == big and r.what.startswith("cold `funes recall`"):
@@ -796,12 +812,19 @@ def render(args: argparse.Namespace, builds: dict[str, Any], qualities: Sequence
             "| memory | sessions | import lines | chunks | index (lexical) | embed | cached |",
             "|---|---:|---:|---:|---:|---:|---|"]
     for label, info in builds.items():
+        if label.startswith("_"):
+            continue
         out.append(f"| {label} | {info['sessions']} | {info['lines']} | {info['chunks']} | "
                    f"{info['index_s']:.1f} s | {info['embed_s']:.0f} s "
                    f"({info['chunks'] / max(info['embed_s'], 1e-9):.1f} chunks/s) | "
                    f"{info['cached']} |")
-    out += ["", "Build times are those of the run that built the memory (cached runs reuse "
-            "it); embedding ran on 2 threads while other work shared the machine.", ""]
+    out += ["", "Build times are those of the run that completed each memory (cached runs "
+            "reuse it) and include waiting for the CPU: other work shared the machine. "
+            "Embedding runs with `--build-cpus 1` (one llama.cpp thread; on this loaded 2-core "
+            "machine 2 threads ran at ~1.3 chunks/s against ~8-16 with 1). A few S memories were "
+            "first built (or resumed) with 2 threads, which is why their total is high: "
+            + ", ".join(f"{k}: median {v:.0f} s per memory" for k, v in builds.get(
+                "_median", {}).items()) + ".", ""]
     if any(q.sweep for q in qualities):
         out += ["## Knob sweep (full pipeline; module constants patched in-process, "
                 "recall.py unchanged)", "", sweep_table([q for q in qualities if q.sweep]), ""]
@@ -818,7 +841,7 @@ def render(args: argparse.Namespace, builds: dict[str, Any], qualities: Sequence
             out.append(f"| {r.what} | {r.chunks} | {r.p50_ms:.0f} | {r.p95_ms:.0f} | {r.n} | "
                        f"{r.load} |")
         out += ["", "### Rerank pool size (pipeline called directly with Options(rerank_pool=N);"
-                " `api.recall` fixes it at 10)", "",
+                f" `api.recall` uses the default, {default_pool()})", "",
                 "| chunks | rerank pool | llama.cpp threads | p50 (ms) | p95 (ms) | load |",
                 "|---:|---:|---:|---:|---:|---|"]
         for c, pool, th, p50, p95, load in lat.rerank_sweep:
@@ -881,9 +904,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 agg[key] += getattr(info, key)
         builds[f"S sample: {len(s_built)} per-question memories (total)"] = {
             **agg, "cached": all(i.cached for i in s_built.values())}
+        median = statistics.median(i.embed_s for i in s_built.values())
         builds["pooled oracle: one memory"] = {
             k: getattr(o_built, k) for k in ("sessions", "lines", "chunks", "index_s", "embed_s",
                                              "cached")}
+        builds["_median"] = {"S sample embed": median}
         plan = [(e, api.open_memory(settings, s_built[e["question_id"]].path))
                 for e in s_entries]
         log("S sample: querying")
