@@ -4,7 +4,7 @@ Run:  python bench/bench_recall.py            # everything; writes bench/results
       python bench/bench_recall.py --quick    # 6 S questions, a small pooled memory, 10k only;
                                               # writes bench/results/recall-quick.md
 The first run builds and embeds ~49k chunks (about an hour on 2 shared cores, one llama.cpp
-thread: see --build-cpus); later runs reuse the cache and take ~30 minutes, mostly the sweep.
+thread: see --build-cpus); later runs reuse the cache and take 15-30 minutes, mostly the knob sweep.
 
 Quality (bench/longmemeval.py builds the memories through the generic import, `api.index` and
 `api.embed`, and caches them under ~/.cache/funes-bench):
