@@ -32,3 +32,30 @@ def make_chunk(
 
 def make_batch(start: int, count: int, **kw: object) -> list[Chunk]:
     return [make_chunk(i, **kw) for i in range(start, start + count)]  # type: ignore[arg-type]
+
+
+def trace_strings() -> list[str]:
+    """Every string value in the real fixture transcripts (../shared/fixtures/traces)."""
+    import json
+    from collections.abc import Iterator
+
+    from tests.conftest import FIXTURES
+
+    def walk(value: object) -> Iterator[str]:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            for v in value.values():
+                yield from walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                yield from walk(v)
+
+    out: list[str] = []
+    for path in sorted((FIXTURES / "traces").rglob("*.jsonl")):
+        for line in path.read_text("utf-8").splitlines():
+            try:
+                out.extend(walk(json.loads(line)))
+            except ValueError:
+                continue
+    return out

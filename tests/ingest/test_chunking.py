@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import string
 import subprocess
@@ -39,6 +38,7 @@ from funes.ingest.chunking import (
 )
 from funes.ingest.tokenizer import count, get_tokenizer
 from funes.model.turns import Block, Source, Turn
+from tests.builders import trace_strings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "traces"
@@ -78,26 +78,7 @@ def check_windows(text: str, parts: list[str], *, max_tokens: int = 256,
         assert count(shared, add_special_tokens=False) <= overlap_tokens
 
 
-def fixture_strings() -> list[str]:
-    out: list[str] = []
-
-    def walk(value: object) -> None:
-        if isinstance(value, str):
-            out.append(value)
-        elif isinstance(value, dict):
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, list):
-            for v in value:
-                walk(v)
-
-    for path in sorted(FIXTURES.rglob("*.jsonl")):
-        for line in path.read_text("utf-8").splitlines():
-            try:
-                walk(json.loads(line))
-            except ValueError:
-                continue
-    return out
+fixture_strings = trace_strings
 
 
 # -- rendering and provenance ----------------------------------------------------------------

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from funes.ingest.redact import KINDS, Finding, entropy, redact, redact_turn, scan
 from funes.model.turns import Block, Turn
+from tests.builders import trace_strings
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "traces"
 
@@ -260,26 +261,7 @@ def test_ordinary_text_is_left_alone(text: str) -> None:
     assert scan(text) == [], [(f.kind, text[f.start : f.end]) for f in scan(text)]
 
 
-def _fixture_strings() -> list[str]:
-    out: list[str] = []
-
-    def walk(value: object) -> None:
-        if isinstance(value, str):
-            out.append(value)
-        elif isinstance(value, dict):
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, list):
-            for v in value:
-                walk(v)
-
-    for path in sorted(FIXTURES.rglob("*.jsonl")):
-        for line in path.read_text("utf-8").splitlines():
-            try:
-                walk(json.loads(line))
-            except ValueError:
-                continue
-    return out
+_fixture_strings = trace_strings
 
 
 #: The real fixtures hold no live credentials (reviewed by hand: every candidate value in them

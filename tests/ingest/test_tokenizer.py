@@ -16,7 +16,6 @@ import gzip
 import json
 import sys
 import zipfile
-from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -177,6 +176,7 @@ from funes.ingest.tokenizer import (  # noqa: E402 - the table tool above must n
     load_tables,
     load_vocab,
 )
+from tests.builders import trace_strings  # noqa: E402
 
 
 def test_bundled_tables_equal_the_reference() -> None:
@@ -195,26 +195,7 @@ def test_bundled_vocab_is_the_models() -> None:
     assert all(ref_vocab[token] == i for i, token in enumerate(vocab))
 
 
-def _walk(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _walk(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _walk(v)
-
-
-def fixture_strings() -> list[str]:
-    out: list[str] = []
-    for path in sorted(FIXTURES.rglob("*.jsonl")):
-        for line in path.read_text("utf-8").splitlines():
-            try:
-                out.extend(_walk(json.loads(line)))
-            except ValueError:
-                continue
-    return out
+fixture_strings = trace_strings
 
 
 def test_real_fixture_text_ids_identical() -> None:
