@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 from funes.model.chunk import Chunk
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def make_chunk(
@@ -32,6 +38,24 @@ def make_chunk(
 
 def make_batch(start: int, count: int, **kw: object) -> list[Chunk]:
     return [make_chunk(i, **kw) for i in range(start, start + count)]  # type: ignore[arg-type]
+
+
+def vector_table(
+    chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]], *, model: str = "m"
+) -> pa.Table:
+    """The vectors.lance rows for `chunks` (one vector each), filter columns filled in."""
+    import pyarrow as pa
+
+    from funes.storage.tables import VECTOR_FILTER_COLUMNS, vector_schema
+
+    cols: dict[str, list[Any]] = {
+        "id": [c.id for c in chunks],
+        "model": [model] * len(chunks),
+        "vector": [list(v) for v in vectors],
+    }
+    for name in VECTOR_FILTER_COLUMNS:
+        cols[name] = [None if name in ("time", "noise") else getattr(c, name) for c in chunks]
+    return pa.Table.from_pydict(cols, schema=vector_schema(len(vectors[0])))
 
 
 def trace_strings() -> list[str]:

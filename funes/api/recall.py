@@ -64,6 +64,7 @@ def recall(
     *,
     k: int | None = None,
     candidates: int = 50,
+    rerank_pool: int | None = None,
     half_life: float | None = None,
     neighbors: int = 1,
     harness: Sequence[str] = (),
@@ -78,7 +79,12 @@ def recall(
     bm25: bool = True,
     now: datetime | None = None,
 ) -> RecallResult:
-    """Hybrid recall over one memory (DESIGN §8)."""
+    """Hybrid recall over one memory (DESIGN §8).
+
+    `rerank_pool` (default: config `recall.rerankPool`, 5) is how many fused passages the
+    cross-encoder re-scores: each costs about 35 ms on 2 cores, so it is the knob that trades
+    latency for precision (bench/results/recall.md); 0 skips reranking like `rerank=False`.
+    """
     filters = Filters(
         harness=tuple(harness), block_type=tuple(block_type), project=tuple(project),
         session=tuple(session),
@@ -89,6 +95,8 @@ def recall(
     opts = Options(
         k=k if k is not None else int(repo.config.get("recall.k") or 8),
         candidates=candidates,
+        rerank_pool=rerank_pool if rerank_pool is not None
+        else int(repo.config.get("recall.rerankPool") or 5),
         half_life_days=half_life if half_life is not None
         else float(repo.config.get("recall.halfLife") or 90),
         neighbors=neighbors,
@@ -105,7 +113,7 @@ def recall(
         # run commits (funes.storage.snapshot).
         repo = snapshot(repo)
     embedder = _embedder_for(repo, settings) if vector else None
-    reranker = _reranker(settings, repo) if rerank else None
+    reranker = _reranker(settings, repo) if rerank and opts.rerank_pool else None
     # The exact backlog scans every id (≈0.45 s at 100k chunks); a recall only needs to say
     # roughly how much is not embedded yet.
     waiting = _backlog.estimate(repo) if vector else 0

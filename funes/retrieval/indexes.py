@@ -83,7 +83,7 @@ def vector_index_state(repo: Repository) -> tuple[bool, int]:
 
 
 def ensure_vectors(
-    repo: Repository, *, min_rows: int = ANN_MIN_ROWS, lock_timeout: float | None = None
+    repo: Repository, *, min_rows: int | None = None, lock_timeout: float | None = None
 ) -> bool:
     """Build the ANN index once the vector table is large; fold in new rows incrementally.
 
@@ -92,7 +92,7 @@ def ensure_vectors(
     index exists afterwards.
     """
     indexed, unindexed = vector_index_state(repo)
-    if not indexed and unindexed < min_rows:
+    if not indexed and unindexed < (ANN_MIN_ROWS if min_rows is None else min_rows):
         return False
     if indexed and unindexed < OPTIMIZE_AFTER:
         return True

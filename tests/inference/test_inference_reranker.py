@@ -131,3 +131,30 @@ def test_an_embedding_model_is_not_a_reranker(embed_gguf: Path) -> None:
 
     with pytest.raises(ModelLoadError):
         Reranker(embed_gguf)
+
+
+def test_recall_reranks_exactly_the_pool_it_is_given(
+    settings: Any, repo: Any, rerank_gguf: Path, tmp_path: Path
+) -> None:
+    """`rerank_pool` bounds the cross-encoder's work; 0 turns it off; nonsense is refused."""
+    from funes import api
+    from funes.inference.models import import_model
+    from funes.retrieval.recall import InvalidQueryError
+    from tests.builders import make_batch
+
+    repo.commit_chunks(make_batch(0, 12, text=None), "seed")
+    s = dataclasses.replace(settings, home=tmp_path / "home")
+    import_model(rerank_gguf, s, name="test-reranker")
+
+    def reranked(**kw: Any) -> list[float | None]:
+        result = api.recall(s, repo, "passage topic", k=8, neighbors=0, **kw)
+        assert ("rerank" in result.signals) == any(h.rerank is not None for h in result.hits)
+        return [h.rerank for h in result.hits]
+
+    assert sum(r is not None for r in reranked(rerank_pool=3)) == 3
+    assert sum(r is not None for r in reranked()) == 5  # the default pool
+    repo.config.set("recall.rerankPool", "2")
+    assert sum(r is not None for r in reranked()) == 2
+    assert all(r is None for r in reranked(rerank_pool=0))
+    with pytest.raises(InvalidQueryError, match="--rerank-pool"):
+        reranked(rerank_pool=-1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 from dataclasses import replace
 
+import pyarrow as pa
 import pytest
 
 from funes import api
@@ -13,8 +14,7 @@ from funes.model.objects import ModelStamp, Tombstone
 from funes.remotes import sync
 from funes.remotes.base import NonFastForwardError
 from funes.storage.repo import ModelMismatchError, Repository, now_iso
-from funes.storage.tables import vector_schema
-from tests.builders import make_batch
+from tests.builders import make_batch, vector_table
 from tests.remotes.conftest import World, visible
 
 
@@ -128,24 +128,8 @@ def test_merge_of_any_two_commits_and_model_stamps(world: World) -> None:
     b = world.clone("b")
     x = ModelStamp("model-x", "a" * 64, 4)
     y = ModelStamp("model-y", "b" * 64, 4)
-    import pyarrow as pa
-
     def vectors(start: int, n: int) -> pa.Table:
-        schema = vector_schema(4)
-        chunks = make_batch(start, n)
-        cols = {
-            "id": [c.id for c in chunks],
-            "model": ["m"] * n,
-            "vector": [[0.5, 0.5, 0.5, 0.5]] * n,
-            "harness": [c.harness for c in chunks],
-            "session_id": [c.session_id for c in chunks],
-            "block_type": [c.block_type for c in chunks],
-            "project": [c.project for c in chunks],
-            "workdir": [c.workdir for c in chunks],
-            "time": [None] * n,
-            "noise": [None] * n,
-        }
-        return pa.Table.from_pydict(cols, schema=schema)
+        return vector_table(make_batch(start, n), [[0.5, 0.5, 0.5, 0.5]] * n)
 
     a.commit_chunks([], "embed: a", model=x, vectors=vectors(0, 4))
     b.commit_chunks([], "embed: b", model=y, vectors=vectors(0, 4))
@@ -256,3 +240,29 @@ def test_hostname_is_recorded_in_merge_commits(world: World) -> None:
     head = b.head_commit()
     assert head is not None and head.host == socket.gethostname()
     assert head.message == "merge origin/main into main"
+
+
+def test_a_pulled_memory_gets_the_ann_index_embed_would_build(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Vectors that arrive by clone or pull are indexed like embedded ones (no exact scans)."""
+    import numpy as np
+
+    from funes.retrieval import indexes
+
+    a = world.machine("a")
+    chunks = make_batch(0, 600)
+    a.commit_chunks(chunks, "index")
+    vecs = np.random.default_rng(3).normal(size=(600, 8))
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    a.commit_chunks([], "embed", model=ModelStamp("m", "c" * 64, 8),
+                    vectors=vector_table(chunks, vecs.tolist()))
+    api.push(a)
+    monkeypatch.setattr(indexes, "ANN_MIN_ROWS", 10_000)
+    b = world.clone("b")
+    assert indexes.vector_index_state(b) == (False, 600)  # small: exact search is right
+    monkeypatch.setattr(indexes, "ANN_MIN_ROWS", 500)
+    c = world.clone("c")
+    assert indexes.vector_index_state(c) == (True, 0)
+    api.pull(b)  # up to date, but the memory is now past the threshold
+    assert indexes.vector_index_state(b)[0]

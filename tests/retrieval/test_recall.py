@@ -13,6 +13,7 @@ import pytest
 from funes import api
 from funes.model.chunk import Chunk
 from funes.storage.repo import Repository
+from tests.builders import vector_table
 from tests.conftest import FIXTURES
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
@@ -122,7 +123,7 @@ def test_bad_input_is_refused(run, settings, small: Repository) -> None:  # type
     for args in (["recall", ""], ["recall", "   "], ["recall", "x", "-k", "0"],
                  ["recall", "x", "-k", "100000"], ["recall", "x", "--half-life", "-1"],
                  ["recall", "x", "--harness", "cursor"], ["recall", "x", "--since", "yesterday"],
-                 ["recall", "x", "--candidates", "0"]):
+                 ["recall", "x", "--candidates", "0"], ["recall", "x", "--rerank-pool", "-1"]):
         result = run("--memory", mem, *args)
         assert result.exit_code == 2, (args, result.stderr)
         assert "Traceback" not in result.stderr and result.stderr.startswith("funes: ")
@@ -220,11 +221,9 @@ def test_ann_index_is_built_for_large_vector_tables_and_stays_correct(  # type: 
     settings, tmp_path: Path
 ) -> None:
     import numpy as np
-    import pyarrow as pa
 
     from funes.model.objects import ModelStamp
     from funes.retrieval import indexes
-    from funes.storage.tables import VECTOR_FILTER_COLUMNS, vector_schema
 
     repo = Repository.init(tmp_path / "ann" / ".funes", settings)
     n, dim = 2000, 16
@@ -233,12 +232,7 @@ def test_ann_index_is_built_for_large_vector_tables_and_stays_correct(  # type: 
     rng = np.random.default_rng(7)
     vecs = rng.normal(size=(n, dim)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    cols = {"id": [c.id for c in chunks], "model": ["synthetic"] * n,
-            "vector": [v.tolist() for v in vecs]}
-    rows = {c.id: c for c in chunks}
-    for name in VECTOR_FILTER_COLUMNS:
-        cols[name] = [None if name == "time" else getattr(rows[i], name) for i in cols["id"]]
-    table = pa.Table.from_pydict(cols, schema=vector_schema(dim))
+    table = vector_table(chunks, vecs.tolist(), model="synthetic")
     repo.commit_chunks([], "vectors", model=ModelStamp("synthetic", "0" * 64, dim), vectors=table)
     assert not indexes.ensure_vectors(repo, min_rows=n + 1)  # small: stays exact
     assert indexes.ensure_vectors(repo, min_rows=100)

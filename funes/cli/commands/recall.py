@@ -97,12 +97,16 @@ def _json(result: api.RecallResult, label: str, trusted: bool) -> dict[str, Any]
 @click.option("--since", help="Only passages since WHEN (2026-11-01, 7d, 12h).")
 @click.option("--until", help="Only passages before WHEN.")
 @click.option("--no-rerank", is_flag=True, help="Skip the cross-encoder even if installed.")
+@click.option("--rerank-pool", type=int, default=None, metavar="N",
+              help="Fused passages the cross-encoder re-scores, ~35 ms each "
+              "(default: recall.rerankPool, 5).")
 @memory_option
 @click.pass_context
 def recall(ctx: click.Context, query: str, k: int | None, candidates: int,
            half_life: float | None, neighbors: int, harness: tuple[str, ...],
            block_type: tuple[str, ...], project: tuple[str, ...], session: tuple[str, ...],
-           since: str | None, until: str | None, no_rerank: bool) -> None:
+           since: str | None, until: str | None, no_rerank: bool,
+           rerank_pool: int | None) -> None:
     """Find past passages: BM25 + vectors, fused, reranked, recency-weighted.
 
     Prints each hit with its provenance and the `funes get` command that opens its turn.
@@ -114,7 +118,8 @@ def recall(ctx: click.Context, query: str, k: int | None, candidates: int,
     result = warm.recall(app.settings, repo, query, k=k, candidates=candidates,
                          half_life=half_life, neighbors=neighbors, harness=harness,
                          block_type=block_type, project=project, session=session,
-                         since=since, until=until, rerank=not no_rerank)
+                         since=since, until=until, rerank=not no_rerank,
+                         rerank_pool=rerank_pool)
     label = api.memory_label(repo)
     trusted = api.owned(repo)
     if app.fmt == "json":
