@@ -343,7 +343,13 @@ def _embed_some(settings: Settings, repo: Repository, say: Callable[[str], None]
     if models.installed(settings, name) is None:
         say(f"embed: model {name} is not installed; `funes embed` installs it and catches up")
         return
-    done = embed(settings, repo, budget=EMBED_BUDGET, lock_timeout=0)
+    from funes.inference.embedder import default_threads
+
+    # One CPU is left to the agent and the user: llama.cpp's threads spin-wait, and with every
+    # core taken by a busy machine 2 threads ran 6-12× slower than 1 here (bench/results/
+    # recall.md, build notes).
+    done = embed(settings, repo, budget=EMBED_BUDGET, lock_timeout=0,
+                 n_threads=max(1, default_threads() - 1))
     say(f"embed: {done.embedded} chunks in {done.seconds:.1f}s, {done.remaining} waiting "
         f"in {repo.path}")
 

@@ -148,16 +148,18 @@ def embed(
     model: str | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     lock_timeout: float | None = None,
+    n_threads: int | None = None,
 ) -> DrainResult:
     """Embed the backlog newest first, within a time budget and/or a count.
 
-    `lock_timeout=0` gives up at once when another process is writing (what hooks want).
+    `lock_timeout=0` gives up at once when another process is writing (what hooks want);
+    `n_threads` caps llama.cpp's threads (default: every CPU this process may use).
     """
     from funes.inference.embedder import load_embedder
 
     stamp = repo.model_stamp()
     name = model or (stamp.name if stamp else None) or repo.config.get("model.embed")
-    embedder = load_embedder(settings, name)
+    embedder = load_embedder(settings, name, n_threads=n_threads)
     result = _backlog.drain(repo, embedder, budget=budget, limit=limit, progress=progress,
                             lock_timeout=lock_timeout)
     indexes.ensure_vectors(repo)
