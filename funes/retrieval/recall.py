@@ -1,7 +1,15 @@
 """Recall: the hybrid retrieval pipeline of DESIGN §8.
 
-Filters → BM25 and vector candidates → rank fusion → rerank → recency → dedup → top-k →
+Filters → BM25 and vector candidates → score fusion → rerank → recency → dedup → top-k →
 neighbouring context.
+
+Fusion (`fuse`): every BM25 candidate also gets its true cosine (looked up by id, so a passage
+that BM25 found and the vector top-N just missed is not scored as if unrelated); each signal's
+scores become z-scores over its candidates, and the fused score is the convex mix
+BM25_WEIGHT·z_bm25 + (1 − BM25_WEIGHT)·z_cos, rescaled to [0, 1]. On LongMemEval this beat
+reciprocal-rank fusion (RRF) and max- or min-max-normalised mixes: it keeps the vector path's
+lead where BM25 is weak (S sample) and stops a weak vector signal from dragging down a strong
+BM25 one (pooled oracle), over a flat range of weights (0.35–0.425); bench/results/recall.md.
 
 Each signal can be missing without breaking the others: chunks still waiting for embeddings
 take part through BM25, a memory with no vectors at all answers through BM25 alone, and with
@@ -25,8 +33,11 @@ if TYPE_CHECKING:
     from funes.inference.embedder import Embedder
     from funes.inference.reranker import Reranker
 
-#: Reciprocal-rank-fusion constant (Cormack et al.): damps the head of each list.
+#: Reciprocal-rank-fusion constant (Cormack et al.): damps the head of each list. Orders a
+#: single signal's candidates (BM25 alone, or vectors alone); two signals are fused by score.
 RRF_K = 60
+#: Share of BM25 in the fused score of two signals; the vector similarity has the rest.
+BM25_WEIGHT = 0.4
 #: Weight of recency in the final score: at most this fraction of a passage's score depends on
 #: its age, so recency orders near-equals but never buries an old passage that is the answer.
 RECENCY_WEIGHT = 0.10
@@ -218,10 +229,17 @@ def fetch_rows(repo: Repository, ids: Sequence[str]) -> dict[str, dict[str, Any]
 
 
 def _age_days(row: dict[str, Any], now: datetime) -> float | None:
+    """Days between the passage and `now`, either way.
+
+    A passage can postdate `now`: a memory merged from a machine whose clock runs ahead (then
+    the distance is minutes and it counts as new), or a recall asked as of a past moment (then
+    a passage months after it is no more "recent" than one months before). Counting it as age
+    0 would give it the full boost in both cases.
+    """
     when = row.get("time")
     if when is None:
         return None
-    return max(0.0, float((now - when).total_seconds()) / 86400)
+    return abs(float((now - when).total_seconds())) / 86400
 
 
 def recency_factor(age_days: float | None, half_life: float) -> float:
@@ -263,22 +281,20 @@ def recall(
                    if r["id"] not in hidden and opts.filters.admits(r)]
         signals.append("bm25")
     semantic: list[tuple[str, float]] = []
+    cosines: dict[str, float] = {}
     if opts.vector and embedder is not None and repo.vectors.exists():
-        semantic = [(i, s) for i, s in vector_search(repo, embedder.embed_query(query), opts,
-                                                     where) if i not in hidden]
+        qvec = embedder.embed_query(query)
+        semantic = [(i, s) for i, s in vector_search(repo, qvec, opts, where) if i not in hidden]
         signals.append("vector")
+        if lexical:
+            found = {i for i, _ in semantic}
+            cosines = vector_scores(repo, qvec, [r["id"] for r in lexical if r["id"] not in found])
 
-    fused: dict[str, float] = {}
-    ranks: dict[str, tuple[int | None, int | None]] = {}
     seen_bm25 = _tied_ranks([(r["id"], float(r["_score"])) for r in lexical])
     seen_vec = _tied_ranks(semantic)
-    for ranked in (seen_bm25, seen_vec):
-        for cid, rank in ranked.items():
-            fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank + 1)
-    for cid in fused:
-        ranks[cid] = (seen_bm25.get(cid), seen_vec.get(cid))
-
-    pool = sorted(fused, key=lambda c: fused[c], reverse=True)[: opts.candidates]
+    fused = fuse(lexical, semantic, cosines)
+    # Stable sort: equal scores keep BM25's order, then the vector list's.
+    pool = sorted(fused, key=lambda c: fused[c], reverse=True)
     rows = {r["id"]: r for r in lexical}
     missing = [c for c in pool if c not in rows]
     rows.update(fetch_rows(repo, missing))
@@ -286,7 +302,7 @@ def recall(
     if not pool:
         return RecallResult(query, [], signals, backlog, 0)
 
-    base = _base_scores(pool, fused, lexical, semantic)
+    base = {c: fused[c] for c in pool}
     rerank_scores: dict[str, float] = {}
     if reranker is not None and opts.rerank_pool:
         head = pool[: opts.rerank_pool]
@@ -306,8 +322,8 @@ def recall(
         score = base[cid] * recency_factor(_age_days(row, now), opts.half_life_days)
         if row.get("noise"):
             score *= NOISE_FACTOR
-        b, v = ranks[cid]
-        hits.append(Hit(row, score, b, v, rerank_scores.get(cid)))
+        hits.append(Hit(row, score, seen_bm25.get(cid), seen_vec.get(cid),
+                        rerank_scores.get(cid)))
     hits.sort(key=lambda h: h.score, reverse=True)
 
     chosen: list[Hit] = []
@@ -325,38 +341,81 @@ def recall(
     return RecallResult(query, chosen, signals, backlog, len(pool))
 
 
-def _base_scores(
-    pool: Sequence[str],
-    fused: dict[str, float],
+def vector_scores(repo: Repository, qvec: Any, ids: Sequence[str]) -> dict[str, float]:
+    """The cosine of the query with each of `ids` that has a vector of the stamped model."""
+    stamp = repo.model_stamp()
+    if not ids or stamp is None:
+        return {}
+    import numpy as np
+
+    quoted = ", ".join(_lit(i) for i in ids)
+    table = repo.vectors.dataset().to_table(
+        columns=["id", "vector"], filter=f"model = {_lit(stamp.name)} AND id IN ({quoted})"
+    )
+    if not table.num_rows:
+        return {}
+    matrix = np.asarray(table.column("vector").to_pylist(), dtype=np.float32)
+    q = np.asarray(qvec, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1) * (float(np.linalg.norm(q)) or 1.0)
+    sims = matrix @ q / np.where(norms > 0, norms, 1.0)
+    return dict(zip(table.column("id").to_pylist(), (float(s) for s in sims), strict=True))
+
+
+def fuse(
     lexical: Sequence[dict[str, Any]],
     semantic: Sequence[tuple[str, float]],
+    cosines: dict[str, float] | None = None,
 ) -> dict[str, float]:
-    """Scores in [0, 1] that keep the margin RRF throws away.
+    """Every candidate's base score in [0, 1], best first in insertion order on ties.
 
-    RRF orders the pool well but flattens it: rank 1 and rank 2 differ by under 2% whether
-    their BM25 scores were 6.3 and 6.2 or 6.3 and 0.3. Recency needs that margin to stay
-    gentle, so the base score averages the normalised RRF score with the normalised raw scores
-    of the signals that ran.
+    Two signals: the convex mix of z-scores described in the module docstring. `cosines` holds
+    the true cosine of BM25 candidates outside the vector top-N; a candidate with no vector yet
+    (the embedding backlog) or outside the BM25 list gets that signal's lowest z-score, so it
+    is neither rewarded nor ruled out for what was not measured.
+
+    One signal: its reciprocal ranks averaged with its max-normalised raw scores, which keeps
+    the margin RRF alone throws away (rank 1 and 2 differ by under 2% whether their BM25
+    scores were 6.3 and 6.2 or 6.3 and 0.3), so recency stays gentle.
     """
-    top = max(fused[c] for c in pool)
-    raw: list[dict[str, float]] = []
-    if lexical:
-        best = max(float(r["_score"]) for r in lexical) or 1.0
-        scores: dict[str, float] = {}
-        for r in lexical:
-            scores.setdefault(r["id"], float(r["_score"]) / best)
-        raw.append(scores)
-    if semantic:
-        best = max(s for _, s in semantic) or 1.0
-        vec: dict[str, float] = {}
-        for cid, sim in semantic:
-            vec.setdefault(cid, max(0.0, sim) / best)
-        raw.append(vec)
-    out = {}
-    for cid in pool:
-        magnitude = sum(r.get(cid, 0.0) for r in raw) / len(raw) if raw else 1.0
-        out[cid] = 0.5 * fused[cid] / top + 0.5 * magnitude
-    return out
+    bm: dict[str, float] = {}
+    for r in lexical:
+        bm.setdefault(r["id"], float(r["_score"]))
+    cos: dict[str, float] = {}
+    for cid, sim in semantic:
+        cos.setdefault(cid, sim)
+    if not (bm and cos):
+        return _single(bm or cos)
+    for cid, sim in (cosines or {}).items():
+        cos.setdefault(cid, sim)
+    zb, zv = _zscores(bm), _zscores(cos)
+    floor_b, floor_v = min(zb.values()), min(zv.values())
+    mixed = {
+        cid: BM25_WEIGHT * zb.get(cid, floor_b) + (1.0 - BM25_WEIGHT) * zv.get(cid, floor_v)
+        for cid in [*bm, *(c for c, _ in semantic)]
+    }
+    lo, hi = min(mixed.values()), max(mixed.values())
+    return {c: (s - lo) / (hi - lo) if hi > lo else 1.0 for c, s in mixed.items()}
+
+
+def _zscores(scores: dict[str, float]) -> dict[str, float]:
+    """(s − mean) / population sd over the candidates; all 0 when they are all equal."""
+    values = list(scores.values())
+    mean = sum(values) / len(values)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    return {c: (s - mean) / sd if sd > 0 else 0.0 for c, s in scores.items()}
+
+
+def _single(scores: dict[str, float]) -> dict[str, float]:
+    """One signal's base scores (see `fuse`); `scores` in rank order."""
+    if not scores:
+        return {}
+    ranks = _tied_ranks(list(scores.items()))
+    best = max(scores.values())
+    return {
+        c: 0.5 * (RRF_K + 1) / (RRF_K + ranks[c] + 1)
+        + 0.5 * (max(0.0, s) / best if best > 0 else 0.0)
+        for c, s in scores.items()
+    }
 
 
 def _tied_ranks(scored: Sequence[tuple[str, float]]) -> dict[str, int]:

@@ -270,3 +270,69 @@ def test_backlog_estimate_matches_the_exact_count_on_a_plain_memory(  # type: ig
     assert backlog.estimate(small) == backlog.backlog(small).waiting == 9
     api.embed(settings, small, limit=4)
     assert backlog.estimate(small) == backlog.backlog(small).waiting == 5
+
+
+def test_fusion_mixes_z_scores_and_uses_the_cosine_of_bm25_only_candidates() -> None:
+    from funes.retrieval.recall import BM25_WEIGHT, fuse
+
+    lexical = [{"id": "a", "_score": 9.0}, {"id": "b", "_score": 5.0}, {"id": "c", "_score": 5.0},
+               {"id": "backlog", "_score": 4.0}]
+    semantic = [("v1", 0.80), ("a", 0.70), ("v2", 0.40)]
+    # b and c tie on BM25 and both missed the vector top-N: their true cosines decide.
+    scores = fuse(lexical, semantic, {"b": 0.10, "c": 0.75})
+    assert set(scores) == {"a", "b", "c", "backlog", "v1", "v2"}
+    assert max(scores.values()) == 1.0 and min(scores.values()) == 0.0
+    assert scores["c"] > scores["b"]
+    assert scores["a"] == 1.0  # strong on both signals
+    # without the completed cosines, b and c are equal (both get the vector floor)
+    blind = fuse(lexical, semantic, {})
+    assert blind["b"] == blind["c"]
+    # a chunk with no vector yet still ranks by its words, at the vector floor
+    assert 0.0 <= scores["backlog"] < scores["c"]
+    assert 0.0 < BM25_WEIGHT < 1.0
+
+
+def test_fusion_of_one_signal_keeps_its_order_and_margin() -> None:
+    from funes.retrieval.recall import fuse
+
+    lexical = [{"id": "a", "_score": 6.3}, {"id": "b", "_score": 6.2}, {"id": "c", "_score": 0.3}]
+    scores = fuse(lexical, [])
+    assert list(scores) == ["a", "b", "c"] and scores["a"] == pytest.approx(1.0)
+    assert scores["a"] - scores["b"] < scores["b"] - scores["c"]  # the raw-score margin shows
+    assert list(fuse([], [("x", 0.9), ("y", 0.5)])) == ["x", "y"]
+    assert fuse([], []) == {}
+
+
+def test_vector_scores_are_the_true_cosines_of_the_stamped_model(  # type: ignore[no-untyped-def]
+    settings, tmp_path: Path
+) -> None:
+    import numpy as np
+
+    from funes.model.objects import ModelStamp
+    from funes.retrieval.recall import vector_scores
+
+    repo = Repository.init(tmp_path / "v" / ".funes", settings)
+    chunks = [chunk(i, f"passage {i}", ts="2026-10-01T00:00:00Z") for i in range(6)]
+    repo.commit_chunks(chunks, "seed")
+    vecs = np.random.default_rng(1).normal(size=(6, 8)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    repo.commit_chunks([], "embed", model=ModelStamp("m", "d" * 64, 8),
+                       vectors=vector_table(chunks, vecs.tolist()))
+    q = vecs[0] + vecs[3]
+    got = vector_scores(repo, q, [chunks[1].id, chunks[3].id, "no-such-id"])
+    want = vecs @ (q / np.linalg.norm(q))
+    assert set(got) == {chunks[1].id, chunks[3].id}
+    assert got[chunks[3].id] == pytest.approx(float(want[3]), abs=1e-5)
+    assert got[chunks[1].id] == pytest.approx(float(want[1]), abs=1e-5)
+    assert vector_scores(repo, q, []) == {}
+
+
+def test_a_passage_after_now_is_not_counted_as_brand_new() -> None:
+    from funes.retrieval.recall import _age_days, recency_factor
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    later = {"time": datetime(2026, 7, 1, tzinfo=UTC)}
+    earlier = {"time": datetime(2025, 7, 1, tzinfo=UTC)}
+    skew = {"time": datetime(2026, 1, 1, 0, 2, tzinfo=UTC)}  # a clock two minutes ahead
+    assert _age_days(later, now) == 181 and _age_days(earlier, now) == 184  # type: ignore[arg-type]
+    assert recency_factor(_age_days(skew, now), 90) == pytest.approx(1.0, abs=1e-4)
