@@ -1039,7 +1039,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         lat = latency_suite(settings, [(f"{sm.chunks // 1000}k synthetic vectors", sm.path,
                                         sm.chunks) for sm in scale], queries,
                             reps=12 if args.quick else 40, cold_reps=3 if args.quick else 5,
-                            rerank_pools=[0, 5, 10] if args.quick else [0, 2, 5, 10, 20],
+                            rerank_pools=[0, 4, 10] if args.quick else [0, 2, 3, 4, 5, 10],
                             log=log)
         lat.scale = scale
     text = render(args, builds, qualities, lat, started, time.perf_counter() - t_start)

@@ -81,8 +81,8 @@ def recall(
 ) -> RecallResult:
     """Hybrid recall over one memory (DESIGN §8).
 
-    `rerank_pool` (default: config `recall.rerankPool`, 5) is how many fused passages the
-    cross-encoder re-scores: each costs about 35 ms on 2 cores, so it is the knob that trades
+    `rerank_pool` (default: config `recall.rerankPool`, 4) is how many fused passages the
+    cross-encoder re-scores: each costs about 40 ms on 2 cores, so it is the knob that trades
     latency for precision (bench/results/recall.md); 0 skips reranking like `rerank=False`.
     """
     filters = Filters(
@@ -96,7 +96,7 @@ def recall(
         k=k if k is not None else int(repo.config.get("recall.k") or 8),
         candidates=candidates,
         rerank_pool=rerank_pool if rerank_pool is not None
-        else int(repo.config.get("recall.rerankPool") or 5),
+        else int(repo.config.get("recall.rerankPool") or Options.rerank_pool),
         half_life_days=half_life if half_life is not None
         else float(repo.config.get("recall.halfLife") or 90),
         neighbors=neighbors,

@@ -238,7 +238,7 @@ def _merged(repo: Repository, tip: ObjectId, label: str) -> MergeResult:
 
     A memory that grows by pulling never runs `funes embed`, which is where the index is
     otherwise built; without this a pulled 100k-chunk memory would search exactly (≈200 ms a
-    query instead of ≈60 ms).
+    query instead of ≈40 ms, bench/results/recall.md).
     """
     result = _merge(repo, tip, label=label)
     indexes.ensure_vectors(repo)

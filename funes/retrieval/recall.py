@@ -141,10 +141,10 @@ class Options:
 
     k: int = 8
     candidates: int = 50
-    #: Passages the cross-encoder scores (about 35 ms each at a 256-token pair cap on 2
-    #: cores): 5 keeps a warm recall within 300 ms at 100k chunks once the ANN index is
-    #: built (bench/results/recall.md). 0 turns reranking off.
-    rerank_pool: int = 5
+    #: Passages the cross-encoder scores (about 40 ms each at a 256-token pair cap on 2
+    #: cores, against ≈ 110 ms for the rest of a recall at 100k chunks): 4 keeps a warm
+    #: recall's p50 within 300 ms there (bench/results/recall.md). 0 turns reranking off.
+    rerank_pool: int = 4
     half_life_days: float = 90.0
     neighbors: int = 1
     filters: Filters = Filters()
@@ -366,7 +366,9 @@ def fuse(
     semantic: Sequence[tuple[str, float]],
     cosines: dict[str, float] | None = None,
 ) -> dict[str, float]:
-    """Every candidate's base score in [0, 1], best first in insertion order on ties.
+    """Every candidate's base score in [0, 1]: BM25's candidates first, then the vector list's.
+
+    That order is the tie-break of the caller's stable sort.
 
     Two signals: the convex mix of z-scores described in the module docstring. `cosines` holds
     the true cosine of BM25 candidates outside the vector top-N; a candidate with no vector yet

@@ -82,7 +82,7 @@ KEYS: dict[str, Key] = {
         Key("index.maxTokens", _positive_int, "chunk size in embedding-model tokens", "256"),
         Key("recall.k", _positive_int, "passages returned by default", "8"),
         Key("recall.halfLife", _positive_float, "recency half-life in days (0 = off)", "90"),
-        Key("recall.rerankPool", _count, "passages the reranker scores (0 = no reranking)", "5"),
+        Key("recall.rerankPool", _count, "passages the reranker scores (0 = no reranking)", "4"),
         Key("model.embed", _text, "embedding model name", "minilm-l6-v2"),
         Key("model.rerank", _text, "reranker model name"),
     )

@@ -152,7 +152,7 @@ def test_recall_reranks_exactly_the_pool_it_is_given(
         return [h.rerank for h in result.hits]
 
     assert sum(r is not None for r in reranked(rerank_pool=3)) == 3
-    assert sum(r is not None for r in reranked()) == 5  # the default pool
+    assert sum(r is not None for r in reranked()) == 4  # the default pool
     repo.config.set("recall.rerankPool", "2")
     assert sum(r is not None for r in reranked()) == 2
     assert all(r is None for r in reranked(rerank_pool=0))

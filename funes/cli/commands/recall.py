@@ -98,8 +98,8 @@ def _json(result: api.RecallResult, label: str, trusted: bool) -> dict[str, Any]
 @click.option("--until", help="Only passages before WHEN.")
 @click.option("--no-rerank", is_flag=True, help="Skip the cross-encoder even if installed.")
 @click.option("--rerank-pool", type=int, default=None, metavar="N",
-              help="Fused passages the cross-encoder re-scores, ~35 ms each "
-              "(default: recall.rerankPool, 5).")
+              help="Fused passages the cross-encoder re-scores, ~40 ms each "
+              "(default: recall.rerankPool, 4).")
 @memory_option
 @click.pass_context
 def recall(ctx: click.Context, query: str, k: int | None, candidates: int,
