@@ -218,7 +218,7 @@ def test_reindex_restamps_and_old_vectors_stop_counting(  # type: ignore[no-unty
 
 
 def test_ann_index_is_built_for_large_vector_tables_and_stays_correct(  # type: ignore[no-untyped-def]
-    settings, tmp_path: Path
+    settings, tmp_path: Path, monkeypatch
 ) -> None:
     import numpy as np
 
@@ -241,6 +241,23 @@ def test_ann_index_is_built_for_large_vector_tables_and_stays_correct(  # type: 
 
     hits = vector_search(repo, vecs[42], Options(k=5, candidates=5), None)
     assert hits[0][0] == chunks[42].id and hits[0][1] == pytest.approx(1.0, abs=1e-3)
+
+    # Vectors appended after the build are counted as unindexed, searched flat meanwhile (the
+    # exact match is found at once), and folded in once there are OPTIMIZE_AFTER of them.
+    more = [chunk(n + i, f"later passage {i}", ts="2026-10-02T00:00:00Z") for i in range(30)]
+    repo.commit_chunks(more, "more")
+    extra = rng.normal(size=(30, dim)).astype(np.float32)
+    extra /= np.linalg.norm(extra, axis=1, keepdims=True)
+    repo.commit_chunks([], "more vectors", vectors=vector_table(more, extra.tolist(),
+                                                                model="synthetic"))
+    assert indexes.vector_index_state(repo) == (True, 30)
+    hits = vector_search(repo, extra[7], Options(k=5, candidates=5), None)
+    assert hits[0][0] == more[7].id
+    assert indexes.ensure_vectors(repo)  # 30 < OPTIMIZE_AFTER: nothing to fold yet
+    assert indexes.vector_index_state(repo) == (True, 30)
+    monkeypatch.setattr(indexes, "OPTIMIZE_AFTER", 10)
+    assert indexes.ensure_vectors(repo)
+    assert indexes.vector_index_state(repo) == (True, 0)
 
 
 def test_recall_does_not_wait_for_a_busy_writer_to_fold_in_rows(  # type: ignore[no-untyped-def]
