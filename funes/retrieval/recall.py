@@ -9,7 +9,8 @@ scores become z-scores over its candidates, and the fused score is the convex mi
 BM25_WEIGHT·z_bm25 + (1 − BM25_WEIGHT)·z_cos, rescaled to [0, 1]. On LongMemEval this beat
 reciprocal-rank fusion (RRF) and max- or min-max-normalised mixes: it keeps the vector path's
 lead where BM25 is weak (S sample) and stops a weak vector signal from dragging down a strong
-BM25 one (pooled oracle), over a flat range of weights (0.35–0.425); bench/results/recall.md.
+BM25 one (pooled oracle), over a flat range of weights (0.35–0.425): bench/results/
+fusion-study.md and the knob sweep in bench/results/recall.md.
 
 Each signal can be missing without breaking the others: chunks still waiting for embeddings
 take part through BM25, a memory with no vectors at all answers through BM25 alone, and with
