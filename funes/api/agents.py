@@ -350,8 +350,8 @@ def _embed_some(settings: Settings, repo: Repository, say: Callable[[str], None]
     # recall.md, build notes).
     done = embed(settings, repo, budget=EMBED_BUDGET, lock_timeout=0,
                  n_threads=max(1, default_threads() - 1))
-    say(f"embed: {done.embedded} chunks in {done.seconds:.1f}s, {done.remaining} waiting "
-        f"in {repo.path}")
+    say(f"embed: {done.embedded} chunks in {done.seconds:.1f}s ({done.threads} llama.cpp "
+        f"thread{'s' if done.threads > 1 else ''}), {done.remaining} waiting in {repo.path}")
 
 
 def _push(settings: Settings, repo: Repository, say: Callable[[str], None]) -> None:

@@ -49,6 +49,8 @@ class DrainResult:
     commits: int
     seconds: float
     model: str
+    #: llama.cpp threads the embedder ran with.
+    threads: int = 0
 
 
 def stamp_of(embedder: Embedder) -> ModelStamp:
@@ -202,7 +204,8 @@ def drain(
         )
         commits += 1
         done += len(ids)
-    return DrainResult(done, len(order) - done, commits, time.monotonic() - start, stamp.name)
+    return DrainResult(done, len(order) - done, commits, time.monotonic() - start, stamp.name,
+                       embedder.n_threads)
 
 
 def reindex(

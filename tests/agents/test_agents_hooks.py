@@ -240,6 +240,10 @@ def test_hook_embeds_some_of_the_backlog(settings: Any, with_models: Path, claud
     assert code == 0
     wait_for(lambda: _settled(settings, 0), timeout=120, what="the hook run with embedding")
     assert "embed: 3 chunks" in _log(settings)
+    from funes.inference.embedder import default_threads
+
+    threads = max(1, default_threads() - 1)  # one CPU left to the agent
+    assert f"({threads} llama.cpp thread{'s' if threads > 1 else ''})" in _log(settings)
     status = json.loads(run("--format", "json", "status").stdout)
     assert status["search"]["embedded"] == 3 and status["search"]["backlog"] == 0
 
