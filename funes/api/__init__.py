@@ -100,6 +100,16 @@ from funes.api.sync import (
     remote_remove,
     remote_set_url,
 )
+from funes.api.user import (
+    EmptyRecall,
+    Identity,
+    empty_recall,
+    identity,
+    user_config_get,
+    user_config_list,
+    user_config_set,
+    user_config_unset,
+)
 from funes.model.objects import Commit
 from funes.storage.fsck import FsckReport, Problem
 from funes.storage.repo import CommitResult, Repository
@@ -114,9 +124,11 @@ __all__ = [
     "Commit",
     "CommitResult",
     "DrainResult",
+    "EmptyRecall",
     "FetchResult",
     "FsckReport",
     "HooksReport",
+    "Identity",
     "IndexSummary",
     "InitResult",
     "LinkResult",
@@ -150,6 +162,7 @@ __all__ = [
     "config_set",
     "config_unset",
     "embed",
+    "empty_recall",
     "fetch",
     "fsck",
     "get",
@@ -157,6 +170,7 @@ __all__ = [
     "hooks_install",
     "hooks_status",
     "hooks_uninstall",
+    "identity",
     "index",
     "init",
     "is_remote_memory",
@@ -192,5 +206,9 @@ __all__ = [
     "status",
     "status_text",
     "turns_text",
+    "user_config_get",
+    "user_config_list",
+    "user_config_set",
+    "user_config_unset",
     "why",
 ]
