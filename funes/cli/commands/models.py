@@ -16,9 +16,15 @@ def _app(ctx: click.Context) -> Any:
     return ctx.find_root().obj
 
 
-@click.group()
-def models() -> None:
-    """Manage the GGUF models funes runs (embedding and reranking)."""
+@click.group(invoke_without_command=True)
+@click.pass_context
+def models(ctx: click.Context) -> None:
+    """Manage the GGUF models funes runs (embedding and reranking).
+
+    With no subcommand, lists them (like `funes models list`).
+    """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(models_list)
 
 
 @models.command("list")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from typing import Any
 
@@ -122,10 +123,17 @@ def recall(ctx: click.Context, query: str, k: int | None, candidates: int,
                          rerank_pool=rerank_pool)
     label = api.memory_label(repo)
     trusted = api.owned(repo)
+    if not result.hits:
+        given = [f"--{name.replace('_', '-')} {' '.join(values)}" for name, values in (
+            ("harness", harness), ("type", block_type), ("project", project),
+            ("session", session), ("since", (since,) if since else ()),
+            ("until", (until,) if until else ())) if values]
+        why = api.empty_recall(repo, result, given)
+        click.echo(f"funes: no results: {why.reason} ({why.hint})", err=True)
     if app.fmt == "json":
         render("json", _json(result, label, trusted), human=str)
         return
-    if result.backlog and app.fmt == "human":
+    if result.backlog and result.hits and app.fmt == "human":
         click.echo(f"note: {result.backlog} chunks not embedded yet (found by words only); "
                    "run `funes embed`", err=True)
     if app.fmt == "agent":
@@ -216,13 +224,17 @@ def quickstart(ctx: click.Context, query: str | None, budget: float) -> None:
         done = api.quickstart(app.settings, query, budget=budget, progress=progress)
     label = api.memory_label(done.memory)
     s = done.indexed
-    where = "the bundled sample memory (no agent history found here)" if done.sample else label
+    where = (f"the sample memory shipped with funes, in {label} (no agent history found here)"
+             if done.sample else label)
     say = [f"# memory: {where}",
            f"# indexed {s.sessions} sessions, {s.turns} turns, {s.added} new chunks"]
     if done.embedded is not None:
         say.append(f"# embedded {done.embedded.embedded} chunks "
                    f"({done.embedded.remaining} waiting: `funes embed` continues)")
-    say.append(f'# funes recall "{done.query}"')
+    # The command as the user can type it again: the sample is not the memory `funes recall`
+    # finds by itself, so its line names it.
+    again = ["funes", "recall", done.query] + (["--memory", label] if done.sample else [])
+    say.append(f"# {shlex.join(again)}")
     click.echo("\n".join(say), err=app.fmt == "json")
     if app.fmt == "json":
         render("json", _json(done.result, label, True), human=str)
@@ -230,6 +242,20 @@ def quickstart(ctx: click.Context, query: str | None, budget: float) -> None:
         click.echo(render_agent(done.result, label, True))
     else:
         click.echo(render_human(done.result, label, True))
+    click.echo("\n".join(_next_steps(done.sample)), err=app.fmt == "json")
+
+
+def _next_steps(sample: bool) -> list[str]:
+    """What to run after the quickstart (printed last, so it is what the user sees)."""
+    first = ("# next: wire funes into the agent you use; its sessions then go to your memory"
+             if sample else "# next: wire funes into your agents, so each turn is indexed")
+    return [
+        "",
+        first,
+        "#   funes add claude|codex|pi|hermes   index each turn, give the agent a recall tool",
+        '#   funes recall "your question"       search your memory',
+        "#   funes status                       what the memory holds",
+    ]
 
 
 COMMANDS = [recall, get, embed, reindex, quickstart]
