@@ -2,10 +2,20 @@
 
 funes reads its environment through funes._env.settings() on each call, so pointing the
 variables at a temporary directory is all the isolation a test needs.
+
+The suite sets its own environment: variables a developer may have set for their own use of
+the Hugging Face Hub (`HF_HUB_OFFLINE=1`, `HF_TOKEN`, `HF_ENDPOINT`, …), git or colours are
+removed before any test module is imported, because huggingface_hub reads its variables
+once, at import, and the Hub tests talk to a loopback server (tests/support/hubserver.py).
+
+Fixtures: `tests/fixtures/` holds the small transcripts the core suite needs (with their
+licences, tests/fixtures/README.md). The large optional sets live outside the repository in
+`../shared/fixtures` (a sibling checkout); tests that need them skip with `needs_shared`.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +24,43 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
+#: The large optional fixture sets (a sibling checkout, absent in a plain clone).
 FIXTURES = SHARED / "fixtures"
+#: The small fixtures that ship with the repository (always present).
+OWN_FIXTURES = REPO_ROOT / "tests" / "fixtures"
+
+#: Why a test that needs ../shared skips, in words a newcomer understands.
+SHARED_MISSING = (
+    "needs the large optional fixture sets in ../shared/fixtures (real agent transcripts and "
+    "benchmark data kept outside this repository); the core suite runs without them"
+)
+needs_shared = pytest.mark.skipif(not (FIXTURES / "traces").is_dir(), reason=SHARED_MISSING)
+
+#: Prefixes of variables the user's environment must not leak into the suite.
+_FOREIGN_ENV = ("HF_", "HUGGINGFACE_", "HUGGING_FACE_", "GIT_CONFIG", "NO_COLOR", "FORCE_COLOR")
+
+
+def _scrub_environment() -> None:
+    for name in list(os.environ):
+        if name.startswith(_FOREIGN_ENV):
+            del os.environ[name]
+    # Nothing in the suite may reach the real Hub; the loopback tests set HF_ENDPOINT.
+    os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+    os.environ["HF_HUB_DISABLE_UPDATE_CHECK"] = "1"
+
+
+_scrub_environment()
+
+
+def trace_path(rel: str) -> Path:
+    """A transcript by its path under traces/: the repository's own copy, else ../shared's."""
+    own = OWN_FIXTURES / "traces" / rel
+    return own if own.is_file() else FIXTURES / "traces" / rel
+
+
+def needs_trace(rel: str) -> pytest.MarkDecorator:
+    """Skip unless the transcript `rel` is present (in tests/fixtures or ../shared)."""
+    return pytest.mark.skipif(not trace_path(rel).is_file(), reason=SHARED_MISSING)
 
 
 @pytest.fixture(autouse=True)
@@ -33,6 +79,11 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
         "PI_CODING_AGENT_DIR",
         "FUNES_DEBUG",
         "FUNES_LOCK_TIMEOUT",
+        "XDG_CONFIG_HOME",
+        "HF_HUB_OFFLINE",
+        "HF_TOKEN",
+        "HF_ENDPOINT",
+        "NO_COLOR",
     ):
         monkeypatch.delenv(var, raising=False)
     return home

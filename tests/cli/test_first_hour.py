@@ -205,3 +205,16 @@ def test_quickstart_recall_line_works_when_typed_and_next_steps_follow(run, with
     tail = "\n".join(lines[-4:])
     assert "funes add claude|codex|pi|hermes" in tail
     assert "funes recall" in tail and "funes status" in tail
+
+
+# -- the suite sets its own environment ----------------------------------------------------------
+
+
+def test_the_suite_clears_the_users_hub_settings() -> None:
+    """tests/conftest.py removes HF_* before huggingface_hub is imported (it reads them once)."""
+    import os
+
+    from huggingface_hub import constants
+
+    assert not any(name.startswith(("HF_HUB_OFFLINE", "HF_TOKEN")) for name in os.environ)
+    assert constants.HF_HUB_OFFLINE is False
