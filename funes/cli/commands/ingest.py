@@ -51,6 +51,7 @@ def _summary_json(s: api.IndexSummary) -> dict[str, Any]:
         "files_unchanged": s.files_unchanged,
         "files_reread": s.files_reread,
         "sessions": s.sessions,
+        "by_harness": dict(s.by_harness),
         "turns": s.turns,
         "chunks": s.chunks,
         "added": s.added,
