@@ -18,7 +18,6 @@ Written for Claude Code 2.1 (checked against the hooks and MCP documentation of 
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""GitHub Copilot CLI: `mcpServers.funes` in `$COPILOT_HOME/mcp-config.json`, a hook file of its own.
+"""GitHub Copilot CLI: `mcpServers.funes` in `mcp-config.json`, and a hook file of its own.
 
 Written for Copilot CLI 1.0 (checked against GitHub's "Copilot CLI configuration directory"
 and "hooks reference" documentation):
@@ -41,7 +41,7 @@ def mcp_config(settings: Settings) -> Path:
 
 
 def hook_file(settings: Settings) -> Path:
-    """funes' own hook file in Copilot's user-level hooks directory."""
+    """Funes' own hook file in Copilot's user-level hooks directory."""
     return settings.copilot_dir / "hooks" / "funes.json"
 
 

@@ -47,10 +47,10 @@ from funes.api.ingest import IndexSummary, _ProjectRouter, index
 from funes.api.recall import embed, get, memory_label, owned, recall, search_status
 from funes.api.repo import init, open_memory, status
 from funes.errors import FunesError, UsageError
-from funes.model.turns import HARNESSES as _HARNESSES
 from funes.ingest.run import index_sources
 from funes.ingest.sources import explicit_sources
 from funes.ingest.state import SourceStates
+from funes.model.turns import HARNESSES as _HARNESSES
 from funes.storage.lock import RepositoryBusyError, WriteLock
 from funes.storage.repo import Repository
 

@@ -157,7 +157,8 @@ def _seed_sessions(home: Path, project: Path) -> None:
     """One session per agent, each mentioning the streaming parser, where each agent keeps it."""
     cwd = str(project)
     # Claude Code
-    claude = home / ".claude" / "projects" / "-work-app" / "c1a0de00-0000-4000-8000-000000000001.jsonl"
+    claude = home / ".claude" / "projects" / "-work-app" / \
+        "c1a0de00-0000-4000-8000-000000000001.jsonl"
     claude.parent.mkdir(parents=True)
     claude.write_text(
         _claude_line(type="user", uuid="u1", parentUuid=None, sessionId="c1a0de00", cwd=cwd,

@@ -355,7 +355,8 @@ def test_split_resume_determinism(harness: str, rel: str, tmp_path: Path) -> Non
 REAL_LINES = [(h, line) for h, rel in JSONL for line in (FIXTURES / rel).read_bytes().splitlines()]
 REPLACEMENTS = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=8),
-    st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=4), st.none(), max_size=2),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=4), st.none(), max_size=2),
 )
 
 

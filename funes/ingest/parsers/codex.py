@@ -48,7 +48,6 @@ from funes.ingest.parsers.base import (
     as_str,
     bounded_put,
     make_block,
-
     render_json,
     state_map,
     type_label,

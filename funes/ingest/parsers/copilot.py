@@ -29,6 +29,7 @@ through events that carry no conversation (``assistant.turn_start``, ``session.i
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,6 @@ from funes.ingest.parsers.base import (
     as_str,
     bounded_put,
     make_block,
-
     render_json,
     state_map,
     type_label,
@@ -148,10 +148,8 @@ class CopilotParser(LineParser):
             self.remember_tool(call_id, name)
             arguments = request.get("arguments")
             if isinstance(arguments, str):
-                try:
+                with contextlib.suppress(ValueError):
                     arguments = json.loads(arguments)
-                except ValueError:
-                    pass
             blocks.append(make_block("tool_use", render_json(arguments if arguments is not None
                                                              else {}),
                                      tool_name=name, tool_call_id=call_id))
@@ -163,8 +161,9 @@ class CopilotParser(LineParser):
         text = as_str(result.get("content"))
         if text is None:
             error = data.get("error")
-            text = as_str(as_dict(error).get("message")) if as_dict(error) else as_str(error)
-        telemetry = as_dict(as_dict(data.get("toolTelemetry")) or {}) or {}
+            detail = as_dict(error)
+            text = as_str(detail.get("message")) if detail is not None else as_str(error)
+        telemetry = as_dict(data.get("toolTelemetry")) or {}
         properties = as_dict(telemetry.get("properties")) or {}
         name = self.tool_name_for(call_id) or as_str(properties.get("tool"))
         return make_block("tool_result", text or "", tool_name=name, tool_call_id=call_id)

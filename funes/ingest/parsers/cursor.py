@@ -43,7 +43,6 @@ from funes.ingest.parsers.base import (
     as_str,
     make_block,
     norm_ts,
-
     render_json,
     type_label,
 )

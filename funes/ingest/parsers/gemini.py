@@ -17,7 +17,7 @@ generations:
 
 Decisions:
 
-* One turn per message id, from its **last copy** before another message begins. The copies of the newest
+* One turn per message id, from its **last copy** before another message begins. The newest
   message may still grow, so a JSONL read stops before that message unless it looks finished
   (a user or notice message; a model message with its token counts and every tool call in a
   final state) or the file is read as complete; the next read resumes there. A message whose
@@ -59,7 +59,6 @@ from funes.ingest.parsers.base import (
     bounded_put,
     iter_complete_lines,
     make_block,
-
     render_json,
     state_int,
     state_map,
@@ -99,7 +98,7 @@ def resolve_workdir(path: Path, project_hash: str | None) -> str | None:
         registry = json.loads((gemini_home / "projects.json").read_text("utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
         registry = {}
-    projects = as_dict(as_dict(registry).get("projects") if as_dict(registry) else None) or {}
+    projects = as_dict((as_dict(registry) or {}).get("projects")) or {}
     for root, slug in projects.items():
         if not isinstance(root, str):
             continue
@@ -237,7 +236,8 @@ class _Turns(LineParser):
             thought = as_dict(raw) or {}
             subject = as_str(thought.get("subject")) or ""
             description = as_str(thought.get("description")) or ""
-            text = f"{subject}: {description}" if subject and description else subject or description
+            text = f"{subject}: {description}" if subject and description \
+                else subject or description
             blocks.append(make_block("thinking", text))
         content = message.get("content", message.get("parts"))
         for kind, text in _text_parts(content):

@@ -43,7 +43,6 @@ from funes.ingest.parsers.base import (
     as_str,
     bounded_put,
     make_block,
-
     state_map,
 )
 from funes.ingest.parsers.hermes import (

@@ -55,7 +55,6 @@ from funes.ingest.parsers.base import (
     harness_literal,
     make_block,
     norm_ts,
-
     render_json,
     state_map,
 )

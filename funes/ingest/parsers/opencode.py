@@ -50,7 +50,6 @@ from funes.ingest.parsers.base import (
     harness_literal,
     make_block,
     norm_ts,
-
     render_json,
     type_label,
 )
