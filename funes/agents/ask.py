@@ -16,12 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from funes.agents import AGENTS
 from funes.errors import FunesError, UsageError
 
 #: Agents `funes ask` can run, and the executable each one is.
 ASK_AGENTS = {"claude": "claude", "codex": "codex"}
 #: Agents funes wires (`funes add`) that `funes ask` cannot run.
-WIRED_ONLY = ("pi", "hermes")
+WIRED_ONLY = tuple(a for a in AGENTS if a not in ASK_AGENTS)
 #: Seconds an agent may take to answer.
 DEFAULT_TIMEOUT = 300.0
 

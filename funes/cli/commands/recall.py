@@ -11,11 +11,12 @@ import click
 from funes import api
 from funes.api import warm
 from funes.api.agent_format import where as _where
+from funes.cli.commands.agents import AGENTS as WIRED_AGENTS
 from funes.cli.options import memory_option
 from funes.cli.output import render
 from funes.cli.progress import progress_bar
 
-AGENTS = ("claude", "codex", "pi", "hermes", "import")
+AGENTS = ("claude", "codex", "pi", "hermes", "opencode", "gemini", "cursor", "copilot", "import")
 BLOCK_TYPES = ("text", "thinking", "tool_use", "tool_result")
 UNTRUSTED = api.UNTRUSTED
 
@@ -252,7 +253,8 @@ def _next_steps(sample: bool) -> list[str]:
     return [
         "",
         first,
-        "#   funes add claude|codex|pi|hermes   index each turn, give the agent a recall tool",
+        f"#   funes add {'|'.join(WIRED_AGENTS)}",
+        "#       index each finished turn, and give the agent a recall tool",
         '#   funes recall "your question"       search your memory',
         "#   funes status                       what the memory holds",
     ]
