@@ -15,7 +15,7 @@ import pytest
 
 from funes.ingest.parsers import parse_file
 from funes.model.turns import Turn
-from tests.conftest import FIXTURES, SHARED_MISSING, trace_path
+from tests.conftest import FIXTURES, OWN_FIXTURES, SHARED_MISSING, trace_path
 
 TRACES = FIXTURES / "traces"
 
@@ -32,8 +32,9 @@ def trace(rel: str) -> Path:
 
 
 def all_traces() -> list[Path]:
-    """Every fixture transcript (empty when the folder is absent)."""
-    return sorted(TRACES.glob("*/*.jsonl")) if TRACES.is_dir() else []
+    """Every fixture transcript: the large set when present, else the repository's own."""
+    folder = TRACES if TRACES.is_dir() else OWN_FIXTURES / "traces"
+    return sorted(folder.glob("*/*.jsonl"))
 
 
 def line_ends(path: Path) -> list[int]:
