@@ -50,7 +50,7 @@ class SignatureError(FunesError):
     """Commits whose signatures are required and missing, unknown or bad."""
 
 
-class KeyError_(UsageError):
+class SigningKeyError(UsageError):
     """A key that cannot be read, generated or trusted."""
 
 
@@ -83,16 +83,16 @@ def parse_public(text: str) -> PublicKey:
     """Read an exported public key line."""
     parts = text.strip().split(None, 2)
     if len(parts) < 2 or parts[0] != PREFIX:
-        raise KeyError_(
+        raise SigningKeyError(
             "not a funes public key", hint=f"expected `{PREFIX} <base64> [comment]` "
             "(what `funes keys export` prints)",
         )
     try:
         raw = base64.b64decode(parts[1], validate=True)
     except (binascii.Error, ValueError):
-        raise KeyError_("the public key is not valid base64") from None
+        raise SigningKeyError("the public key is not valid base64") from None
     if len(raw) != 32:
-        raise KeyError_("an Ed25519 public key is 32 bytes")
+        raise SigningKeyError("an Ed25519 public key is 32 bytes")
     return PublicKey(key_id(raw), raw, parts[2] if len(parts) > 2 else "")
 
 
@@ -107,7 +107,7 @@ def generate(settings: Settings, comment: str, *, force: bool = False) -> Public
 
     path = _private_path(settings)
     if path.exists() and not force:
-        raise KeyError_(
+        raise SigningKeyError(
             f"a signing key already exists ({path})",
             hint="`funes keys list` shows it; --force replaces it (old signatures then read "
             "as unknown unless you trust the old public key)",
@@ -146,11 +146,11 @@ def _private(settings: Settings) -> Any | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise KeyError_(f"cannot read the signing key {path}: {exc.strerror}") from None
+        raise SigningKeyError(f"cannot read the signing key {path}: {exc.strerror}") from None
     try:
         return Ed25519PrivateKey.from_private_bytes(bytes.fromhex(text))
     except ValueError:
-        raise KeyError_(f"the signing key {path} is damaged",
+        raise SigningKeyError(f"the signing key {path} is damaged",
                         hint="`funes keys generate --force` makes a new one") from None
 
 
