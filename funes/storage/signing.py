@@ -25,7 +25,6 @@ import base64
 import binascii
 import contextlib
 import hashlib
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from funes._env import Settings
 from funes.errors import FunesError, UsageError
 from funes.model.ids import ObjectId, canonical_json
 from funes.model.objects import Commit, kind_of
+from funes.storage.atomic import write_atomic
 
 if TYPE_CHECKING:
     from funes.storage.repo import Repository
@@ -123,13 +123,7 @@ def generate(settings: Settings, comment: str, *, force: bool = False) -> Public
     raw_pub = key.public_key().public_bytes(
         serialization.Encoding.Raw, serialization.PublicFormat.Raw
     )
-    tmp = path.with_name(path.name + ".tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(raw_priv.hex() + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, (raw_priv.hex() + "\n").encode("ascii"), mode=0o600)
     public = PublicKey(key_id(raw_pub), raw_pub, comment, own=True)
     (path.parent / "signing.pub").write_text(public.export() + "\n", "utf-8")
     return public
