@@ -51,6 +51,7 @@ from funes.ingest.run import index_sources
 from funes.ingest.sources import explicit_sources
 from funes.ingest.state import SourceStates
 from funes.storage.lock import RepositoryBusyError, WriteLock
+from funes.storage.pack import auto as auto_pack
 from funes.storage.repo import Repository
 
 __all__ = ["AskResult", "WiringResult", "agents_add", "agents_remove", "ask", "hook_run",
@@ -354,6 +355,18 @@ def _embed_some(settings: Settings, repo: Repository, say: Callable[[str], None]
         f"thread{'s' if done.threads > 1 else ''}), {done.remaining} waiting in {repo.path}")
 
 
+def maintain(repo: Repository, say: Callable[[str], None]) -> None:
+    """Pack the memory when it is due (`git gc --auto`); never fails the hook."""
+    try:
+        packed = auto_pack(repo)
+    except (FunesError, OSError, RuntimeError, ValueError) as exc:  # Lance errors too
+        say(f"pack: {repo.path}: {exc}")
+        return
+    if packed is not None and packed.did_pack:
+        say(f"pack: {sum(packed.packed.values())} fragments packed in {packed.seconds:.1f}s "
+            f"in {repo.path}")
+
+
 def _push(settings: Settings, repo: Repository, say: Callable[[str], None]) -> None:
     """`funes push` for a memory with a remote, bounded in time, never failing the hook."""
     from funes.gitlink.hook import run_bounded
@@ -410,6 +423,7 @@ def _handle(settings: Settings, requests: list[_Request], say: Callable[[str], N
             say(f"embed: {repo.path} is busy; the next hook continues")
         except FunesError as exc:
             say(f"embed: {repo.path}: {exc}")
+        maintain(repo, say)
     pushed: set[Path] = set()
     for r in requests:
         due = r.event == "session-end" or r.agent in NO_SESSION_END
