@@ -259,7 +259,7 @@ def prune_versions(table: LanceTable, grace: float = PRUNE_GRACE_SECONDS) -> int
     """
     ds = table.dataset()
     latest = int(ds.version)
-    keep_indices = {str(ix["uuid"]) for ix in ds.list_indices()}
+    keep_indices = {str(seg.uuid) for ix in ds.describe_indices() for seg in ix.segments}
     deadline = time.time() - grace
     deleted = 0
 
