@@ -117,7 +117,7 @@ def months(args: argparse.Namespace) -> None:
     from funes.storage.repo import Repository
 
     if args.pack == "auto":
-        from funes.storage import pack
+        from funes.retrieval.indexes import maintain
 
     settings = load_settings()
     rng = random.Random(7)
@@ -138,7 +138,7 @@ def months(args: argparse.Namespace) -> None:
             step_times.append(time.perf_counter() - t0)
             if args.pack == "auto":
                 t0 = time.perf_counter()
-                pack.auto(repo)
+                maintain(repo)
                 pack_time += time.perf_counter() - t0
             if i == 99:
                 first_step_mean = statistics.mean(step_times[-10:]) * 1000
@@ -176,6 +176,7 @@ def _push_after_pack(settings: object, repo: object, tmp: Path, rng: random.Rand
                      args: argparse.Namespace) -> str:
     """Push, add a step of turns (packed as the hook worker would), push again: bytes sent."""
     sync = importlib.import_module("funes.api.sync")
+    from funes.retrieval.indexes import maintain
     from funes.storage import pack
 
     remote = tmp / "remote"
@@ -190,7 +191,7 @@ def _push_after_pack(settings: object, repo: object, tmp: Path, rng: random.Rand
         chunks = turn_chunks(i, rng)
         added += sum(len(c.text) for c in chunks)
         repo.commit_chunks(chunks, f"turn {i}")  # type: ignore[attr-defined]
-        pack.auto(repo)  # type: ignore[arg-type]
+        maintain(repo)  # type: ignore[arg-type]
     pack.pack(repo, force=True)  # type: ignore[arg-type]  # even the newest turns are packed
     t0 = time.perf_counter()
     sync.push(repo)  # type: ignore[arg-type]

@@ -51,7 +51,6 @@ from funes.ingest.run import index_sources
 from funes.ingest.sources import explicit_sources
 from funes.ingest.state import SourceStates
 from funes.storage.lock import RepositoryBusyError, WriteLock
-from funes.storage.pack import auto as auto_pack
 from funes.storage.repo import Repository
 
 __all__ = ["AskResult", "WiringResult", "agents_add", "agents_remove", "ask", "hook_run",
@@ -356,15 +355,19 @@ def _embed_some(settings: Settings, repo: Repository, say: Callable[[str], None]
 
 
 def maintain(repo: Repository, say: Callable[[str], None]) -> None:
-    """Pack the memory when it is due (`git gc --auto`); never fails the hook."""
+    """Pack the memory and fold new rows into its indexes when due; never fails the hook."""
+    from funes.retrieval.indexes import maintain as upkeep
+
     try:
-        packed = auto_pack(repo)
+        done = upkeep(repo)
     except (FunesError, OSError, RuntimeError, ValueError) as exc:  # Lance errors too
         say(f"pack: {repo.path}: {exc}")
         return
-    if packed is not None and packed.did_pack:
-        say(f"pack: {sum(packed.packed.values())} fragments packed in {packed.seconds:.1f}s "
-            f"in {repo.path}")
+    if done.packed is not None and done.packed.did_pack:
+        say(f"pack: {sum(done.packed.packed.values())} fragments packed in "
+            f"{done.packed.seconds:.1f}s in {repo.path}")
+    if done.folded:
+        say(f"index: {done.folded} rows folded into the search indexes of {repo.path}")
 
 
 def _push(settings: Settings, repo: Repository, say: Callable[[str], None]) -> None:

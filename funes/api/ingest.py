@@ -14,7 +14,7 @@ from funes.ingest.run import BATCH_BYTES, BATCH_CHUNKS, IndexSummary, index_sour
 from funes.ingest.sources import default_sources, explicit_sources
 from funes.ingest.state import SourceStates
 from funes.model.turns import Turn
-from funes.storage import pack
+from funes.retrieval.indexes import maintain
 from funes.storage.repo import PROJECT_DIR, Repository
 
 __all__ = ["IndexSummary", "index", "parse_since"]
@@ -120,5 +120,5 @@ def index(
     )
     for path, committed in summary.commits.items():
         if committed.added:  # like `git gc --auto` after a commit: cheap unless due
-            pack.auto(Repository.open(Path(path), settings))
+            maintain(Repository.open(Path(path), settings))
     return summary

@@ -14,6 +14,7 @@ import pytest
 
 from funes import api
 from funes.model.objects import Tombstone
+from funes.remotes.base import NonFastForwardError
 from funes.retrieval.recall import Options, recall
 from funes.storage import pack
 from funes.storage.fsck import fsck
@@ -135,7 +136,7 @@ def test_two_machines_that_pack_independently_sync_to_identical_content(
     api.push(a)
     assert len(list(data.iterdir())) == sent_before + 10  # only what the remote lacked
 
-    with pytest.raises(Exception, match="fetch first|diverged|non-fast-forward"):
+    with pytest.raises(NonFastForwardError):
         api.push(b)
     api.pull(b)  # a merge of two packed memories
     pack.pack(b, force=True)
@@ -231,3 +232,22 @@ def test_old_versions_are_pruned_without_losing_a_data_file(repo: Repository) ->
     assert fsck(repo).ok
     _turns(repo, 40, 1)  # Lance still commits on top
     assert len(_visible(repo)) == 82
+
+
+def test_maintenance_packs_and_folds_appended_rows_into_the_indexes(repo: Repository) -> None:
+    from funes.retrieval import indexes
+
+    _turns(repo, 0, 5)
+    indexes.ensure(repo)  # the first recall builds the indexes over what exists
+    _turns(repo, 5, 140)  # 280 rows appended since: searched flat until folded
+    assert indexes.state(repo).unindexed_rows == 280
+    hits = _hits(repo, "passage number 201")
+    done = indexes.maintain(repo)
+    assert done.packed is not None and done.packed.did_pack
+    assert done.folded == 280 and indexes.state(repo).unindexed_rows == 0
+    # the best hit stands (lower ranks may move: flat rows are scored with their own
+    # statistics, indexed rows with the index's)
+    assert _hits(repo, "passage number 201")[0] == hits[0]
+    assert fsck(repo).ok
+    again = indexes.maintain(repo)
+    assert again.packed is None and again.folded == 0  # nothing due: nothing done
