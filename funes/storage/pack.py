@@ -11,9 +11,11 @@ ones (search indexes remapped, not rebuilt), under the write lock, from the hook
 fragment files: they are the unit of content addressing and transfer. So the originals stay
 in `<table>/data/` (outside the dataset's latest version, like fetched files); the dataset
 version lists the packs instead, and `packs.json` records which physical files are packs and
-which logical files they hold:
+which logical files they hold (and, with the time they were retired, packs a later pack
+rewrote: deleted a minute later, when no reader can still be reading them):
 
-    {"chunks": {"packs": ["data/p.lance", …], "files": ["data/a.lance", …]}, "vectors": …}
+    {"chunks": {"packs": ["data/p.lance", …], "files": ["data/a.lance", …],
+                "retired": {"data/q.lance": 1796140000}}, "vectors": …}
 
 The *logical* file set of a table (what merge, crash recovery and fsck ask "is this file in
 the table?") is the version's files minus the packs, plus the packed files. Pushes and pulls
@@ -82,24 +84,35 @@ def _name(table: LanceTable) -> str:
 def _load(repo_path: Path) -> dict[str, dict[str, set[str]]]:
     try:
         data = json.loads((repo_path / PACKS).read_text("utf-8"))
+        # Internally a retired pack is "<unix time> <path>", so that every field is a set.
         return {str(t): {"packs": {str(p) for p in v["packs"]},
-                         "files": {str(f) for f in v["files"]}} for t, v in data.items()}
+                         "files": {str(f) for f in v["files"]},
+                         "retired": {f"{int(when)} {rel}"
+                                     for rel, when in dict(v.get("retired", {})).items()}}
+                for t, v in data.items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
 
 
 def _save(repo_path: Path, record: dict[str, dict[str, set[str]]]) -> None:
-    data = {t: {"packs": sorted(v["packs"]), "files": sorted(v["files"])}
-            for t, v in sorted(record.items())}
+    data: dict[str, dict[str, Any]] = {}
+    for t, v in sorted(record.items()):
+        data[t] = {"packs": sorted(v["packs"]), "files": sorted(v["files"])}
+        if v.get("retired"):
+            data[t]["retired"] = dict(sorted(
+                (rel, int(when)) for when, _, rel in (r.partition(" ") for r in v["retired"])))
     write_atomic(repo_path / PACKS, json.dumps(data, indent=0).encode())
 
 
 def _apply(record: dict[str, dict[str, set[str]]], table: str, before: set[str],
            after: set[str]) -> None:
     """Fold one compaction (the table's files before and after it) into the record."""
-    entry = record.setdefault(table, {"packs": set(), "files": set()})
+    entry = record.setdefault(table, {"packs": set(), "files": set(), "retired": set()})
+    entry.setdefault("retired", set())
     removed, added = before - after, after - before
     entry["files"] |= removed - entry["packs"]  # originals (not packs of packs) stay logical
+    now = int(time.time())  # packs packed again: deleted a little later
+    entry["retired"] |= {f"{now} {rel}" for rel in removed & entry["packs"]}
     entry["packs"] = (entry["packs"] - removed) | added
 
 
@@ -243,7 +256,34 @@ def _pack_table(repo: Repository, table: LanceTable) -> int:
     _save(repo.path, packs)
     (repo.path / JOURNAL).unlink()
     prune_versions(table)
+    _drop_retired(repo.path, table)
     return int(metrics.fragments_removed)
+
+
+def _drop_retired(repo_path: Path, table: LanceTable, grace: float = PRUNE_GRACE_SECONDS) -> None:
+    """Delete packs that a later pack rewrote, once no reader can still be reading them."""
+    packs = _load(repo_path)
+    entry = packs.get(_name(table))
+    if not entry or not entry.get("retired"):
+        return
+    deadline = time.time() - grace
+    gone = set()
+    for item in entry["retired"]:
+        when, _, rel = item.partition(" ")
+        if not when.isdigit() or int(when) >= deadline or not _data_name(rel):
+            continue  # retired less than `grace` ago: a reader may hold it
+        (table.path / rel).unlink(missing_ok=True)
+        gone.add(item)
+    if gone:
+        entry["retired"] -= gone
+        _save(repo_path, packs)
+
+
+def _data_name(rel: str) -> bool:
+    """`data/<name>.lance` and nothing else (the record is read from disk: never trusted)."""
+    name = rel.removeprefix("data/")
+    return rel.startswith("data/") and name.endswith(".lance") and \
+        name.replace("-", "").replace("_", "").removesuffix(".lance").isalnum()
 
 
 # -- pruning old Lance versions --------------------------------------------------------------

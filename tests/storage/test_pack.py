@@ -251,3 +251,21 @@ def test_maintenance_packs_and_folds_appended_rows_into_the_indexes(repo: Reposi
     assert fsck(repo).ok
     again = indexes.maintain(repo)
     assert again.packed is None and again.folded == 0  # nothing due: nothing done
+
+
+def test_a_pack_packed_again_is_deleted_once_readers_are_done_with_it(repo: Repository) -> None:
+    _turns(repo, 0, 20)
+    originals = set((repo.chunks.path / "data").iterdir())
+    pack.pack(repo, force=True)
+    first = set((repo.chunks.path / "data").iterdir()) - originals
+    _turns(repo, 20, 30)  # more than the first pack: the next pack rewrites it too
+    pack.pack(repo, force=True)
+    record = json.loads((repo.path / "packs.json").read_text())["chunks"]
+    assert {f"data/{p.name}" for p in first} == set(record["retired"])
+    assert all(p.exists() for p in first)  # a reader that opened the old version may read them
+    pack._drop_retired(repo.path, repo.chunks, grace=-1)
+    assert not any(p.exists() for p in first)
+    assert "retired" not in json.loads((repo.path / "packs.json").read_text())["chunks"]
+    report = fsck(repo)
+    assert report.ok and not report.warnings, [str(p) for p in report.problems + report.warnings]
+    assert len(_visible(repo)) == 100
