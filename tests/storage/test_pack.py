@@ -269,3 +269,24 @@ def test_a_pack_packed_again_is_deleted_once_readers_are_done_with_it(repo: Repo
     report = fsck(repo)
     assert report.ok and not report.warnings, [str(p) for p in report.problems + report.warnings]
     assert len(_visible(repo)) == 100
+
+
+def test_the_vector_table_packs_too_and_vector_search_still_answers(repo: Repository) -> None:
+    from funes.model.objects import ModelStamp
+    from tests.builders import vector_table
+
+    stamp = ModelStamp("m", "0" * 64, 4)
+    for i in range(34):
+        batch = make_batch(i * 2, 2, session=f"v{i}")
+        vecs = [[1.0, float(i), float(j), 0.5] for j in range(2)]
+        repo.commit_chunks(batch, f"turn {i}", model=stamp, vectors=vector_table(batch, vecs))
+    before = repo.vectors.dataset().to_table(columns=["id", "vector"]).to_pylist()
+    done = pack.pack(repo)
+    assert done.packed == {"chunks": 34, "vectors": 34}
+    after = repo.vectors.dataset().to_table(columns=["id", "vector"]).to_pylist()
+    assert sorted(map(str, after)) == sorted(map(str, before))
+    found = repo.vectors.dataset().to_table(
+        nearest={"column": "vector", "q": [1.0, 33.0, 1.0, 0.5], "k": 1}, columns=["id"])
+    assert found.column("id")[0].as_py() == make_batch(67, 1, session="v33")[0].id
+    report = fsck(repo)
+    assert report.ok and not report.warnings, [str(p) for p in report.problems + report.warnings]
