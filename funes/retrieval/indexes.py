@@ -9,10 +9,14 @@ Building or optimising writes a new dataset version, so it runs under the write 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from funes.storage import pack
 from funes.storage.lock import RepositoryBusyError
 from funes.storage.repo import Repository
+
+if TYPE_CHECKING:
+    import lance
 
 #: Fold appended rows into the indexes once this many are unindexed (on a recall's path).
 OPTIMIZE_AFTER = 20_000
@@ -34,11 +38,30 @@ class IndexState:
     unindexed_rows: int
 
 
+#: IndexState per Lance version (its manifest file's path and mtime, so a table deleted and
+#: created again is not mistaken for the old one): a version never changes, and a recall asks
+#: twice (before pinning its snapshot, and inside it); index statistics cost a few ms each.
+_states: dict[tuple[str, int], IndexState] = {}
+
+
 def state(repo: Repository) -> IndexState:
     """Which indexes exist and how many rows they do not cover yet."""
     if not repo.chunks.exists():
         return IndexState(False, False, 0)
     ds = repo.chunks.dataset()
+    manifest = repo.chunks.path / "_versions" / f"{2**64 - 1 - int(ds.version):020d}.manifest"
+    try:
+        key = (str(manifest), manifest.stat().st_mtime_ns)
+    except OSError:  # another manifest naming scheme: no cache
+        return _state(ds)
+    if key not in _states:
+        if len(_states) > 256:
+            _states.clear()
+        _states[key] = _state(ds)
+    return _states[key]
+
+
+def _state(ds: lance.LanceDataset) -> IndexState:
     names = {ix.name for ix in ds.describe_indices()}
     unindexed = 0
     if "text_idx" in names:
