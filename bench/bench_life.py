@@ -241,7 +241,7 @@ def firstday(args: argparse.Namespace) -> None:
         funes = [sys.executable, "-m", "funes"]
         subprocess.run([*funes, "init", "--global"], env=env, check=True, capture_output=True)
         if args.batch_chunks:
-            subprocess.run([*funes, "config", "index.batchChunks", str(args.batch_chunks)],
+            subprocess.run([*funes, "config", "set", "index.batchChunks", str(args.batch_chunks)],
                            env=env, check=True, capture_output=True, cwd=home)
         t0 = time.perf_counter()
         proc = subprocess.Popen([*funes, "index"], env=env, cwd=root,

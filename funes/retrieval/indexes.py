@@ -8,6 +8,7 @@ Building or optimising writes a new dataset version, so it runs under the write 
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -153,14 +154,20 @@ class Upkeep:
 def maintain(repo: Repository) -> Upkeep:
     """Background upkeep after new rows, like `git gc --auto`; cheap when nothing is due.
 
-    Packs the tables when they reach `pack.threshold` fragments (funes.storage.pack) and folds
-    appended rows into the search indexes once FOLD_AFTER of them are searched flat. Never
+    Packs the tables when they reach `pack.threshold` fragments (funes.storage.pack), builds
+    the search indexes when they are missing, and folds appended rows into them once
+    FOLD_AFTER of them are searched flat. Never
     waits for the lock: a busy memory is maintained next time. For the hook worker and the
     end of `funes index`, never for a recall.
     """
     packed = pack.auto(repo)
     folded = 0
     current = state(repo)
+    if not (current.fts and current.id_index) and current.unindexed_rows:
+        # built here rather than by the first recall, which would wait for it
+        with contextlib.suppress(RepositoryBusyError):
+            ensure(repo, lock_timeout=0)
+        return Upkeep(packed, 0)
     if current.fts and current.id_index and current.unindexed_rows >= FOLD_AFTER:
         try:
             with repo.writing(0):
