@@ -27,6 +27,7 @@ import importlib
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -142,6 +143,7 @@ def months(args: argparse.Namespace) -> None:
                 pack_time += time.perf_counter() - t0
             if i == 99:
                 first_step_mean = statistics.mean(step_times[-10:]) * 1000
+                shutil.copytree(repo.path, Path(tmp) / "at100" / ".funes")
             if (i + 1) % args.step == 0:
                 mean = statistics.mean(step_times) * 1000
                 last_step_mean = statistics.mean(step_times[-10:]) * 1000
@@ -153,6 +155,7 @@ def months(args: argparse.Namespace) -> None:
                 print(lines[-1], flush=True)
                 step_times, pack_time = [], 0.0
         per_turn_recall = _recall_p50(settings, repo, qrng, n=25)
+        paired = _paired_commits(settings, Path(tmp) / "at100" / ".funes", repo, rng, args)
 
         once = Repository.init(Path(tmp) / "once" / ".funes", settings)
         once.commit_chunks(all_chunks, "all at once")
@@ -167,9 +170,36 @@ def months(args: argparse.Namespace) -> None:
           f"{last_step_mean:.1f} ms (ratio {last_step_mean / max(first_step_mean, 1e-9):.2f})")
     print(f"recall p50: per-turn memory {per_turn_recall:.1f} ms, same rows committed at once "
           f"{once_recall:.1f} ms (ratio {per_turn_recall / max(once_recall, 1e-9):.2f})")
+    print(paired)
     if push_line:
         print(push_line)
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+
+
+def _paired_commits(settings: object, small_path: Path, big: object, rng: random.Random,
+                    args: argparse.Namespace) -> str:
+    """Commit latency of the memory at 100 commits and at the end, alternating.
+
+    Taken side by side, so that the load of a shared machine (which drifts over a long run)
+    weighs on both alike.
+    """
+    from funes.storage.repo import Repository
+
+    small = Repository.open(small_path, settings)  # type: ignore[arg-type]
+    times: dict[str, list[float]] = {"small": [], "big": []}
+    for n in range(21):
+        for name, repo in (("small", small), ("big", big)):
+            chunks = turn_chunks(10_000_000 + n * 2 + (name == "big"), rng)
+            t0 = time.perf_counter()
+            repo.commit_chunks(chunks, f"paired {n}")  # type: ignore[attr-defined]
+            times[name].append(time.perf_counter() - t0)
+            if args.pack == "auto":
+                from funes.retrieval.indexes import maintain
+
+                maintain(repo)  # type: ignore[arg-type]
+    a, b = _p50(times["small"]), _p50(times["big"])
+    return (f"paired commits (21 each, alternating): memory at 100 commits p50 {a:.1f} ms, "
+            f"at {args.commits} commits p50 {b:.1f} ms (ratio {b / max(a, 1e-9):.2f})")
 
 
 def _push_after_pack(settings: object, repo: object, tmp: Path, rng: random.Random,
