@@ -267,7 +267,7 @@ def test_hook_worker_packs_the_memory_once_it_is_due(settings: Any, claude_sessi
 
     assert run("config", "set", "pack.threshold", "3").exit_code == 0
     lines = CLAUDE.read_text().splitlines(keepends=True)
-    cuts = [c for c in range(8, len(lines), max(1, (len(lines) - 8) // 5))][:5] + [len(lines)]
+    cuts = [*list(range(8, len(lines), max(1, (len(lines) - 8) // 5)))[:5], len(lines)]
     for done, cut in enumerate(cuts):
         claude_session.write_text("".join(lines[:cut]))  # the agent finished another turn
         code, _ = _fire(settings, ["claude", "turn-end"], _stop_event(claude_session))
