@@ -151,7 +151,7 @@ def _check_files(repo: Repository, manifests: dict[str, Manifest], report: FsckR
         table = repo.table(table_name)
         if table.exists():
             try:
-                included[table_name] = table.file_paths()
+                included[table_name] = table.logical_paths()  # packs as the files they hold
             except Exception as exc:  # a damaged Lance manifest surfaces as many error types
                 report.problems.append(Problem("file", f"{table_name}.lance", str(exc)[:200]))
                 included[table_name] = set()

@@ -193,3 +193,13 @@ class LanceTable:
         """Data files (relative paths) that a dataset version includes."""
         ds = self.dataset(version)
         return {f"data/{f.path}" for frag in ds.get_fragments() for f in frag.metadata.files}
+
+    def logical_paths(self) -> set[str]:
+        """The files the latest version holds as manifests name them.
+
+        A pack (funes.storage.pack) is listed by the dataset in place of the files it holds;
+        merge, crash recovery and fsck ask about the files manifests name, so they ask here.
+        """
+        from funes.storage.pack import logical_paths
+
+        return logical_paths(self.path.parent, self, self.file_paths())

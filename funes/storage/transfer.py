@@ -411,7 +411,7 @@ def _fragments_to_append(
             manifest = repo.objects.manifest(mid)
             table = repo.table(manifest.table)
             if manifest.table not in present:
-                present[manifest.table] = table.file_paths() if table.exists() else set()
+                present[manifest.table] = table.logical_paths() if table.exists() else set()
             for record in manifest.fragments:
                 check_record(record, f"manifest {mid[:12]}")
                 paths = [f.path for f in record.files]
