@@ -252,9 +252,7 @@ def test_200kb_tool_output() -> None:
     assert len(output) > 200_000
     block = Block("tool_result", output, tool_name="Bash", tool_call_id="c9")
     turn = make_turn(Block("tool_use", '{"command": "run"}', tool_name="Bash"), block)
-    start = time.process_time()
-    chunks = chunk_turn(turn)
-    elapsed = time.process_time() - start
+    chunks = chunk_turn(turn)  # its speed target is in bench/bench_tokenize.py
     body = [c for c in chunks if c.block_idx == 1]
     n = len(body)
     assert n > 100
@@ -265,7 +263,6 @@ def test_200kb_tool_output() -> None:
         assert c.noise == expected
         assert count(c.text) <= 256
     assert body[-1].text.endswith("FAILED: 1 error\n")
-    assert elapsed < 2.0, f"{elapsed:.2f}s for 200 KB"
     # A block that already carries a noise tag keeps it on every chunk.
     tagged = chunk_turn(make_turn(Block("tool_result", output, noise="command-output")))
     assert {c.noise for c in tagged} == {"command-output"}
