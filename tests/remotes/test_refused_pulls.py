@@ -92,8 +92,9 @@ def mine(tmp_path: Path, settings: Any) -> Repository:
     return repo
 
 
-def state(repo: Repository) -> dict[str, Any]:
-    """What a refused pull must not change: HEAD, the local tables, the objects."""
+def state(repo: Repository, *, objects: bool = True) -> dict[str, Any]:
+    """What a refused pull must not change: HEAD, the local tables, and (when the refusal
+    comes while fetching) the objects: nothing of what was refused is stored."""
     tables = {}
     for name in ("chunks", "vectors"):
         table = repo.table(name)
@@ -104,21 +105,25 @@ def state(repo: Repository) -> dict[str, Any]:
         "head": repo.head(),
         "branch": repo.head_branch(),
         "tables": tables,
-        "objects": sorted(repo.objects),
+        "objects": sorted(repo.objects) if objects else None,
         "pending": (repo.path / "PENDING").exists(),
     }
 
 
-def pull_refused(run: Any, repo: Repository, *needles: str) -> str:
-    """`funes pull` fails with exit 5 and one line naming the problem; nothing changed."""
-    before = state(repo)
+def pull_refused(run: Any, repo: Repository, *needles: str, fetched: bool = False) -> str:
+    """`funes pull` fails with exit 5 and one line naming the problem; nothing changed.
+
+    `fetched`: the objects themselves are sound and may be stored (as `funes fetch` would);
+    what is refused is merging them into the branch and its tables.
+    """
+    before = state(repo, objects=not fetched)
     out = run("--memory", str(repo.path), "pull")
     assert out.exit_code == 5, (out.exit_code, out.stdout, out.stderr)
     message = out.stderr.strip()
     assert message.startswith("funes: ") and len(message.splitlines()) == 1, message
     for needle in needles:
         assert needle in message, message
-    assert state(repo) == before
+    assert state(repo, objects=not fetched) == before
     assert not (repo.path / "PENDING").exists()
     # And the memory still works: a later commit is not disturbed by what was refused.
     assert repo.commit_chunks([make_chunk(11, session="mine")], "index: later").commit
@@ -211,4 +216,4 @@ def test_fragments_of_another_schema_are_refused(remote: Remote, mine: Repositor
         manifest["fragments"] = [r.to_dict() for r in records]
 
     remote.rewrite_chunks_manifest(replace_fragments)
-    pull_refused(run, mine, "another schema")
+    pull_refused(run, mine, "another schema", fetched=True)
