@@ -189,20 +189,29 @@ def test_a_missing_or_bad_row_count_is_refused(remote: Remote, mine: Repository,
     pull_refused(run, mine, "row count")
 
 
-def test_metadata_lance_cannot_read_is_refused(remote: Remote, mine: Repository,
-                                               run: Any) -> None:
-    def garble(manifest: dict[str, Any], table: Path) -> None:
-        meta = _first_fragment(manifest)["meta"]
-        meta["files"][0]["fields"] = "not a list of field ids"
+def _drop_field_ids(meta: dict[str, Any]) -> None:
+    del meta["files"][0]["fields"]
 
-    remote.rewrite_chunks_manifest(garble)
+
+def _garble_field_ids(meta: dict[str, Any]) -> None:
+    meta["files"][0]["fields"] = "not a list of field ids"
+
+
+@pytest.mark.parametrize("garble", [
+    _drop_field_ids,
+    pytest.param(_garble_field_ids, marks=pytest.mark.xfail(
+        strict=True, reason="issue 14: metadata Lance's from_json accepts but cannot commit "
+        "crashes the merge (TypeError) and leaves PENDING behind")),
+], ids=["missing", "mistyped"])
+def test_metadata_lance_cannot_read_is_refused(remote: Remote, mine: Repository, run: Any,
+                                               garble: Callable[[dict[str, Any]], None]) -> None:
+    remote.rewrite_chunks_manifest(lambda manifest, table: garble(_first_fragment(manifest)["meta"]))
     pull_refused(run, mine, "does not parse")
 
 
-def test_fragments_of_another_schema_are_refused(remote: Remote, mine: Repository,
-                                                 run: Any, tmp_path: Path) -> None:
-    """Well-hashed files whose schema is not the chunks table's: Lance would read the field
-    ids in their metadata as other columns of the local table."""
+def _other_schema(remote: Remote, tmp_path: Path) -> None:
+    """Rewrite the remote's chunks manifest to name well-hashed files of another schema: Lance
+    would read the field ids in their metadata as other columns of the local table."""
     import pyarrow as pa
 
     forged = LanceTable(tmp_path / "forge" / "chunks.lance")
@@ -216,4 +225,25 @@ def test_fragments_of_another_schema_are_refused(remote: Remote, mine: Repositor
         manifest["fragments"] = [r.to_dict() for r in records]
 
     remote.rewrite_chunks_manifest(replace_fragments)
+
+
+def test_fragments_of_another_schema_never_reach_the_table(remote: Remote, mine: Repository,
+                                                           run: Any, tmp_path: Path) -> None:
+    _other_schema(remote, tmp_path)
+    before = state(mine, objects=False)
+    del before["pending"]
+    out = run("--memory", str(mine.path), "pull")
+    assert out.exit_code != 0 and "another schema" in out.stderr, out.stderr
+    after = state(mine, objects=False)
+    del after["pending"]
+    assert after == before
+    rows = mine.chunks.dataset().to_table(columns=["id"]).column("id").to_pylist()
+    assert rows == [make_chunk(10, session="mine").id]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 14: refused at merge time with exit 1, not 5, "
+                   "and the merge journal (PENDING) is left behind")
+def test_fragments_of_another_schema_are_refused(remote: Remote, mine: Repository,
+                                                 run: Any, tmp_path: Path) -> None:
+    _other_schema(remote, tmp_path)
     pull_refused(run, mine, "another schema", fetched=True)
