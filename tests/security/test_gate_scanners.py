@@ -92,7 +92,7 @@ while i < len(args):
 if TOOL == "gitleaks":
     sources = [flags.get("--source") or flags.get("-s") or (positional or ["."])[0]]
 else:
-    sources = positional + [flags["--directory"]] * ("--directory" in flags)
+    sources = positional + ([flags["--directory"]] if "--directory" in flags else [])
 files = sorted(p for s in sources for p in Path(s).rglob("*") if p.is_file())
 hits = [str(p) for p in files if MARKER in p.read_text("utf-8", "replace")]
 if TOOL == "gitleaks":

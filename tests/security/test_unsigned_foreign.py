@@ -51,7 +51,7 @@ def pulled(tmp_path: Path, settings: Any, run: Any) -> tuple[Repository, Any]:
 def test_pull_reports_the_unsigned_commit(pulled: tuple[Repository, Any]) -> None:
     mine, out = pulled
     assert out.exit_code == 0, out.stderr
-    assert "1 commit(s) not signed by a trusted key" in out.stdout + out.stderr
+    assert "1 unsigned commit(s) not signed by a trusted key" in out.stdout
     assert mine.head_commit().chunk_count == 2  # type: ignore[union-attr]
 
 
