@@ -183,6 +183,83 @@ def test_objects_parse_or_refuse(which: int, path: list[str], value: Any, kind: 
     assert_well_formed(obj, kind)
 
 
+def _paths(obj: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a JSON value: each dict key and list index, at every depth."""
+    out = [prefix] if prefix else []
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            out += _paths(value, (*prefix, key))
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            out += _paths(value, (*prefix, i))
+    return out
+
+
+def _set(obj: Any, path: tuple[Any, ...], value: Any, delete: bool) -> Any:
+    """A copy of `obj` with the value at `path` replaced (or its key deleted)."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(obj, dict):
+        copy = dict(obj)
+        if delete and not rest:
+            copy.pop(head, None)
+        else:
+            copy[head] = _set(obj[head], rest, value, delete)
+        return copy
+    copy_list = list(obj)
+    copy_list[head] = _set(obj[head], rest, value, delete)
+    return copy_list
+
+
+STRUCTURE = [(which, path) for which, obj in enumerate(VALID) for path in _paths(obj)]
+
+
+#: Values that are nearly right, where a missing check would let them through.
+NEAR_MISSES: list[Any] = [
+    -1, 0, True, 1.5, 2**64, "", "0" * 63 + "g", "A" * 64, "0" * 65, "data/x.lance",
+    "data/../x.lance", "x.lance", "../x.lance", "data/.lance", [], {}, None, ["a" * 64],
+    {"path": "x"},
+]
+
+
+def test_every_field_of_real_objects_with_every_near_miss() -> None:
+    """Exhaustively: every field of a real commit and manifest deleted, or set to each value
+    that is nearly right. Random values rarely hit these; a dropped check would let one in."""
+    for which, path in STRUCTURE:
+        for value, delete in [(None, True), *((v, False) for v in NEAR_MISSES)]:
+            data = _set(VALID[which], path, value, delete)
+            raw = canonical_json(data)
+            try:
+                obj = parse_received(hash_bytes(raw), raw, None, "fuzz")
+            except FunesError as exc:
+                assert_refused_clearly(exc, "fuzz")
+                continue
+            assert_well_formed(obj, None)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(STRUCTURE), json_value, st.booleans(),
+       st.sampled_from([None, "commit", "manifest"]))
+def test_every_field_of_real_objects_parse_or_refuse(
+    where: tuple[int, tuple[Any, ...]], value: Any, delete: bool, kind: str | None
+) -> None:
+    """Each field of a real commit and manifest, at any depth (a fragment's file names, sizes,
+    hashes, Lance metadata), replaced by any JSON value or deleted: refused, or well formed."""
+    which, path = where
+    data = _set(VALID[which], path, value, delete)
+    try:
+        raw = canonical_json(data)
+    except (TypeError, ValueError):
+        return
+    try:
+        obj = parse_received(hash_bytes(raw), raw, kind, "fuzz")
+    except FunesError as exc:
+        assert_refused_clearly(exc, "fuzz")
+        return
+    assert_well_formed(obj, kind)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=300), oid_text)
 def test_arbitrary_bytes_and_wrong_ids(raw: bytes, oid: str) -> None:
