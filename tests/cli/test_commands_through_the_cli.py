@@ -201,7 +201,7 @@ def test_completion_scripts(run: Any, shell: str) -> None:
 
 
 def test_the_bash_completion_completes(tmp_path: Path) -> None:
-    """The script does what it says: bash, sourcing it, completes `funes rem` to `remote`."""
+    """The script does what it says: bash, sourcing it, completes `funes remo`."""
     bash = shutil.which("bash")
     assert bash is not None
     shim = tmp_path / "bin" / "funes"
@@ -210,12 +210,12 @@ def test_the_bash_completion_completes(tmp_path: Path) -> None:
     shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
     env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}",
            "PYTHONPATH": str(REPO_ROOT)}
-    script = ('eval "$(funes completion bash)"; COMP_WORDS=(funes rem); COMP_CWORD=1; '
-              "_funes_completion; printf '%s\\n' \"${COMPREPLY[@]}\"")
+    script = ('eval "$(funes completion bash)"; COMP_WORDS=(funes remo); COMP_CWORD=1; '
+              "_funes_completion funes; printf '%s\\n' \"${COMPREPLY[@]}\"")
     done = subprocess.run([bash, "-c", script], capture_output=True, text=True, env=env,
                           timeout=60, check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["remote"], done.stdout
+    assert sorted(done.stdout.split()) == ["remote", "remove"], done.stdout
 
 
 # -- encrypted remotes and their keys ----------------------------------------------------------
