@@ -27,21 +27,25 @@ from funes.storage.repo import Repository
 FAKE_UID = 3_900_000 + os.getpid() % 50_000
 
 
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+
+
 @pytest.fixture
-def fake_uid(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Run this process as if it were user FAKE_UID: its `/tmp/funes-<uid>` is a fresh path."""
+def fake_uid(memory: Repository) -> Iterator[Path]:
+    """Run this process as if it were user FAKE_UID: its `/tmp/funes-<uid>` is a fresh path.
+
+    Depends on `memory` so that the memory's own teardown runs as the real user again.
+    """
     runtime = Path("/tmp") / f"funes-{FAKE_UID}"
-    if runtime.is_symlink() or runtime.is_file():
-        runtime.unlink()
-    elif runtime.exists():
-        shutil.rmtree(runtime)
-    monkeypatch.setattr(os, "getuid", lambda: FAKE_UID)
-    yield runtime
-    monkeypatch.undo()
-    if runtime.is_symlink() or runtime.is_file():
-        runtime.unlink()
-    elif runtime.exists():
-        shutil.rmtree(runtime)
+    _remove(runtime)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "getuid", lambda: FAKE_UID)
+        yield runtime
+    _remove(runtime)
 
 
 def _entries(path: Path) -> list[str]:
@@ -193,9 +197,10 @@ def fake_server(memory: Repository) -> Iterator[Callable[[bytes], list[bytes]]]:
     b'{"v": 99, "ok": true, "result": {}}\n',  # another protocol version
     b'{"v": 1, "ok": true, "result": {"hits": "not a list"}}\n',
     b'{"v": 1, "ok": true, "result": {"unexpected": 1}}\n',
+    b'{"v": 1, "ok": true, "result": "a string"}\n',
     b'{"v": 1, "ok": false, "refused": "internal error"}\n',
     b"OVERSIZED",  # replaced below: more than the client reads
-], ids=["eof", "garbage", "array", "protocol-99", "bad-hits", "unknown-fields", "refused",
+], ids=["eof", "garbage", "array", "protocol-99", "bad-hits", "unknown-fields", "string-result", "refused",
         "oversized"])
 def test_the_client_works_alone_when_the_answer_is_bad(
     reply: bytes, fake_server: Callable[[bytes], list[bytes]], memory: Repository, run: Any
@@ -203,7 +208,8 @@ def test_the_client_works_alone_when_the_answer_is_bad(
     expected = run("--memory", str(memory.path), "--format", "agent", "recall", "line reader")
     assert expected.exit_code == 0 and "line reader" in expected.stdout
     if reply == b"OVERSIZED":
-        reply = b'{"v": 1, "ok": true, "result": "' + b"x" * (warm.MAX_RESPONSE + 10) + b'"}\n'
+        reply = (b'{"v": 1, "ok": true, "result": "' + b"x" * (warm.MAX_RESPONSE + (1 << 20))
+                 + b'"}\n')
     seen = fake_server(reply)
     got = run("--memory", str(memory.path), "--format", "agent", "recall", "line reader")
     assert len(seen) == 1, "the client asked the server first"
