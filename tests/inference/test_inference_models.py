@@ -185,7 +185,7 @@ def _pypi_unreachable(distribution: str) -> str | None:
 
     url = f"https://pypi.org/simple/{distribution}/"
     try:
-        with urllib.request.urlopen(url, timeout=15) as answer:  # noqa: S310 - fixed https URL
+        with urllib.request.urlopen(url, timeout=15) as answer:
             answer.read(1)
     except urllib.error.HTTPError:
         return None  # PyPI answered (a 404 is the pin's fault, not the network's)

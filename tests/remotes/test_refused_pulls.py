@@ -205,7 +205,8 @@ def _garble_field_ids(meta: dict[str, Any]) -> None:
 ], ids=["missing", "mistyped"])
 def test_metadata_lance_cannot_read_is_refused(remote: Remote, mine: Repository, run: Any,
                                                garble: Callable[[dict[str, Any]], None]) -> None:
-    remote.rewrite_chunks_manifest(lambda manifest, table: garble(_first_fragment(manifest)["meta"]))
+    remote.rewrite_chunks_manifest(
+        lambda manifest, table: garble(_first_fragment(manifest)["meta"]))
     pull_refused(run, mine, "does not parse")
 
 

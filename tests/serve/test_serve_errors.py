@@ -8,6 +8,7 @@ server never dies of a bad request nor outlives its memory.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -170,10 +171,8 @@ def fake_server(memory: Repository) -> Iterator[Callable[[bytes], list[bytes]]]:
                 while b"\n" not in data and (more := conn.recv(1 << 16)):
                     data += more
                 seen.append(data)
-                try:
+                with contextlib.suppress(OSError):
                     conn.sendall(reply[0])
-                except OSError:
-                    pass
 
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()
@@ -200,8 +199,8 @@ def fake_server(memory: Repository) -> Iterator[Callable[[bytes], list[bytes]]]:
     b'{"v": 1, "ok": true, "result": "a string"}\n',
     b'{"v": 1, "ok": false, "refused": "internal error"}\n',
     b"OVERSIZED",  # replaced below: more than the client reads
-], ids=["eof", "garbage", "array", "protocol-99", "bad-hits", "unknown-fields", "string-result", "refused",
-        "oversized"])
+], ids=["eof", "garbage", "array", "protocol-99", "bad-hits", "unknown-fields",
+        "string-result", "refused", "oversized"])
 def test_the_client_works_alone_when_the_answer_is_bad(
     reply: bytes, fake_server: Callable[[bytes], list[bytes]], memory: Repository, run: Any
 ) -> None:
