@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import random
 import statistics
 import sys
 import time
@@ -30,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from funes.ingest.chunking import chunk_turn  # noqa: E402
 from funes.ingest.tokenizer import get_tokenizer  # noqa: E402
 from funes.model.turns import Block, Turn  # noqa: E402
+from tests.builders import tool_log  # noqa: E402
 
 TRACES = ROOT.parent / "shared" / "fixtures" / "traces"
 TRANSCRIPT = TRACES / "claude" / "marot__spotter__tool_heavy.jsonl"
@@ -37,25 +37,11 @@ TOKENIZER_TARGET = 1e-3  # seconds of CPU per KB
 CHUNKING_TARGET = 2.0  # seconds of CPU for 200 KB
 
 
-def tool_output(lines: int = 4000) -> str:
-    """A log-like tool output of about 200 KB (the shape `test_200kb_tool_output` uses)."""
-    rng = random.Random(42)
-    out = []
-    for i in range(lines):
-        out.append(
-            f"2026-05-11T11:{i // 60 % 60:02d}:{i % 60:02d}Z INFO worker-{rng.randint(1, 8)} "
-            f"processed batch {i} in {rng.random() * 100:.2f} ms "
-            f"({rng.choice(['ok', 'retry', 'cached'])}) "
-            f"path=/srv/data/{rng.randint(0, 999):03d}.parquet"
-        )
-    return "\n".join(out) + "\nFAILED: 1 error\n"
-
-
 def transcript_text() -> str:
     """200 KB of a real transcript, or the synthetic log when the shared fixtures are absent."""
     if TRANSCRIPT.exists():
         return TRANSCRIPT.read_text("utf-8")[:200_000]
-    return tool_output()
+    return tool_log()
 
 
 def tokenizer_per_kb(text: str, repeat: int) -> list[float]:
@@ -89,7 +75,7 @@ def main() -> None:
     args = parser.parse_args()
     text = transcript_text()
     per_kb = tokenizer_per_kb(text, args.repeat)
-    output = tool_output()
+    output = tool_log()
     chunking, chunks = chunking_seconds(output, args.repeat)
     tok_median = statistics.median(per_kb)
     chunk_median = statistics.median(chunking)

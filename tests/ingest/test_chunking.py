@@ -38,7 +38,7 @@ from funes.ingest.chunking import (
 )
 from funes.ingest.tokenizer import count, get_tokenizer
 from funes.model.turns import Block, Source, Turn
-from tests.builders import trace_strings
+from tests.builders import tool_log, trace_strings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "traces"
@@ -239,16 +239,8 @@ def test_whitespace_runs_are_capped_too() -> None:
 
 
 def test_200kb_tool_output() -> None:
-    rng = random.Random(42)
-    lines = []
-    for i in range(4000):
-        lines.append(
-            f"2026-05-11T11:{i // 60 % 60:02d}:{i % 60:02d}Z INFO worker-{rng.randint(1, 8)} "
-            f"processed batch {i} in {rng.random() * 100:.2f} ms "
-            f"({rng.choice(['ok', 'retry', 'cached'])}) "
-            f"path=/srv/data/{rng.randint(0, 999):03d}.parquet"
-        )
-    output = "\n".join(lines) + "\nFAILED: 1 error\n"
+    output = tool_log()
+    lines = output.splitlines()
     assert len(output) > 200_000
     block = Block("tool_result", output, tool_name="Bash", tool_call_id="c9")
     turn = make_turn(Block("tool_use", '{"command": "run"}', tool_name="Bash"), block)
