@@ -98,19 +98,21 @@ def test_embed_drains_the_backlog(run: Any, memory: Repository, with_models: Pat
     assert again.exit_code == 0 and "embedded 0 chunks" in again.stdout
 
 
-def test_reindex_restamps_and_reembeds(run: Any, memory: Repository, shared_models: Path,
+def test_reindex_restamps_and_reembeds(run: Any, settings: Any, shared_models: Path,
                                        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    memory = Repository.init(tmp_path / "small" / ".funes", settings)
+    memory.commit_chunks(make_batch(0, 2), "index")
     home = tmp_path / "home"
     monkeypatch.setenv("FUNES_HOME", str(home))
     (home / "models").mkdir(parents=True)
-    for suffix in (".gguf", ".json"):
-        shutil.copy(shared_models / f"{MINILM}{suffix}", home / "models" / f"{MINILM}{suffix}")
+    for suffix in (".gguf", ".json"):  # the shared cache stays untouched: twin is a copy
+        (home / "models" / f"{MINILM}{suffix}").symlink_to(shared_models / f"{MINILM}{suffix}")
     mem = ("--memory", str(memory.path))
     assert run(*mem, "embed").exit_code == 0
     imported = run("models", "import", str(home / "models" / f"{MINILM}.gguf"), "--name", "twin")
     assert imported.exit_code == 0, imported.stderr
     out = _json(run(*mem, "--format", "json", "reindex", "--model", "twin"))
-    assert out["model"].startswith("twin") and out["embedded"] == 6 and out["remaining"] == 0
+    assert out["model"].startswith("twin") and out["embedded"] == 2 and out["remaining"] == 0
     assert memory.model_stamp().name == "twin"  # type: ignore[union-attr]
     unknown = run(*mem, "reindex", "--model", "no-such-model")
     assert unknown.exit_code != 0 and "no-such-model" in unknown.stderr
