@@ -90,3 +90,14 @@ def test_man_page_names_do_not_repeat_the_program_and_examples_parse() -> None:
             assert argv[0] == "funes" and meaning
             # A renamed option or command fails here; capitals (SESSION) are placeholders.
             _parse(cli, "funes", argv[1:], None)
+
+
+def test_cited_test_and_bench_files_exist() -> None:
+    """A document that names a test as the evidence for a claim must name one that runs."""
+    cited = re.compile(r"\b((?:tests|bench)/[\w/.-]+\.py)\b")
+    docs = [REPO_ROOT / "README.md", REPO_ROOT / "SECURITY.md",
+            *sorted((REPO_ROOT / "docs").glob("*.md"))]
+    missing = [f"{doc.name}: {path}" for doc in docs if doc.exists()
+               for path in cited.findall(doc.read_text("utf-8"))
+               if not (REPO_ROOT / path).is_file()]
+    assert not missing, missing

@@ -30,7 +30,7 @@ def _ts(row: dict[str, Any]) -> str:
 
 
 def render_agent(result: api.RecallResult, label: str, trusted: bool) -> str:
-    """The stable agent format of DESIGN §8 (pinned by golden tests; shared with MCP)."""
+    """The stable agent format of docs/design.md §8 (pinned by golden tests; shared with MCP)."""
     return api.recall_text(result, label, trusted)
 
 
@@ -225,7 +225,7 @@ def quickstart(ctx: click.Context, query: str | None, budget: float) -> None:
         done = api.quickstart(app.settings, query, budget=budget, progress=progress)
     label = api.memory_label(done.memory)
     s = done.indexed
-    where = (f"the sample memory shipped with funes, in {label} (no agent history found here)"
+    where = (f"the bundled sample memory, {label} (no agent history found here)"
              if done.sample else label)
     say = [f"# memory: {where}",
            f"# indexed {s.sessions} sessions, {s.turns} turns, {s.added} new chunks"]
