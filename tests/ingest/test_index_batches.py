@@ -10,8 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from funes import api
 from funes.storage.fsck import fsck
 from funes.storage.repo import Repository
