@@ -87,9 +87,9 @@ def main() -> None:
          f"{tok_median * 1e6:.0f} µs (target < {TOKENIZER_TARGET * 1e6:.0f} µs)",
          "ok" if tok_median < TOKENIZER_TARGET else "MISSED"),
         (f"chunking {len(output) // 1000} KB of tool output into {chunks} chunks, CPU "
-         f"(median of {args.repeat})",
-         f"{chunk_median:.2f} s (target < {CHUNKING_TARGET:.0f} s)",
-         "ok" if chunk_median < CHUNKING_TARGET else "MISSED"),
+         f"(first run, words never seen; median of {args.repeat})",
+         f"{chunking[0]:.2f} s; {chunk_median:.2f} s (target < {CHUNKING_TARGET:.0f} s)",
+         "ok" if chunking[0] < CHUNKING_TARGET else "MISSED"),
     ]
     load = os.getloadavg()
     lines = [
