@@ -53,7 +53,7 @@ def where(row: dict[str, Any]) -> str:
 
 
 def recall_text(result: RecallResult, label: str, trusted: bool) -> str:
-    """Recall hits in the stable agent format of DESIGN §8 (`no results` when empty)."""
+    """Recall hits in the stable agent format of docs/design.md §8 (`no results` when empty)."""
     if not result.hits:
         return "no results"
     lines = []

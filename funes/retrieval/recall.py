@@ -1,4 +1,4 @@
-"""Recall: the hybrid retrieval pipeline of DESIGN §8.
+"""Recall: the hybrid retrieval pipeline of docs/design.md §8.
 
 Filters → BM25 and vector candidates → score fusion → rerank → recency → dedup → top-k →
 neighbouring context.

@@ -260,3 +260,24 @@ def test_add_index_runs_the_first_index(settings: Any, run) -> None:  # type: ig
     assert out.exit_code == 0, out.stderr
     assert "indexed 1 sessions" in out.stdout
     assert "mix phx.server" in _recall(run, "phx server start")
+
+
+@needs_fixtures
+def test_hook_worker_packs_the_memory_once_it_is_due(settings: Any, claude_session: Path,
+                                                     run) -> None:  # type: ignore[no-untyped-def]
+    from funes.storage.fsck import fsck
+    from funes.storage.repo import Repository
+
+    assert run("config", "set", "pack.threshold", "3").exit_code == 0
+    lines = CLAUDE.read_text().splitlines(keepends=True)
+    cuts = [*list(range(8, len(lines), max(1, (len(lines) - 8) // 5)))[:5], len(lines)]
+    for done, cut in enumerate(cuts):
+        claude_session.write_text("".join(lines[:cut]))  # the agent finished another turn
+        code, _ = _fire(settings, ["claude", "turn-end"], _stop_event(claude_session))
+        assert code == 0
+        wait_for(lambda done=done: _settled(settings, done), what=f"hook run {done + 1}")
+    assert "pack: " in _log(settings)  # no command from the user
+    repo = Repository.open(settings.home, settings)
+    commits = len(list(repo.walk()))
+    assert commits >= 4 and len(repo.chunks.dataset().get_fragments()) < commits
+    assert fsck(repo).ok
