@@ -41,7 +41,7 @@ def parse_since(value: str, now: datetime | None = None) -> datetime:
 
 
 class _ProjectRouter:
-    """Route sessions as DESIGN §7 says.
+    """Route sessions as docs/design.md §7 says.
 
     A session inside a project with its own `.funes/` goes to that memory; every other session
     goes to the global memory (or nowhere, if there is none).

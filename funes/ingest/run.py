@@ -33,7 +33,8 @@ from funes.storage.repo import CommitResult, Repository
 
 #: (files done, files total, path being read)
 Progress = Callable[[int, int, str], None]
-#: Which memory a turn belongs in (DESIGN §7 routing); None means "nowhere: count it skipped".
+#: Which memory a turn belongs in (docs/design.md §7 routing); None means "nowhere: count it
+#: skipped".
 Router = Callable[[Turn], Repository | None]
 
 #: Default batch bounds (config `index.batchChunks`, `index.batchBytes`): about 150 MB of peak

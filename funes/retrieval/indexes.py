@@ -1,6 +1,6 @@
 """Search indexes over `chunks.lance`: a BM25 full-text index on `text` and a B-tree on `id`.
 
-They are caches (DESIGN §2, "derived state is disposable"): built on first recall, then kept
+They are caches (docs/design.md §2, "derived state is disposable"): built on first recall, then kept
 current incrementally. Rows appended after an index was built are searched flat at once, and
 `optimize_indices` folds them in once they are many, so a new commit never forces a rebuild.
 Building or optimising writes a new dataset version, so it runs under the write lock.

@@ -14,7 +14,6 @@ here is ever rewritten. Any Lance reader can open either dataset; `vectors.lance
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from funes.model.chunk import Chunk
 from funes.model.objects import DataFile, FragmentRecord
+from funes.storage.atomic import sha256_file
 
 if TYPE_CHECKING:
     import lance
@@ -137,16 +137,6 @@ def chunks_to_arrow(chunks: Sequence[Chunk]) -> pa.Table:
     return pa.Table.from_pydict(cols, schema=chunk_schema())
 
 
-def _sha256_file(path: Path) -> tuple[int, str]:
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-            size += len(block)
-    return size, h.hexdigest()
-
-
 class LanceTable:
     """One append-only Lance dataset inside the repository."""
 
@@ -180,7 +170,7 @@ class LanceTable:
             files = []
             for f in meta["files"]:
                 rel = f"data/{f['path']}"
-                size, digest = _sha256_file(self.path / rel)
+                size, digest = sha256_file(self.path / rel)
                 files.append(DataFile(rel, size, digest))
             records.append(FragmentRecord(meta, tuple(files)))
         return records
