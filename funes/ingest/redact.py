@@ -40,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Final
 
+from funes.ingest import gitleaks
 from funes.model.turns import Block, Turn
 
 __all__ = [
@@ -180,6 +181,7 @@ def _is_placeholder(value: str) -> bool:
     return (
         _PLACEHOLDER_RE.match(value) is not None
         or "***" in value
+        or _has_filler(value)
         or value.endswith(("...", "…"))  # a truncated example
     )
 
@@ -305,13 +307,13 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     _d(
         "github-token",
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
-        r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36,255}(?![A-Za-z0-9_])",
+        r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36,}(?![A-Za-z0-9_])",
         priority=2,
     ),
     _d(
         "github-token",
         ("github_pat_",),
-        r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{22,255}(?![A-Za-z0-9_])",
+        r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{22,}(?![A-Za-z0-9_])",
         priority=2,
     ),
     _d(
@@ -491,6 +493,8 @@ _ASSIGN_TAIL: Final = re.compile(
 )
 _FLAG_TAIL: Final = re.compile(r"[ \t]+(?P<q>[\"']?)(?P<bv>[^\s\"'`\\,;()\[\]{}<>&|$]{1,512})")
 _ASSIGN_PRIORITY: Final = {"password": 5, "secret": 6, "high-entropy": 7}
+#: gitleaks rules yield to funes's own detectors where both find the same secret.
+_GITLEAKS_PRIORITY: Final = 8
 
 
 def _scan_assignments(text: str, lowered: str, out: list[tuple[int, int, int, str]]) -> None:
@@ -601,9 +605,11 @@ def _value_is_secret(kind: str, value: str, literal: bool, text: str, end: int) 
     if kind == "password":
         return len(value) >= 4
     if kind == "secret":
-        return len(value) >= 8 and not value.isdigit() and _classes(value) >= 2
+        if value.isdigit():  # a numeric id or secret (Discord, Asana) only when written as one
+            return literal and len(value) >= 12 and entropy(value) >= 2.5
+        return len(value) >= 8 and _classes(value) >= 2
     # high-entropy: a generic name, so the value alone must look random.
-    if not 20 <= len(value) <= 1024 or not _ENTROPY_VALUE_RE.fullmatch(value):
+    if len(value) < 20 or not _ENTROPY_VALUE_RE.fullmatch(value):
         return False
     if _HEX_RE.fullmatch(value) or _UUID_RE.fullmatch(value):
         return False  # digests, git SHAs, ids: never credentials on their own
@@ -668,13 +674,70 @@ def _scan_once(text: str) -> list[Finding]:
         for m in det.pattern.finditer(text):
             if det.validate is not None and not det.validate(m, text):
                 continue
+            value = m.group(det.group)
+            if entropy(value) < _PLACEHOLDER_ENTROPY or _has_filler(value):
+                continue  # "ghp_xxxx…", "glpat-XXXX-XXXX": a placeholder in the token's shape
+            if det.kind in _ALLOWLISTED_BY and gitleaks.rules().allows(
+                _ALLOWLISTED_BY[det.kind], value, text, m.start(det.group), m.end(det.group)
+            ):
+                continue  # a published example key (gitleaks' allowlist for the same format)
             raw.append((m.start(det.group), m.end(det.group), det.priority, det.kind))
     if "PRIVATE KEY" in text:
         _scan_private_keys(text, raw)
     if "://" in text:
         _scan_urls(text, raw)
     _scan_assignments(text, lowered, raw)
-    return _merge(raw)
+    for start, end, rule in gitleaks.rules().scan(text, lowered):
+        if MARKER_PREFIX not in text[start:end]:  # a rule reading a marker as a value
+            raw.append((start, end, _GITLEAKS_PRIORITY, rule))
+    return _whole(text, _merge(raw))
+
+
+#: A token's characters (base64, base64url, hex, percent-encoding; JSON's escaped slash).
+_TOKEN_TAIL: Final = re.compile(
+    r"(?:[A-Za-z0-9+/=_~%-]|\\/)*(?:\.(?:[A-Za-z0-9+/=_~%-]|\\/)+)*"
+)
+#: The rest of a quoted value: up to its closing quote on the same line (a JSON-escaped
+#: opening quote closes at the next escaped one).
+_QUOTED_TAIL: Final = {
+    '"': re.compile(r'[^"\n\\]*(?:\\[^"\n][^"\n\\]*)*'),
+    "'": re.compile(r"[^'\n\\]*(?:\\[^'\n][^'\n\\]*)*"),
+    "`": re.compile(r"[^`\n]*"),
+}
+_ASSIGN_KINDS: Final = frozenset(_ASSIGN_PRIORITY)
+_CUT_MID_TOKEN: Final = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_"
+)
+
+
+def _whole(text: str, found: list[Finding]) -> list[Finding]:
+    """Extend each finding to the end of its token, or of its quoted string for a value.
+
+    Detectors bound their repetitions (a pattern scanning megabytes at every keyword would make
+    redaction quadratic), so a very long secret's match can stop short of its end; what is
+    replaced is the whole token (or the whole quoted value of a key), whatever its length.
+    Findings are in order and an extension that reaches the next finding merges with it, so
+    every character is scanned at most once.
+    """
+    out: list[Finding] = []
+    for f in found:
+        if out and f.start <= out[-1].end:
+            last = out[-1]
+            if f.end > last.end:
+                out[-1] = Finding(last.kind, last.start, f.end)
+            continue
+        end = f.end
+        quote = text[f.start - 1] if f.start else ""
+        if f.kind in _ASSIGN_KINDS and quote in _QUOTED_TAIL:
+            m = _QUOTED_TAIL[quote].match(text, end)
+        elif text[end : end + 1] in _CUT_MID_TOKEN or text.startswith("\\/", end):
+            m = _TOKEN_TAIL.match(text, end)  # cut short in the middle of a token
+        else:
+            m = None  # ended on a boundary ("AKIA…--token x": the flag is not the key)
+        if m is not None and m.end() > end:
+            end = m.end()
+        out.append(Finding(f.kind, f.start, end))
+    return out
 
 
 def _merge(raw: list[tuple[int, int, int, str]]) -> list[Finding]:
@@ -695,6 +758,29 @@ def _merge(raw: list[tuple[int, int, int, str]]) -> list[Finding]:
     out.append(Finding(kind, start, end))
     return [f for f in out if f.end > f.start]
 
+
+#: A shaped token whose characters are this uniform is a placeholder (gitleaks' own test
+#: false positives: ``ghp_`` + 36 ``x``, ``AIzaaaa…``); real tokens are above 3.5 bits.
+_PLACEHOLDER_ENTROPY: Final = 2.0
+
+#: Filler inside a value: "XXXXX_PUT_YOUR_TOKEN_HERE", "####", "SlackTokenHere".
+_FILLER_RE: Final = re.compile(r"your[_-]?(?:api|token|key|secret)")
+
+
+def _has_filler(value: str) -> bool:
+    lowered = value.lower()
+    return (
+        "xxxxx" in lowered
+        or "####" in value
+        or lowered.endswith("here")
+        or ("your" in lowered and _FILLER_RE.search(lowered) is not None)
+    )
+#: funes's shaped detectors and the gitleaks rules for the same formats, whose allowlists
+#: (published example keys) they honour.
+_ALLOWLISTED_BY: Final = {
+    "aws-access-key-id": "aws-access-token",
+    "gcp-api-key": "gcp-api-key",
+}
 
 #: Passes of redaction at most (two in practice; see `redact`).
 _MAX_PASSES: Final = 8
