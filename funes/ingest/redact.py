@@ -144,6 +144,16 @@ def _classes(value: str) -> int:
     return lower + upper + digit + symbol
 
 
+def _literal_secret(value: str) -> bool:
+    """A credential-looking literal: not a placeholder, 8+ characters, two character classes."""
+    return (
+        len(value) >= 8
+        and not _is_placeholder(value)
+        and _classes(value) >= 2
+        and entropy(value) >= 2.5
+    )
+
+
 def _random_token(match: re.Match[str], text: str, group: int | str = 0, min_len: int = 16) -> bool:
     """A token body that looks machine-generated: long, mixed character classes, not a word."""
     value = match.group(group)
@@ -156,7 +166,7 @@ _B64_CHARS = re.compile(r"[A-Za-z0-9+/]")
 
 _PLACEHOLDER_RE: Final = re.compile(
     r"""(?ix)
-    ^(?: [$%<{\[!*&] | \.\.\. | … )           # $ENV ${x} %(x)s <x> {{x}} [x] !tag *** &anchor
+    ^(?: [$%<{\[!*&] | \.\.\. | … | env: )    # $ENV ${x} %(x)s <x> {{x}} [x] !tag *** &anchor env:X
     | ^(?: x+ | \*+ | \.+ | -+ | _+ | \#+ | 0+ | 1234.* )$
     | ^(?: none | null | nil | undefined | true | false | yes | no | on | off
          | str | string | int | bool | bytes | any | object | optional | required
@@ -211,8 +221,24 @@ def _looks_like_code(value: str, text: str, end: int) -> bool:
             "_" in value
             or not any(ch.isdigit() for ch in value)
             or _CAMEL_WORD_RE.search(value) is not None
-        )
+        ) and _wordy(value)
     return False
+
+
+#: An identifier made of words: camelCase / PascalCase / snake_case / ACRONYM parts of two or
+#: more letters and short numbers (`PrivateKeyTypes`, `args`, `db_pass2`). A random value
+#: (`KxQmTrLpWvNz`, `aB3dE5fG7h`) breaks into one-letter parts, so after a key name in YAML,
+#: INI or a properties file it is taken for the literal it is, not for code.
+_WORDY_RE: Final = re.compile(r"(?:[A-Z]?[a-z]{2,}|[A-Z]{2,}(?![a-z])|[0-9]{1,4}|_+)+")
+_WORD_PART_RE: Final = re.compile(r"[A-Z]?[a-z]{3,}")
+_VOWELS: Final = frozenset("aeiouy")
+
+
+def _wordy(value: str) -> bool:
+    """`value` reads as words (see `_WORDY_RE`), each longer part having a vowel."""
+    if _WORDY_RE.fullmatch(value) is None:
+        return False
+    return all(_VOWELS.intersection(part.lower()) for part in _WORD_PART_RE.findall(value))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -384,6 +410,54 @@ DETECTORS: Final[tuple[Detector, ...]] = (
         ignore_case_anchors=True,
     ),
     _d(
+        "authorization",
+        ("authorization",),
+        r"(?i:\bauthorization)\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
+        r"(?:(?i:token|bearer|basic|digest|api-?key|sso-key|key|splunk|genie-?key)[ \t]+)?"
+        r"(?P<secret>[A-Za-z0-9._~+/=:-]{8,})",
+        group="secret",
+        validate=lambda m, t: _literal_secret(m.group("secret")),
+        priority=5,  # bearer-token and basic-auth name the scheme more precisely
+        ignore_case_anchors=True,
+    ),
+    _d(
+        "curl-user",
+        ("curl",),
+        r"\bcurl\b[^\n]*?[ \t](?:-u|--user)(?:=|[ \t]+)(?P<q>[\"']?)[^\s:\"']*:"
+        r"(?P<secret>[^\s\"']+)",
+        group="secret",
+        validate=lambda m, t: len(m.group("secret")) >= 4
+        and not _is_placeholder(m.group("secret")),
+        priority=5,
+    ),
+    _d(
+        "xml-secret",
+        ("</",),
+        r"(?i)<(?P<tag>(?:[A-Za-z_][\w.:-]{0,40}?)?(?:password|passwd|secret|token|api_?key|"
+        r"credentials?|pwd))>[ \t\r\n]*(?P<secret>[^<\s][^<\n]{0,255}?)[ \t\r\n]*</(?P=tag)>",
+        group="secret",
+        validate=lambda m, t: len(m.group("secret")) >= 4
+        and not _is_placeholder(m.group("secret")),
+        priority=5,
+    ),
+    _d(
+        "netrc-password",
+        ("machine", "default"),
+        r"(?:\bmachine[ \t]+\S+|\bdefault)(?:\s+(?:login|account|port)\s+\S+){0,3}"
+        r"\s+password\s+(?P<secret>\S+)",
+        group="secret",
+        validate=lambda m, t: not _is_placeholder(m.group("secret")),
+        priority=5,
+    ),
+    _d(
+        "pgpass-password",
+        (":5432:", ":*:", ":5433:", ":6432:"),
+        r"(?m)^[\w.*-]+:(?:\d{1,5}|\*):[^:\s]+:[^:\s]+:(?P<secret>\S{4,})$",
+        group="secret",
+        validate=lambda m, t: not _is_placeholder(m.group("secret")),
+        priority=5,
+    ),
+    _d(
         "basic-auth",
         ("basic",),
         r"(?i:\bauthorization\\?[\"']?\s*[:=]\s*\\?[\"']?basic)\s+(?P<secret>[A-Za-z0-9+/]{8,}={0,2})",
@@ -439,6 +513,42 @@ def _scan_private_keys(text: str, out: list[tuple[int, int, int, str]]) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
+# Kubernetes Secret manifests: every value under data: / stringData:
+# ------------------------------------------------------------------------------------------------
+
+_K8S_DATA: Final = re.compile(r"(?m)^(?P<indent>[ \t]*)(?:data|stringData):[ \t]*$")
+_K8S_ITEM: Final = re.compile(
+    r"(?P<indent>[ \t]+)[\w.-]+:[ \t]*(?P<q>[\"']?)(?P<secret>[^\s\"'#]+)(?P=q)[ \t]*$", re.M
+)
+_K8S_PRIORITY: Final = 5
+
+
+def _scan_k8s_secrets(text: str, out: list[tuple[int, int, int, str]]) -> None:
+    """The values of a Secret's ``data:`` (base64) and ``stringData:`` maps, whatever the keys.
+
+    A Secret's keys are free-form (``tls.key``, ``config.json``, ``DB_URL``), so the name says
+    nothing; being in the map does. Only manifests that say ``kind: Secret`` are read.
+    """
+    for block in _K8S_DATA.finditer(text):
+        indent = len(block.group("indent").expandtabs())
+        pos = block.end() + 1
+        while pos < len(text):
+            line_end = text.find("\n", pos)
+            line_end = len(text) if line_end < 0 else line_end
+            item = _K8S_ITEM.match(text, pos, line_end)
+            if item is None or len(item.group("indent").expandtabs()) <= indent:
+                if text[pos:line_end].strip():
+                    break  # the map ended
+                pos = line_end + 1
+                continue
+            value = item.group("secret")
+            if not _is_placeholder(value):
+                out.append((item.start("secret"), item.end("secret"), _K8S_PRIORITY,
+                            "kubernetes-secret"))
+            pos = line_end + 1
+
+
+# ------------------------------------------------------------------------------------------------
 # Passwords in URLs: scheme://user:password@host
 # ------------------------------------------------------------------------------------------------
 
@@ -469,16 +579,21 @@ def _scan_urls(text: str, out: list[tuple[int, int, int, str]]) -> None:
 #: also common inside ordinary words ("monkey", "bypass"), so they must start a name component
 #: (after a separator or at a camelCase hump) or follow a known compound ("apikey"); the others
 #: may follow any letters ("dbpassword", "accesstoken").
-_KEY_WORDS: Final = ("pass", "secret", "token", "credential", "key")
+_KEY_WORDS: Final = ("pass", "secret", "token", "credential", "key", "pwd", "creds", "auth")
 _KEY_COMPOUNDS: Final = (
     "api", "access", "secret", "private", "auth", "signing", "encryption", "master", "client",
     "app", "service", "account",
 )
 _ALNUM_LOWER: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 #: How a name is classified (matched against the lowercased full name).
-_PASSWORD_NAME: Final = re.compile(r"(?:^|[^a-z])pass(?:word|wd|phrase)?$|[a-z]pass(?:word|wd)$")
+_PASSWORD_NAME: Final = re.compile(
+    r"(?:^|[^a-z])(?:pass(?:word|wd|phrase)?|pwd)$|[a-z]pass(?:word|wd)$"
+)
+#: Names too common in code to say "secret" unless written as a quoted key (`"auth": "…"`,
+#: Docker's config.json; `"pass": "…"`): bare, they are keywords, flags and objects.
+_QUOTED_ONLY_NAMES: Final = frozenset({"pass", "auth", "pwd"})
 _SECRET_NAME: Final = re.compile(
-    r"(?:secret|token|credentials?"
+    r"(?:secret|token|credentials?|creds"
     r"|(?:api|access|secret|private|auth|signing|encryption|master|client|app|service|account)"
     r"[_.-]?key)$"
 )
@@ -535,11 +650,11 @@ def _assignment_at(
             break  # a flag starts here, whatever is glued before it
     raw_name = text[name_start:end]
     name = lowered[name_start:end].strip("_.-")
-    if "public" in name or name == "pass":
-        return  # public keys are not secrets; "pass" alone is a verb or a keyword
+    if "public" in name:
+        return  # public keys are not secrets
     if _PASSWORD_NAME.search(name):
         kind = "password"
-    elif _SECRET_NAME.search(name):
+    elif _SECRET_NAME.search(name) or name.endswith("auth"):
         kind = "secret"
     elif _ENTROPY_NAME.search(name):
         kind = "high-entropy"
@@ -547,11 +662,16 @@ def _assignment_at(
         return
     flag = False
     tail = _ASSIGN_TAIL.match(text, end)
-    if tail is None and raw_name.startswith("--"):
-        flag = True
+    if tail is None and raw_name.startswith("-") and raw_name[1:2] in _FLAG_START:
+        flag = True  # --token x, and PowerShell's -ClientSecret 'x'
         tail = _FLAG_TAIL.match(text, end)
     if tail is None:
         return
+    if name in _QUOTED_ONLY_NAMES and not _quoted_key(text, name_start, tail):
+        # "pass", "auth", "pwd" alone: only as a quoted key, or Pwd= in a connection string
+        if not (name == "pwd" and ";" in (text[name_start - 1 : name_start],
+                                          text[tail.end() : tail.end() + 1])):
+            return
     quote = tail.group("q") or ""
     if (
         quote
@@ -571,7 +691,7 @@ def _assignment_at(
         value = trimmed
         if not value:
             return
-        if flag and value.isalpha():
+        if flag and not quote and value.isalpha() and _wordy(value):
             return  # "--password options": prose about a flag, not a value
     env_style = (
         not flag
@@ -584,6 +704,19 @@ def _assignment_at(
     literal = (bool(quote) and not quote.endswith("`")) or flag or env_style
     if _value_is_secret(kind, value, literal, text, v_end):
         out.append((v_start, v_end, _ASSIGN_PRIORITY[kind], kind))
+
+
+_FLAG_START: Final = frozenset("-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _quoted_key(text: str, name_start: int, tail: re.Match[str]) -> bool:
+    """Whether the name is a quoted key with a quoted value (`"auth": "…"`, `'pass' => '…'`)."""
+    return (
+        name_start > 0
+        and text[name_start - 1] in "\"'"
+        and bool(tail.group("kq"))
+        and bool(tail.group("q"))
+    )
 
 
 def _value_is_secret(kind: str, value: str, literal: bool, text: str, end: int) -> bool:
@@ -630,6 +763,7 @@ def _value_is_secret(kind: str, value: str, literal: bool, text: str, end: int) 
 _KIND_PRIORITY: Final = {
     "private-key": _PEM_PRIORITY,
     "url-password": _URL_PRIORITY,
+    "kubernetes-secret": _K8S_PRIORITY,
     **_ASSIGN_PRIORITY,
     **{d.kind: d.priority for d in DETECTORS},
 }
@@ -639,6 +773,7 @@ KINDS: Final[tuple[str, ...]] = (
     "private-key",
     *dict.fromkeys(d.kind for d in DETECTORS),
     "url-password",
+    "kubernetes-secret",
     "password",
     "secret",
     "high-entropy",
@@ -686,6 +821,8 @@ def _scan_once(text: str) -> list[Finding]:
         _scan_private_keys(text, raw)
     if "://" in text:
         _scan_urls(text, raw)
+    if "kind: Secret" in text:
+        _scan_k8s_secrets(text, raw)
     _scan_assignments(text, lowered, raw)
     for start, end, rule in gitleaks.rules().scan(text, lowered):
         if MARKER_PREFIX not in text[start:end]:  # a rule reading a marker as a value
