@@ -40,7 +40,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Final
 
-__all__ = ["Rule", "RuleSet", "rules", "rules_version"]
+__all__ = ["Rule", "RuleSet", "lower_in_place", "rules", "rules_version"]
 
 _IDENT_PREFIXES: Final = ("(?i)[\\w.-]{0,50}?", "[\\w.-]{0,50}?")
 _IDENT_CHARS: Final = frozenset(
@@ -84,8 +84,8 @@ class Allowlist:
 class Rule:
     """One gitleaks rule, its pattern compiled on first use."""
 
-    __slots__ = ("_pattern", "allowlists", "entropy", "id", "keywords", "path", "prefix",
-                 "regex", "secret_group")
+    __slots__ = ("_confirm", "_pattern", "allowlists", "confirm", "entropy", "id", "keywords",
+                 "on_lowered", "path", "prefix", "regex", "secret_group")
 
     def __init__(self, data: dict[str, Any]) -> None:
         self.id: str = data["id"]
@@ -101,7 +101,15 @@ class Rule:
                 regex = ("(?i)" if prefix.startswith("(?i)") else "") + regex[len(prefix):]
                 self.prefix = True
                 break
-        self.regex = regex
+        # A rule that ignores case throughout is run on the lowercased text with a lowercased
+        # pattern and no flag: the same matches at the same offsets, several times faster
+        # (sre folds case character by character). A case-sensitive group inside it
+        # ("(?-i:[Aa]pi|API)") ignores case there too, so each such candidate is confirmed by
+        # the exact pattern, anchored where it starts.
+        self.on_lowered = regex.startswith("(?i)")
+        self.confirm = regex if self.on_lowered and "(?-i:" in regex else None
+        self.regex = _lowercase_pattern(regex[4:]) if self.on_lowered else regex
+        self._confirm: re.Pattern[str] | None = None
         self.allowlists = tuple(
             Allowlist(a["condition"], a["target"], a["regexes"], a["stopwords"])
             for a in data["allowlists"]
@@ -114,11 +122,25 @@ class Rule:
             self._pattern = re.compile(self.regex, re.ASCII)
         return self._pattern
 
-    def findings(self, text: str, glob: tuple[Allowlist, ...]) -> list[tuple[int, int]]:
-        """The (start, end) of each secret this rule finds in `text`."""
+    def findings(
+        self, text: str, glob: tuple[Allowlist, ...], lowered: str | None = None
+    ) -> list[tuple[int, int]]:
+        """The (start, end) of each secret this rule finds in `text`.
+
+        `lowered` is `text` lowercased without moving any offset (computed when not given).
+        """
         out: list[tuple[int, int]] = []
         floor = 0
-        for m in self.pattern.finditer(text):
+        if self.on_lowered and lowered is None:
+            lowered = lower_in_place(text)
+        for m in self.pattern.finditer(lowered if self.on_lowered and lowered else text):
+            if self.confirm is not None:
+                if self._confirm is None:
+                    self._confirm = re.compile(self.confirm, re.ASCII)
+                exact = self._confirm.match(text, m.start())
+                if exact is None:
+                    continue
+                m = exact
             start = m.start()
             if self.prefix:  # where RE2's leftmost match would start (see the module doc)
                 limit = max(floor, start - 50)
@@ -224,8 +246,33 @@ class RuleSet:
         """(start, end, rule id) of every secret the rules find in `text`."""
         out: list[tuple[int, int, str]] = []
         for rule in self.candidates(lowered):
-            out.extend((s, e, rule.id) for s, e in rule.findings(text, self.glob))
+            out.extend((s, e, rule.id) for s, e in rule.findings(text, self.glob, lowered))
         return out
+
+
+def lower_in_place(text: str) -> str:
+    """`text` lowercased without moving any offset (a few characters lowercase to two)."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return lowered
+    return "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in text)
+
+
+def _lowercase_pattern(pattern: str) -> str:
+    """`pattern` with its literals and class ranges lowercased, escapes (`\\W`, `\\S`) kept."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+        elif pattern.startswith("(?-i:", i):
+            out.append("(?:")
+            i += 5
+        else:
+            out.append(pattern[i].lower())
+            i += 1
+    return "".join(out)
 
 
 def _scoped(pattern: str) -> str:
@@ -263,5 +310,5 @@ def rules() -> RuleSet:
 
 
 def rules_version() -> str:
-    """The identity of the installed rules, without compiling any pattern."""
+    """The identity of the installed rules (what `funes status` compares)."""
     return rules().version

@@ -51,10 +51,19 @@ __all__ = [
     "entropy",
     "redact",
     "redact_turn",
+    "rules_version",
     "scan",
 ]
 
 MARKER_PREFIX: Final = "[REDACTED:"
+#: The version of funes's own detectors: bump it when a detector changes what it finds, so
+#: `funes status` tells memories redacted before to run `funes scrub`.
+DETECTORS_VERSION: Final = 2
+
+
+def rules_version() -> str:
+    """Which redaction rules this funes runs: its own detectors and the vendored gitleaks set."""
+    return f"funes-{DETECTORS_VERSION}+{gitleaks.rules_version()}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -780,12 +789,7 @@ KINDS: Final[tuple[str, ...]] = (
 )
 
 
-def _lower(text: str) -> str:
-    """Lowercase without changing any offset (a few characters lowercase to two)."""
-    lowered = text.lower()
-    if len(lowered) == len(text):
-        return lowered
-    return "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in text)
+_lower = gitleaks.lower_in_place
 
 
 def scan(text: str) -> list[Finding]:

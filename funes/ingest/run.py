@@ -18,6 +18,7 @@ from funes.errors import FunesError
 from funes.ingest.chunking import chunk_turn
 from funes.ingest.parsers.base import SourceTruncatedError, cursor_kind, parse_file
 from funes.ingest.redact import redact_turn
+from funes.ingest.scrub import note_ingest
 from funes.ingest.sources import SourceFile
 from funes.ingest.state import SourceStates, plan, snapshot
 from funes.model.chunk import Chunk
@@ -141,6 +142,7 @@ def index_sources(
     summary.by_harness = collections.Counter({h: len(s) for h, s in sessions.items()})
     summary.sessions = sum(summary.by_harness.values())
     for repo, chunks in pending.values():
+        note_ingest(repo)  # which redaction rules the stored chunks met (funes status)
         committed = repo.commit_chunks(
             chunks, functools.partial(commit_message, chunks), lock_timeout=lock_timeout
         )
