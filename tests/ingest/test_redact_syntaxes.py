@@ -90,3 +90,14 @@ KEPT = [
 @pytest.mark.parametrize("text", KEPT)
 def test_placeholders_and_references_stay(text: str) -> None:
     assert redact(text) == (text, [])
+
+
+def test_security_md_names_every_kind_and_every_unported_rule() -> None:
+    from funes.ingest import gitleaks
+    from funes.ingest.redact import KINDS
+    from tests.conftest import REPO_ROOT
+
+    doc = (REPO_ROOT / "SECURITY.md").read_text("utf-8")
+    assert not [k for k in KINDS if f"`{k}`" not in doc]
+    assert not [u["id"] for u in gitleaks.rules().unported if f"`{u['id']}`" not in doc]
+    assert not [r.id for r in gitleaks.rules().rules if r.path and f"`{r.id}`" not in doc]
