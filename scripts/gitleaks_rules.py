@@ -66,15 +66,15 @@ class Unportable(ValueError):
 
 
 def translate(go: str) -> str:
-    """A Python ``re`` pattern (to compile with ``re.ASCII``) matching what `go` matches in RE2.
+    r"""A Python ``re`` pattern (to compile with ``re.ASCII``) matching what `go` matches in RE2.
 
     Rewrites: a flag group such as ``(?i)`` that is not at the start of the pattern (RE2 applies
     it to the rest of the enclosing group; Python only accepts flags at the very start) becomes
-    a scoped ``(?i:…)`` closed with that group; ``\\z`` becomes ``\\Z``; ``(?<name>`` becomes
+    a scoped ``(?i:…)`` closed with that group; ``\z`` becomes ``\Z``; ``(?<name>`` becomes
     ``(?P<name>``; POSIX classes ``[[:alpha:]]`` are expanded; a ``[`` or a doubled ``&&``,
     ``||``, ``--``, ``~~`` inside a class is escaped (Python reserves them for set operations).
     RE2 has no look-around, back-references or possessive quantifiers, so there is nothing to
-    remove; ``re.ASCII`` gives ``\\w``, ``\\d``, ``\\s`` and ``\\b`` their RE2 meaning.
+    remove; ``re.ASCII`` gives ``\w``, ``\d``, ``\s`` and ``\b`` their RE2 meaning.
     """
     out: list[str] = []
     # For every open group: the scoped flag groups opened inside it (closed with it, and at
@@ -402,10 +402,12 @@ class GoEval:
         self.toks, self.i, self.rng, self.samples, self.env = toks, 0, rng, samples, env
 
     def peek(self, k: int = 0) -> tuple[str, str]:
+        """The token `k` ahead (eof past the end)."""
         j = self.i + k
         return self.toks[j] if j < len(self.toks) else ("eof", "")
 
     def take(self, text: str | None = None) -> tuple[str, str]:
+        """Consume a token, checking its text when given."""
         tok = self.peek()
         if text is not None and tok[1] != text:
             raise Unsupported(f"expected {text!r}, got {tok[1]!r}")
@@ -413,6 +415,7 @@ class GoEval:
         return tok
 
     def expr(self) -> Any:
+        """`term ('+' term)*`: strings concatenate."""
         value = self.term()
         while self.peek()[1] == "+":
             self.take()
@@ -423,6 +426,7 @@ class GoEval:
         return value
 
     def term(self) -> Any:
+        """A literal, a call, a composite literal or a known name."""
         kind, text = self.peek()
         if kind in ("raw", "str"):
             self.take()
@@ -444,6 +448,7 @@ class GoEval:
         raise Unsupported(f"unexpected {text!r}")
 
     def composite(self) -> list[str]:
+        """`[]string{…}` or `map[string]string{…}`: the values in order."""
         # []string{...} or map[string]string{...}: values in order (keys of maps dropped)
         depth = 0
         while True:  # skip the type
@@ -471,6 +476,7 @@ class GoEval:
         return values
 
     def args(self) -> list[Any]:
+        """A call's arguments, `x...` spread."""
         self.take("(")
         out: list[Any] = []
         while self.peek()[1] != ")":
@@ -488,6 +494,7 @@ class GoEval:
         return out
 
     def call(self, name: str) -> Any:
+        """The functions gitleaks' rule tests use; anything else is Unsupported."""
         a = self.args()
         short = name.split(".")[-1]
         sizes = {"Numeric": "[0-9]{%s}", "Hex": "[a-f0-9]{%s}", "AlphaNumeric": "[a-z0-9]{%s}",
@@ -581,7 +588,7 @@ def build_corpus(
     """
     corpus: dict[str, dict[str, list[str]]] = {}
     skipped: list[dict[str, str]] = []
-    for fname, src in sorted(rule_files.items()):
+    for _, src in sorted(rule_files.items()):
         for body in _functions(tokenize(src)):
             rid = None
             for j, (_, text) in enumerate(body):
@@ -667,6 +674,7 @@ def _git_ls(checkout: Path, folder: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Write the rules, their licence and the corpus from a checkout (see the module doc)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkout", type=Path, help="a gitleaks git checkout (or bare git dir)")
     args = parser.parse_args(argv)

@@ -1,4 +1,4 @@
-"""The gitleaks default rule set, run the way gitleaks runs it, on text instead of files.
+r"""The gitleaks default rule set, run the way gitleaks runs it, on text instead of files.
 
 funes's own detectors (funes.ingest.redact) know a few dozen credential formats; the field's
 scanners know hundreds. The rules here are gitleaks' (MIT), vendored as data in
@@ -24,7 +24,7 @@ pasted into sessions without their file name. Rules with no content pattern are 
 the data file lists them.
 
 Speed: patterns compile on first use, and the identifier prefix gitleaks puts before its
-semi-generic rules (``[\\w.-]{0,50}?`` before the key name) is not searched for: a backtracking
+semi-generic rules (``[\w.-]{0,50}?`` before the key name) is not searched for: a backtracking
 engine would try fifty lengths at every position. The match starts at the key name instead
 and the prefix is found by scanning back over the same characters (at most fifty), which is
 where RE2's leftmost match would have started.
@@ -118,6 +118,7 @@ class Rule:
 
     @property
     def pattern(self) -> re.Pattern[str]:
+        """The compiled pattern (compiled on first use: most rules never run)."""
         if self._pattern is None:
             self._pattern = re.compile(self.regex, re.ASCII)
         return self._pattern
@@ -259,7 +260,7 @@ def lower_in_place(text: str) -> str:
 
 
 def _lowercase_pattern(pattern: str) -> str:
-    """`pattern` with its literals and class ranges lowercased, escapes (`\\W`, `\\S`) kept."""
+    r"""`pattern` with its literals and class ranges lowercased, escapes (`\W`, `\S`) kept."""
     out: list[str] = []
     i = 0
     while i < len(pattern):

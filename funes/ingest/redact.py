@@ -676,11 +676,13 @@ def _assignment_at(
         tail = _FLAG_TAIL.match(text, end)
     if tail is None:
         return
-    if name in _QUOTED_ONLY_NAMES and not _quoted_key(text, name_start, tail):
-        # "pass", "auth", "pwd" alone: only as a quoted key, or Pwd= in a connection string
-        if not (name == "pwd" and ";" in (text[name_start - 1 : name_start],
-                                          text[tail.end() : tail.end() + 1])):
-            return
+    # "pass", "auth", "pwd" alone: only as a quoted key, or Pwd= in a connection string
+    in_connection_string = name == "pwd" and ";" in (
+        text[name_start - 1 : name_start], text[tail.end() : tail.end() + 1]
+    )
+    if (name in _QUOTED_ONLY_NAMES and not _quoted_key(text, name_start, tail)
+            and not in_connection_string):
+        return
     quote = tail.group("q") or ""
     if (
         quote

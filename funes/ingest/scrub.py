@@ -14,11 +14,10 @@ an upgrade brought rules the stored chunks have not met yet.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-
-import json
 
 from funes.ingest.redact import redact, rules_version
 from funes.model.chunk import Chunk

@@ -71,7 +71,8 @@ def test_a_dry_run_scrub_does_not_record(tmp_path: Path, settings) -> None:  # t
 def test_a_record_from_older_rules_is_reported(tmp_path: Path, settings) -> None:  # type: ignore[no-untyped-def]
     repo = Repository.init(tmp_path / "p" / ".funes", settings)
     _index_one(tmp_path, settings, repo)
-    (repo.path / "index" / "redaction.json").write_text('{"rules": "funes-1+gitleaks@000000000000"}')
+    record = repo.path / "index" / "redaction.json"
+    record.write_text('{"rules": "funes-1+gitleaks@000000000000"}')
     assert api.status(repo).redaction_outdated == "funes-1+gitleaks@000000000000"
     security.scrub(repo)
     assert api.status(repo).redaction_outdated is None
