@@ -36,11 +36,12 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Iterable
 from functools import cache
 from importlib import resources
 from typing import Any, Final
 
-__all__ = ["Rule", "RuleSet", "lower_in_place", "rules", "rules_version"]
+__all__ = ["Keywords", "Rule", "RuleSet", "lower_in_place", "rules", "rules_version"]
 
 _IDENT_PREFIXES: Final = ("(?i)[\\w.-]{0,50}?", "[\\w.-]{0,50}?")
 _IDENT_CHARS: Final = frozenset(
@@ -177,6 +178,38 @@ class Rule:
         return out
 
 
+class Keywords:
+    """Which of a set of lowercase words occur in a text: one pass of one expression.
+
+    The expression is a trie of the words (shared prefixes factored out), so at each position
+    it takes the longest word there. The words inside a match, and words that start inside it
+    and run past its end (the next search starts after the match), are added from tables
+    built here, so the result is exactly the words that occur.
+    """
+
+    def __init__(self, words: Iterable[str]) -> None:
+        keywords = sorted(set(words))
+        self._pattern = re.compile(_trie(keywords))
+        self._inside = {k: [o for o in keywords if o in k] for k in keywords}
+        proper_prefixes = {o[:j] for o in keywords for j in range(1, len(o))}
+        self._straddle = {
+            k: [d for d in range(1, len(k)) if k[d:] in proper_prefixes] for k in keywords
+        }
+
+    def find(self, lowered: str) -> set[str]:
+        """The words occurring in `lowered` (a lowercased text)."""
+        found: set[str] = set()
+        match = self._pattern.match
+        for m in self._pattern.finditer(lowered):
+            kw = m.group(0)
+            found.update(self._inside[kw])
+            for d in self._straddle[kw]:
+                more = match(lowered, m.start() + d)
+                if more is not None:
+                    found.update(self._inside[more.group(0)])
+        return found
+
+
 class RuleSet:
     """Every ported rule, the keyword prefilter over them, and the global allowlist."""
 
@@ -192,16 +225,7 @@ class RuleSet:
         for rule in self.rules:
             for kw in rule.keywords:
                 self.by_keyword.setdefault(kw, []).append(rule)
-        keywords = sorted(self.by_keyword)
-        self._keywords = re.compile(_trie(keywords))
-        # A match of the trie is the longest keyword at its position; these are the other
-        # keywords it implies (those inside it), and the offsets inside it where a keyword
-        # that runs past its end could start (the trie's next search starts after it).
-        self._inside = {k: [o for o in keywords if o in k] for k in keywords}
-        proper_prefixes = {o[:j] for o in keywords for j in range(1, len(o))}
-        self._straddle = {
-            k: [d for d in range(1, len(k)) if k[d:] in proper_prefixes] for k in keywords
-        }
+        self.prefilter = Keywords(self.by_keyword)
 
     @property
     def version(self) -> str:
@@ -209,23 +233,18 @@ class RuleSet:
         return f"gitleaks@{self.upstream['commit'][:12]}"
 
     def keywords_in(self, lowered: str) -> set[str]:
-        """Every rule keyword occurring in `lowered`, in one pass of one expression."""
-        found: set[str] = set()
-        match = self._keywords.match
-        for m in self._keywords.finditer(lowered):
-            kw = m.group(0)
-            found.update(self._inside[kw])
-            for d in self._straddle[kw]:
-                more = match(lowered, m.start() + d)
-                if more is not None:
-                    found.update(self._inside[more.group(0)])
-        return found
+        """Every rule keyword occurring in `lowered`."""
+        return self.prefilter.find(lowered)
 
-    def candidates(self, lowered: str) -> list[Rule]:
-        """The rules to evaluate on a text: those with a keyword in it (gitleaks' prefilter)."""
+    def candidates(self, lowered: str, present: set[str] | None = None) -> list[Rule]:
+        """The rules to evaluate on a text: those with a keyword in it (gitleaks' prefilter).
+
+        `present` is the keywords already found in `lowered` (by a `Keywords` over more words
+        than these rules', as redaction's single pass is); found here when not given.
+        """
         seen: dict[str, Rule] = {r.id: r for r in self.always}
-        for kw in self.keywords_in(lowered):
-            for rule in self.by_keyword[kw]:
+        for kw in self.keywords_in(lowered) if present is None else present:
+            for rule in self.by_keyword.get(kw, ()):
                 seen.setdefault(rule.id, rule)
         return list(seen.values())
 
@@ -243,10 +262,12 @@ class RuleSet:
         line = text[line_start : line_end if line_end >= 0 else len(text)]
         return any(a.allows(secret, secret, line) for a in (*self.glob, *rule.allowlists))
 
-    def scan(self, text: str, lowered: str) -> list[tuple[int, int, str]]:
+    def scan(
+        self, text: str, lowered: str, present: set[str] | None = None
+    ) -> list[tuple[int, int, str]]:
         """(start, end, rule id) of every secret the rules find in `text`."""
         out: list[tuple[int, int, str]] = []
-        for rule in self.candidates(lowered):
+        for rule in self.candidates(lowered, present):
             out.extend((s, e, rule.id) for s, e in rule.findings(text, self.glob, lowered))
         return out
 

@@ -38,6 +38,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import Final
 
 from funes.ingest import gitleaks
@@ -105,6 +106,8 @@ class Detector:
     priority: int = 10
     ignore_case_anchors: bool = False
     _prefilter: Callable[[str], object] = field(init=False, repr=False, compare=False)
+    #: The anchors lowercased: what redaction's single keyword pass looks for.
+    keys: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Several anchors are searched in one pass: sre factors their common prefix out
@@ -115,6 +118,7 @@ class Detector:
         else:
             check = _contains(self.anchors[0])
         object.__setattr__(self, "_prefilter", check)
+        object.__setattr__(self, "keys", frozenset(a.lower() for a in self.anchors))
 
     def may_match(self, text: str, lowered: str) -> bool:
         """The cheap prefilter: could this detector match `text` at all?"""
@@ -621,9 +625,14 @@ _ASSIGN_PRIORITY: Final = {"password": 5, "secret": 6, "high-entropy": 7}
 _GITLEAKS_PRIORITY: Final = 8
 
 
-def _scan_assignments(text: str, lowered: str, out: list[tuple[int, int, int, str]]) -> None:
+def _scan_assignments(
+    text: str, lowered: str, out: list[tuple[int, int, int, str]],
+    present: set[str] | None = None,
+) -> None:
     find = lowered.find
     for word in _KEY_WORDS:
+        if present is not None and word not in present:
+            continue
         k = find(word)
         while k >= 0:
             _assignment_at(text, lowered, k, word, out)
@@ -794,6 +803,15 @@ KINDS: Final[tuple[str, ...]] = (
 _lower = gitleaks.lower_in_place
 
 
+@cache
+def _words() -> gitleaks.Keywords:
+    """Every word redaction's prefilter looks for: detector anchors, key words, rule keywords."""
+    return gitleaks.Keywords(
+        {k for det in DETECTORS for k in det.keys} | set(_KEY_WORDS)
+        | set(gitleaks.rules().by_keyword)
+    )
+
+
 def scan(text: str) -> list[Finding]:
     """Find the secrets in `text` (offsets into `text`), merged where they overlap.
 
@@ -809,8 +827,11 @@ def _scan_once(text: str) -> list[Finding]:
         return []
     raw: list[tuple[int, int, int, str]] = []
     lowered = _lower(text)
+    # One pass finds every detector anchor and gitleaks keyword present (case-insensitively:
+    # a superset of the anchors' exact-case test; each pattern then matches exactly).
+    present = _words().find(lowered)
     for det in DETECTORS:
-        if not det.may_match(text, lowered):
+        if present.isdisjoint(det.keys):
             continue
         for m in det.pattern.finditer(text):
             if det.validate is not None and not det.validate(m, text):
@@ -829,8 +850,8 @@ def _scan_once(text: str) -> list[Finding]:
         _scan_urls(text, raw)
     if "kind: Secret" in text:
         _scan_k8s_secrets(text, raw)
-    _scan_assignments(text, lowered, raw)
-    for start, end, rule in gitleaks.rules().scan(text, lowered):
+    _scan_assignments(text, lowered, raw, present)
+    for start, end, rule in gitleaks.rules().scan(text, lowered, present):
         if MARKER_PREFIX not in text[start:end]:  # a rule reading a marker as a value
             raw.append((start, end, _GITLEAKS_PRIORITY, rule))
     return _whole(text, _merge(raw))
