@@ -180,7 +180,7 @@ _B64_CHARS = re.compile(r"[A-Za-z0-9+/]")
 _PLACEHOLDER_RE: Final = re.compile(
     r"""(?ix)
     ^(?: [$%<{\[!*&] | \.\.\. | … | env: )    # $ENV ${x} %(x)s <x> {{x}} [x] !tag *** &anchor env:X
-    | ^(?: x+ | \*+ | \.+ | -+ | _+ | \#+ | 0+ | 1234.* )$
+    | ^(?: x+ | \*+ | \.+ | -+ | _+ | \#+ | 0+ | 1234[0-9]* )$
     | ^(?: none | null | nil | undefined | true | false | yes | no | on | off
          | str | string | int | bool | bytes | any | object | optional | required
          | redacted .* | changeme | change_me | example .* | sample .* | dummy .* | fake .*
@@ -230,10 +230,10 @@ def _looks_like_code(value: str, text: str, end: int) -> bool:
     if _DOTTED_RE.fullmatch(value):
         return True
     if _IDENT_RE.fullmatch(value):
+        if "_" in value:
+            return True  # snake_case: a name (`s3_connection`), as it always was
         return (
-            "_" in value
-            or not any(ch.isdigit() for ch in value)
-            or _CAMEL_WORD_RE.search(value) is not None
+            not any(ch.isdigit() for ch in value) or _CAMEL_WORD_RE.search(value) is not None
         ) and _wordy(value)
     return False
 
@@ -242,13 +242,18 @@ def _looks_like_code(value: str, text: str, end: int) -> bool:
 #: more letters and short numbers (`PrivateKeyTypes`, `args`, `db_pass2`). A random value
 #: (`KxQmTrLpWvNz`, `aB3dE5fG7h`) breaks into one-letter parts, so after a key name in YAML,
 #: INI or a properties file it is taken for the literal it is, not for code.
-_WORDY_RE: Final = re.compile(r"(?:[A-Z]?[a-z]{2,}|[A-Z]{2,}(?![a-z])|[0-9]{1,4}|_+)+")
-_WORD_PART_RE: Final = re.compile(r"[A-Z]?[a-z]{3,}")
+_WORDY_RE: Final = re.compile(
+    r"(?:(?:[A-Z][a-z]+|[a-z]{2,})|[A-Z]{2,}(?![a-z])|[0-9]{1,6}|_+)+"
+)
+_WORD_PART_RE: Final = re.compile(r"[A-Z]?[a-z]{2,}|[A-Z][a-z]")
 _VOWELS: Final = frozenset("aeiouy")
 
 
 def _wordy(value: str) -> bool:
-    """`value` reads as words (see `_WORDY_RE`), each longer part having a vowel."""
+    """`value` reads as words (see `_WORDY_RE`), each part of letters having a vowel.
+
+    `Ed25519PrivateKey`, `PasswordType`, `getpass` are words; `KxQmTrLpWvNz` is not.
+    """
     if _WORDY_RE.fullmatch(value) is None:
         return False
     return all(_VOWELS.intersection(part.lower()) for part in _WORD_PART_RE.findall(value))
@@ -429,7 +434,8 @@ DETECTORS: Final[tuple[Detector, ...]] = (
         r"(?:(?i:token|bearer|basic|digest|api-?key|sso-key|key|splunk|genie-?key)[ \t]+)?"
         r"(?P<secret>[A-Za-z0-9._~+/=:-]{8,})",
         group="secret",
-        validate=lambda m, t: _literal_secret(m.group("secret")),
+        validate=lambda m, t: _literal_secret(m.group("secret"))
+        and not _looks_like_code(m.group("secret"), t, m.end("secret")),
         priority=5,  # bearer-token and basic-auth name the scheme more precisely
         ignore_case_anchors=True,
     ),
@@ -672,7 +678,7 @@ def _assignment_at(
         return  # public keys are not secrets
     if _PASSWORD_NAME.search(name):
         kind = "password"
-    elif _SECRET_NAME.search(name) or name.endswith("auth"):
+    elif _SECRET_NAME.search(name) or name == "auth":
         kind = "secret"
     elif _ENTROPY_NAME.search(name):
         kind = "high-entropy"
@@ -749,7 +755,7 @@ def _value_is_secret(kind: str, value: str, literal: bool, text: str, end: int) 
     value = value.strip()
     if _is_placeholder(value) or _is_path(value) or _SELF_NAMED_RE.fullmatch(value):
         return False
-    if kind != "password" and (" " in value or "\t" in value):
+    if kind != "password" and (" " in value or "\t" in value or value.startswith("--")):
         return False  # keys and tokens never contain spaces; pass phrases may
     if _CALL_RE.fullmatch(value) or (not literal and _looks_like_code(value, text, end)):
         return False
@@ -852,9 +858,29 @@ def _scan_once(text: str) -> list[Finding]:
         _scan_k8s_secrets(text, raw)
     _scan_assignments(text, lowered, raw, present)
     for start, end, rule in gitleaks.rules().scan(text, lowered, present):
-        if MARKER_PREFIX not in text[start:end]:  # a rule reading a marker as a value
-            raw.append((start, end, _GITLEAKS_PRIORITY, rule))
+        if MARKER_PREFIX in text[start:end]:  # a rule reading a marker as a value
+            continue
+        if rule == "generic-api-key" and not _generic_value(text[start:end], text, end):
+            continue
+        raw.append((start, end, _GITLEAKS_PRIORITY, rule))
     return _whole(text, _merge(raw))
+
+
+def _generic_value(value: str, text: str, end: int) -> bool:
+    """funes's stricter test on what gitleaks' `generic-api-key` rule finds.
+
+    Any key-like name followed by any 10+ character value is what that rule reads; on code it
+    finds digests (`"key_sha256": "bb16…"`), type names (`Ed25519PrivateKey`), zone names and
+    registry calls. The value must look like a credential, as funes's own assignment
+    detectors require: not a digest or UUID, not words or code, not a path.
+    """
+    if _HEX_RE.fullmatch(value) or _UUID_RE.fullmatch(value) or _is_placeholder(value):
+        return False
+    if _is_path(value) or value.count("/") > 1 or _wordy(value.replace("_", "")):
+        return False
+    if text[end : end + 1] in ("(", "[") or _DOTTED_RE.fullmatch(value):
+        return False
+    return _classes(value) >= 2 and any(ch.isdigit() for ch in value)
 
 
 #: A token's characters (base64, base64url, hex, percent-encoding; JSON's escaped slash).
