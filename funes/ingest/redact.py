@@ -867,7 +867,7 @@ def _scan_once(text: str) -> list[Finding]:
 
 
 def _generic_value(value: str, text: str, end: int) -> bool:
-    """funes's stricter test on what gitleaks' `generic-api-key` rule finds.
+    """The stricter test funes applies on what gitleaks' `generic-api-key` rule finds.
 
     Any key-like name followed by any 10+ character value is what that rule reads; on code it
     finds digests (`"key_sha256": "bb16…"`), type names (`Ed25519PrivateKey`), zone names and
