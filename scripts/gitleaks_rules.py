@@ -44,6 +44,8 @@ PINNED_COMMIT = "b58d3f102cf3a2c84cb7f923d05c25c9b1aed84b"
 #: `git describe --tags` of the pinned commit.
 PINNED_VERSION = "v8.30.0-27-gb58d3f10"
 UPSTREAM = "https://github.com/gitleaks/gitleaks"
+#: How far `.*` may reach in a translated pattern (see `translate`): a line.
+DOT_BOUND = 160
 RULES_OUT = ROOT / "funes" / "ingest" / "data" / "gitleaks" / "rules.json"
 LICENSE_OUT = ROOT / "funes" / "ingest" / "data" / "gitleaks" / "LICENSE.txt"
 CORPUS_OUT = ROOT / "tests" / "ingest" / "data" / "gitleaks_corpus.json"
@@ -74,7 +76,9 @@ def translate(go: str) -> str:
     ``(?P<name>``; POSIX classes ``[[:alpha:]]`` are expanded; a ``[`` or a doubled ``&&``,
     ``||``, ``--``, ``~~`` inside a class is escaped (Python reserves them for set operations).
     RE2 has no look-around, back-references or possessive quantifiers, so there is nothing to
-    remove; ``re.ASCII`` gives ``\w``, ``\d``, ``\s`` and ``\b`` their RE2 meaning.
+    remove; ``re.ASCII`` gives ``\w``, ``\d``, ``\s`` and ``\b`` their RE2 meaning. One
+    rewrite changes what matches, to keep the time linear: ``.*`` and ``.+`` (the two curl
+    rules) reach at most `DOT_BOUND` characters.
     """
     out: list[str] = []
     # For every open group: the scoped flag groups opened inside it (closed with it, and at
@@ -140,6 +144,14 @@ def translate(go: str) -> str:
                 raise Unportable("unbalanced parenthesis")
             out.append(")")
             i += 1
+            continue
+        if c == "." and go[i + 1 : i + 2] in ("*", "+"):
+            # `.*` bounded: RE2 runs it in linear time, a backtracking engine retries it from
+            # every earlier match start (quadratic on a long line holding the keyword often)
+            lazy = go[i + 2 : i + 3] == "?"
+            low = 0 if go[i + 1] == "*" else 1
+            out.append(f".{{{low},{DOT_BOUND}}}" + ("?" if lazy else ""))
+            i += 3 if lazy else 2
             continue
         out.append(c)
         i += 1

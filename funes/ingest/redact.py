@@ -442,7 +442,7 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     _d(
         "curl-user",
         ("curl",),
-        r"\bcurl\b[^\n]*?[ \t](?:-u|--user)(?:=|[ \t]+)(?P<q>[\"']?)[^\s:\"']*:"
+        r"\bcurl\b[^\n]{0,400}?[ \t](?:-u|--user)(?:=|[ \t]+)(?P<q>[\"']?)[^\s:\"']*:"
         r"(?P<secret>[^\s\"']+)",
         group="secret",
         validate=lambda m, t: len(m.group("secret")) >= 4
