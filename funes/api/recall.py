@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from funes._env import Settings
 from funes.api.ingest import parse_since
+from funes.api.memory import check_writable
 from funes.ingest import backlog as _backlog
 from funes.retrieval import indexes
 from funes.retrieval.get import TurnView, get_turns
@@ -22,21 +23,9 @@ if TYPE_CHECKING:
     from funes.inference.reranker import Reranker
 
 __all__ = ["DrainResult", "RecallResult", "SearchStatus", "TurnView", "embed", "get",
-           "memory_label", "recall", "reindex", "search_status"]
+           "recall", "reindex", "search_status"]
 
 DrainResult = _backlog.DrainResult
-
-
-def memory_label(repo: Repository) -> str:
-    """How output names a memory: what `--memory` takes to open it again."""
-    from funes.api.sync import remote_label
-
-    return remote_label(repo) or str(repo.path)
-
-
-def owned(repo: Repository) -> bool:
-    """Whether the memory is the user's own (recall marks others' passages untrusted)."""
-    return (repo.config.get("core.owned") or "true") == "true"
 
 
 def _embedder_for(repo: Repository, settings: Settings) -> Embedder | None:
@@ -157,6 +146,7 @@ def embed(
     """
     from funes.inference.embedder import load_embedder
 
+    check_writable(repo, command="embed")
     stamp = repo.model_stamp()
     name = model or (stamp.name if stamp else None) or repo.config.get("model.embed")
     embedder = load_embedder(settings, name, n_threads=n_threads)
@@ -177,6 +167,7 @@ def reindex(
     """Re-stamp the memory with `model` and re-embed every chunk with it, on purpose."""
     from funes.inference.embedder import load_embedder
 
+    check_writable(repo, command="reindex")
     return _backlog.reindex(repo, load_embedder(settings, model), budget=budget,
                             progress=progress)
 

@@ -1,4 +1,4 @@
-"""Repository verbs: init, log, show, status, fsck, config, and opening a memory."""
+"""Repository verbs: init, log, show, status, fsck, config (which memory: funes.api.memory)."""
 
 from __future__ import annotations
 
@@ -6,27 +6,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from funes._env import Settings
+from funes.api.sync import RemoteStatus, remote_status
 from funes.errors import UsageError
 from funes.model.ids import ObjectId
 from funes.model.objects import Commit, Link, Manifest, ModelStamp
 from funes.storage.fsck import FsckReport
 from funes.storage.fsck import fsck as _fsck
 from funes.storage.repo import PROJECT_DIR, Repository
-
-
-def open_memory(settings: Settings, memory: str | None = None) -> Repository:
-    """The repository a command works on: `--memory` if given, else discovery from cwd.
-
-    `--memory org/name` (or `hf://datasets/…`, `file://…`) reads a remote memory through a
-    local cached copy at its current revision (funes.api.sync.open_remote_memory).
-    """
-    if memory:
-        from funes.api.sync import is_remote_memory, open_remote_memory
-
-        if is_remote_memory(memory, settings.cwd):
-            return open_remote_memory(settings, memory)
-        return Repository.open(Path(memory), settings)
-    return Repository.discover(settings)
 
 
 @dataclass(frozen=True)
@@ -131,10 +117,12 @@ class StatusResult:
     sessions: int
     by_harness: dict[str, dict[str, int]] = field(default_factory=dict)
     model: ModelStamp | None = None
+    #: Each remote: ahead/behind as of the last fetch, and how the last sync went.
+    remotes: tuple[RemoteStatus, ...] = ()
 
 
 def status(repo: Repository) -> StatusResult:
-    """Repository, HEAD, counts by agent and the model stamp."""
+    """Repository, HEAD, counts by agent, the model stamp, and where each remote stands."""
     head = repo.head()
     commit = repo.objects.commit(head) if head else None
     stats = repo.stats()
@@ -148,6 +136,7 @@ def status(repo: Repository) -> StatusResult:
         sessions=stats.sessions,
         by_harness=stats.by_harness,
         model=commit.model if commit else None,
+        remotes=tuple(remote_status(repo)),
     )
 
 

@@ -5,63 +5,75 @@ fetch moves only `refs/remotes/…`, pull is fetch + merge, merge fast-forwards 
 otherwise writes a merge commit whose content is the union of both sides (tombstones from
 either side win). Nothing is ever re-embedded: vectors travel as fragments.
 
-`open_remote_memory` serves `--memory org/name`: a private, read-only copy of the remote at
-its current revision, kept under `$FUNES_HOME/cache/remotes/`, so a query reads one pinned
-state and a repeated query costs one small request.
+Reading a remote memory without cloning (`--memory org/name`) lives in funes.api.memory.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from funes._env import Settings
-from funes.errors import FunesError, RemoteError, UsageError
+from funes.api.memory import merge_in, owns_remote, pick_tip, split_tag
+from funes.api.memory import owned as owned_memory
+from funes.errors import FunesError, UsageError
 from funes.model.ids import ObjectId
-from funes.model.refs import HEAD, branch_ref
+from funes.model.objects import Commit
+from funes.model.refs import HEAD, RefName, branch_ref, check_ref_name, remote_ref
 from funes.remotes import crypt as _crypt
 from funes.remotes import sync as _sync
 from funes.remotes.base import (
-    RemoteNotFoundError,
     RemoteSpec,
     check_remote_name,
-    looks_like_remote,
     parse_url,
 )
 from funes.remotes.sync import FetchResult, PushResult, RefUpdate
-from funes.retrieval import indexes
-from funes.storage.lock import WriteLock
-from funes.storage.repo import PROJECT_DIR, Repository, RepositoryExistsError
+from funes.storage.repo import PROJECT_DIR, Repository, RepositoryExistsError, now_iso
 from funes.storage.signing import CommitCheck, check_commits
 from funes.storage.signing import require_signed as require_all_signed
-from funes.storage.transfer import MergeResult, ancestors, commits_between, is_ancestor
-from funes.storage.transfer import merge as _merge
+from funes.storage.transfer import MergeResult, ancestors, commits_between
 
 __all__ = [
+    "AttachResult",
     "CloneResult",
     "FetchResult",
-    "MemoryChoice",
+    "LastSync",
     "MergeResult",
+    "PublishCheck",
+    "PublishRefusedError",
+    "PublishResult",
     "PullResult",
     "PushResult",
     "RefUpdate",
     "RemoteInfo",
+    "RemoteStatus",
+    "SyncResult",
+    "TagInfo",
+    "attach_remote",
     "clone",
+    "default_remote_name",
     "fetch",
-    "is_remote_memory",
+    "is_directory_remote",
+    "last_sync",
     "merge",
-    "open_remote_memory",
+    "publish",
     "pull",
     "push",
-    "read_memory",
+    "record_sync",
     "remote_add",
-    "remote_label",
     "remote_list",
     "remote_remove",
     "remote_set_url",
+    "remote_status",
+    "sync",
+    "sync_note",
+    "tag_create",
+    "tag_delete",
+    "tag_list",
 ]
 
 Progress = Callable[[int, int, str], None]
@@ -165,10 +177,14 @@ def push(
     branch = branch or _current_branch(repo)
     _sync.check_branch(branch)
     name = remote or _sync.default_remote(repo, branch)
-    return _sync.push(
-        repo, _sync.configured_remote(repo, name), branch, force=force,
-        progress=_progress(progress), dry_run=dry_run,
-    )
+    if dry_run:
+        return _sync.push(repo, _sync.configured_remote(repo, name), branch, force=force,
+                          progress=_progress(progress), dry_run=True)
+    with _recorded(repo, name, "push"):
+        return _sync.push(
+            repo, _sync.configured_remote(repo, name), branch, force=force,
+            progress=_progress(progress),
+        )
 
 
 def fetch(
@@ -206,6 +222,12 @@ def pull(
     branch = branch or current
     _sync.check_branch(branch)
     name = remote or _sync.default_remote(repo, current)
+    with _recorded(repo, name, "pull"):
+        return _pull(repo, name, branch, progress, require_signed)
+
+
+def _pull(repo: Repository, name: str, branch: str, progress: Progress | None,
+          require_signed: bool) -> PullResult:
     fetched = _sync.fetch(
         repo, _sync.configured_remote(repo, name), progress=_progress(progress)
     )
@@ -234,15 +256,7 @@ def merge(repo: Repository, rev: str) -> MergeResult:
 
 
 def _merged(repo: Repository, tip: ObjectId, label: str) -> MergeResult:
-    """Merge, then bring the ANN index up to date with the vectors that came in.
-
-    A memory that grows by pulling never runs `funes embed`, which is where the index is
-    otherwise built; without this a pulled 100k-chunk memory would search exactly (≈200 ms a
-    query instead of ≈40 ms, bench/results/recall.md).
-    """
-    result = _merge(repo, tip, label=label)
-    indexes.ensure_vectors(repo)
-    return result
+    return merge_in(repo, tip, label)
 
 
 # -- clone -----------------------------------------------------------------------------------
@@ -285,6 +299,7 @@ def clone(
     Signatures are checked and reported; `require_signed` refuses (and leaves nothing) unless
     every commit is signed by a trusted key.
     """
+    source, tag = split_tag(source, settings.cwd)
     spec = parse_url(source, settings.cwd)
     if is_global:
         if directory:
@@ -304,7 +319,7 @@ def clone(
     before = set(p.name for p in made.iterdir()) if made.is_dir() else None
     repo = Repository.init(target, settings, is_global=is_global)
     try:
-        result = _clone_into(repo, spec, progress, require_signed)
+        result = _clone_into(repo, spec, progress, require_signed, tag)
     except BaseException:
         _discard(made, before)
         raise
@@ -312,26 +327,33 @@ def clone(
 
 
 def _clone_into(
-    repo: Repository, spec: RemoteSpec, progress: Progress | None, require_signed: bool = False
+    repo: Repository, spec: RemoteSpec, progress: Progress | None, require_signed: bool = False,
+    tag: str | None = None,
 ) -> CloneResult:
     repo.config.set("remote.origin.url", spec.url)
+    # Another user's memory stays untrusted after every pull (funes.api.memory).
+    repo.config.set("core.owned", "true" if owns_remote(repo.settings, spec) else "false")
     remote = _sync.open_remote(spec, "origin", repo.settings, repo.path)
     state = remote.state()
     fetched = _sync.fetch(repo, remote, state=state, progress=_progress(progress))
-    if not state.refs:
+    record_sync(repo, "origin", True, "clone", None)
+    if not state.branches:
+        if tag is not None:
+            pick_tip(state.refs, tag, remote.display)  # raises: no such tag
         return CloneResult(repo.path, spec.url, None, None, fetched, 0)
     main = branch_ref("main")
-    ref = main if main in state.refs else sorted(state.refs)[0]
+    ref = main if main in state.refs else sorted(state.branches)[0]
     branch = ref.removeprefix("refs/heads/")
     if ref != main:
         repo.refs.set_symbolic(HEAD, ref)
     repo.config.set(f"branch.{branch}.remote", "origin")
     if isinstance(remote, _crypt.EncryptedRemote):
         repo.config.set("remote.origin.encrypt", "true")
-    checks = _incoming_signatures(repo, state.refs[ref])
+    tip = pick_tip(state.refs, tag, remote.display) if tag else state.refs[ref]
+    checks = _incoming_signatures(repo, tip)
     if require_signed:
         require_all_signed(checks, f"the clone of {spec.display}")
-    merged = _merged(repo, state.refs[ref], f"origin/{branch}")
+    merged = _merged(repo, tip, f"tag {tag}" if tag else f"origin/{branch}")
     return CloneResult(repo.path, spec.url, branch, merged.new, fetched, merged.chunk_count,
                        tuple(checks))
 
@@ -352,129 +374,485 @@ def _discard(made: Path, before: set[str] | None) -> None:
                 path.unlink()
 
 
-# -- reading a remote memory without cloning ------------------------------------------------
+# -- sync: fetch, merge, push, retried; its last result recorded -------------------------------
 
-
-def is_remote_memory(text: str, cwd: Path | None = None) -> bool:
-    """True when `--memory TEXT` names a remote (`org/name`, `hf://…`, `file://…`)."""
-    return looks_like_remote(text, cwd or Path.cwd())
-
-
-def _cache_root(settings: Settings) -> Path:
-    return settings.home / "cache" / "remotes"
-
-
-def open_remote_memory(settings: Settings, url: str) -> Repository:
-    """A remote memory at its current revision, as a local read-only copy (not owned).
-
-    The copy lives in `$FUNES_HOME/cache/remotes/<name>/`; only missing immutable files are
-    downloaded, so a call when the remote has not moved costs one small request (its refs).
-    The copy is marked `core.owned=false`: recall marks its passages as not the user's.
-
-    Raises:
-        RemoteError: the remote cannot be reached or read (the message names it).
-    """
-    spec = parse_url(url, settings.cwd)
-    root = _cache_root(settings)
-    root.mkdir(parents=True, exist_ok=True)
-    cache = root / spec.cache_name
-    # One process fills a cache at a time; readers of a filled cache never wait long.
-    with WriteLock(root / f"{spec.cache_name}.lock", timeout=60):
-        for attempt in (1, 2):
-            repo = _open_cache(settings, cache, spec)
-            remote = _sync.open_remote(spec, "origin", settings, repo.path)
-            try:
-                state = remote.state()
-            except FunesError:
-                if repo.head() is None:  # never filled: leave no empty copy behind
-                    shutil.rmtree(cache, ignore_errors=True)
-                raise
-            if not state.exists or not state.refs:
-                raise RemoteNotFoundError(
-                    f"{remote.display}: no funes memory there",
-                    hint="check the name; a private memory needs a token (HF_TOKEN)",
-                )
-            main = branch_ref("main")
-            tip = state.refs.get(main) or state.refs[sorted(state.refs)[0]]
-            head = repo.head()
-            if head == tip:
-                return repo
-            _sync.fetch(repo, remote, state=state)
-            if head is None or is_ancestor(repo, head, tip):
-                _merged(repo, tip, "origin")
-                return repo
-            # The remote was rewritten (a forced push): start the copy over.
-            shutil.rmtree(cache, ignore_errors=True)
-            if attempt == 2:
-                break
-    raise RemoteError(f"{spec.display}: cannot make a consistent local copy")
-
-
-def _open_cache(settings: Settings, cache: Path, spec: RemoteSpec) -> Repository:
-    if (cache / "FORMAT").is_file():
-        return Repository.open(cache, settings)
-    shutil.rmtree(cache, ignore_errors=True)  # a copy that never finished
-    repo = Repository.init(cache, settings)
-    repo.config.set("core.owned", "false")
-    repo.config.set("remote.origin.url", spec.url)
-    return repo
-
-
-def remote_label(repo: Repository) -> str | None:
-    """What `--memory` takes to read this memory again, if it is a remote's cached copy."""
-    if repo.path.resolve().parent != _cache_root(repo.settings).resolve():
-        return None
-    url = repo.config.get("remote.origin.url")
-    if not url:
-        return None
-    spec = parse_url(url, repo.settings.cwd)
-    return spec.display if spec.kind == "hf" else f"file://{spec.path}"
+#: Tries of fetch → merge → push when another machine pushes in between (a lost CAS race).
+SYNC_ATTEMPTS = 4
+#: A memory that has not synced with a remote for this long gets a note in agent output.
+STALE_AFTER = 86400.0
+#: Largest last-sync record read back (a few fields).
+_RECORD_MAX = 1 << 14
 
 
 @dataclass(frozen=True)
-class MemoryChoice:
-    """The memory a read-only command (recall, get) should read, and what to tell the user."""
+class SyncResult:
+    """What `sync` did: fetched and merged the remote's work, then pushed ours."""
+
+    remote: str
+    url: str
+    merged: MergeResult | None
+    pushed: PushResult | None
+    attempts: int
+
+
+@dataclass(frozen=True)
+class LastSync:
+    """The last sync, push or pull against one remote, as `status` reports it."""
+
+    time: float
+    ok: bool
+    #: The error's message when it failed, else a summary.
+    detail: str
+    #: The one command that fixes a failure (None when it succeeded).
+    fix: str | None
+    #: When a sync last succeeded (0: never).
+    last_ok: float
+
+
+@dataclass(frozen=True)
+class RemoteStatus:
+    """One remote in `status`: how far apart the two sides are, and how the last sync went."""
+
+    name: str
+    url: str
+    #: Commits of the current branch the remote lacks, and the other way round, as of the
+    #: last fetch (None: never fetched).
+    ahead: int | None
+    behind: int | None
+    last: LastSync | None
+
+
+def sync(
+    repo: Repository,
+    remote: str | None = None,
+    *,
+    push: bool = True,
+    attempts: int = SYNC_ATTEMPTS,
+    progress: Progress | None = None,
+) -> SyncResult:
+    """Fetch, merge the remote's branch into ours (union), push the result; retry a lost race.
+
+    When another machine pushes between our fetch and our push, the remote's compare-and-swap
+    refuses ours (NonFastForwardError): the whole round runs again, up to `attempts` times,
+    so two machines that push at once both end up in the remote with no manual step. A remote
+    that does not exist yet is created by the push (private on the Hub). `push=False` only
+    brings this memory up to date (what a session start wants). The outcome, success or
+    failure, is recorded for `status` (`last_sync`).
+
+    Raises:
+        NonFastForwardError: the race was lost `attempts` times in a row (exit 4).
+        RemoteError: the remote cannot be reached or refuses us (exit 5); nothing local is lost.
+    """
+    branch = _current_branch(repo)
+    _sync.check_branch(branch)
+    name = remote or _sync.default_remote(repo, branch)
+    with _recorded(repo, name, "sync"):
+        handle = _sync.configured_remote(repo, name)
+        merged: MergeResult | None = None
+        pushed: PushResult | None = None
+        for attempt in range(1, max(1, attempts) + 1):
+            state = handle.state()
+            if state.exists:
+                fetched = _sync.fetch(repo, handle, state=state, progress=_progress(progress))
+                tip = fetched.refs.get(branch_ref(branch))
+                if tip is not None:
+                    merged = _merged(repo, tip, f"{name}/{branch}")
+            if not push or repo.head() is None:
+                return SyncResult(name, handle.spec.url, merged, None, attempt)
+            try:
+                pushed = _sync.push(repo, handle, branch, progress=_progress(progress))
+            except _sync.NonFastForwardError:
+                if attempt >= attempts:
+                    raise
+                continue
+            return SyncResult(name, handle.spec.url, merged, pushed, attempt)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def default_remote_name(repo: Repository) -> str:
+    """The remote a bare `funes sync` (or push, pull) uses for the current branch."""
+    return _sync.default_remote(repo, _current_branch(repo))
+
+
+def _record_path(repo: Repository, name: str) -> Path:
+    return repo.path / "remotes" / name / "last-sync.json"
+
+
+def last_sync(repo: Repository, name: str) -> LastSync | None:
+    """The recorded outcome of the last sync, push or pull against remote `name`."""
+    import json
+
+    try:
+        with _record_path(repo, name).open("rb") as fh:
+            raw = fh.read(_RECORD_MAX + 1)
+        data = json.loads(raw) if len(raw) <= _RECORD_MAX else None
+        return LastSync(float(data["time"]), bool(data["ok"]), str(data["detail"])[:500],
+                        str(data["fix"])[:200] if data.get("fix") else None,
+                        float(data.get("last_ok") or 0))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def record_sync(repo: Repository, name: str, ok: bool, detail: str, fix: str | None) -> None:
+    """Record how a sync against `name` ended (`funes status` shows it; `last_sync` reads it)."""
+    import json
+    import time
+
+    from funes.storage.atomic import write_atomic
+
+    now = time.time()
+    before = last_sync(repo, name)
+    body = {"time": now, "ok": ok, "detail": detail, "fix": fix,
+            "last_ok": now if ok else (before.last_ok if before else 0)}
+    path = _record_path(repo, name)
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(body).encode())
+
+
+@contextlib.contextmanager
+def _recorded(repo: Repository, name: str, verb: str) -> Iterator[None]:
+    """Record how a sync, push or pull against `name` ended (what `status` shows)."""
+    try:
+        yield
+    except FunesError as exc:
+        record_sync(repo, name, False, exc.message, _fix_for(exc, name))
+        raise
+    record_sync(repo, name, True, verb, None)
+
+
+def _fix_for(exc: FunesError, name: str) -> str:
+    """The one command that gets a failed sync going again."""
+    from funes.errors import DivergedError, RemoteError
+
+    if isinstance(exc, DivergedError):
+        return f"funes sync {name}"
+    if isinstance(exc, RemoteError) and "not allowed" in exc.message:
+        return f"hf auth login && funes sync {name}"
+    return f"funes sync {name}"
+
+
+def remote_status(repo: Repository) -> list[RemoteStatus]:
+    """Every remote: ahead/behind of the current branch against its tracking ref, last sync."""
+    branch = _current_branch(repo)
+    head = repo.head()
+    out = []
+    for info in remote_list(repo):
+        tracking = repo.refs.read(remote_ref(info.name, branch))
+        ahead = behind = None
+        if tracking is not None and repo.objects.has(tracking):
+            theirs = ancestors(repo, tracking)
+            ours = ancestors(repo, head) if head else set()
+            ahead, behind = len(ours - theirs), len(theirs - ours)
+        out.append(RemoteStatus(info.name, info.url, ahead, behind,
+                                last_sync(repo, info.name)))
+    return out
+
+
+def sync_note(repo: Repository, now: float | None = None) -> str | None:
+    """One line for agent output when the memory has not synced with a remote for long."""
+    import time
+    from datetime import UTC, datetime
+
+    stale_after = float(repo.config.get("sync.staleAfter") or STALE_AFTER)
+    now = time.time() if now is None else now
+    for name in sorted(repo.config.subsections("remote")):
+        last = last_sync(repo, name)
+        if last is None or (last.ok and now - last.time < stale_after):
+            continue
+        if last.last_ok and now - last.last_ok < stale_after:
+            continue
+        since = (datetime.fromtimestamp(last.last_ok, UTC).strftime("%Y-%m-%d %H:%M UTC")
+                 if last.last_ok else "never")
+        why = "" if last.ok else f" ({last.detail})"
+        return (f"# note: this memory has not synced with {name} since {since}{why}; "
+                f"run `{last.fix or f'funes sync {name}'}`")
+    return None
+
+
+# -- one memory on every machine: `funes add AGENT REMOTE` -------------------------------------
+
+
+@dataclass(frozen=True)
+class AttachResult:
+    """What `attach_remote` did to make a remote memory this machine's memory too."""
 
     repo: Repository
-    label: str  # how output names it
+    remote: str
+    url: str
+    #: "cloned" (the remote existed, this memory did not), "created" (the remote did not
+    #: exist: made from this memory, private), "synced" (both existed: fetch, merge, push).
+    action: str
     owned: bool
-    warning: str | None = None  # set when the remote was unreachable and a fallback is read
+    synced: SyncResult | None = None
 
 
-def read_memory(settings: Settings, memory: str | None = None) -> MemoryChoice:
-    """Open `--memory` for reading, falling back when a remote memory is unreachable.
+def is_directory_remote(text: str, cwd: Path) -> bool:
+    """`file://…`, or a directory laid out as a remote (objects/ but no FORMAT): not a memory."""
+    if text.startswith("file://"):
+        return True
+    if "://" in text:
+        return False
+    path = Path(text).expanduser()
+    path = path if path.is_absolute() else cwd / path
+    if (path / "FORMAT").is_file() or (path / PROJECT_DIR / "FORMAT").is_file():
+        return False
+    return (path / "objects").is_dir() and (path / "refs").is_dir()
 
-    A remote that cannot be reached falls back to its cached copy (if an earlier call made
-    one), else to the local memory found from the current directory, with a warning naming
-    the remote; with neither, the `RemoteError` propagates (exit 5).
+
+def attach_remote(
+    settings: Settings,
+    url: str,
+    *,
+    project: bool = False,
+    progress: Progress | None = None,
+) -> AttachResult:
+    """Make the remote memory at `url` this machine's memory; the same call on every machine.
+
+    The local memory is the project memory when `project` is set (`./.funes`, made if
+    missing) or the current directory is inside one, else the global memory. Then:
+
+    - the local memory does not exist and the remote does: clone it there;
+    - the remote does not exist: create it from the local memory (made if missing; private on
+      the Hub) and push what there is;
+    - both exist: configure the remote (as `origin` when free) and sync (fetch, merge, push).
+
+    Idempotent: a second call finds both and syncs. The current branch tracks the remote, so
+    the agent hooks sync with it.
     """
-    from funes.api.repo import open_memory
+    spec = parse_url(url, settings.cwd)
+    target = _attach_target(settings, project)
+    remote_handle = _sync.open_remote(spec, "origin", settings, target)
+    exists_remote = remote_handle.state().exists
+    if not (target / "FORMAT").is_file() and exists_remote:
+        cloned = clone(settings, spec.url, str(target.parent) if not _is_home(settings, target)
+                       else None, is_global=_is_home(settings, target), progress=progress)
+        repo = Repository.open(cloned.path, settings)
+        return AttachResult(repo, "origin", spec.url, "cloned", owned_memory(repo))
+    if (target / "FORMAT").is_file():
+        repo = Repository.open(target, settings)
+    else:
+        repo = Repository.init(target, settings, is_global=_is_home(settings, target))
+    name = _remote_for(repo, spec)
+    with repo.writing():
+        repo.config.set(f"branch.{_current_branch(repo)}.remote", name)
+    if not exists_remote:
+        handle = _sync.configured_remote(repo, name)
+        if repo.head() is None:
+            handle.create()
+            record_sync(repo, name, True, "created", None)
+            return AttachResult(repo, name, spec.url, "created", owned_memory(repo))
+        result = sync(repo, name, progress=progress)
+        return AttachResult(repo, name, spec.url, "created", owned_memory(repo), result)
+    result = sync(repo, name, progress=progress)
+    return AttachResult(repo, name, spec.url, "synced", owned_memory(repo), result)
 
-    if not memory or not is_remote_memory(memory, settings.cwd):
-        repo = open_memory(settings, memory)
-        return MemoryChoice(repo, remote_label(repo) or str(repo.path), _owned(repo))
-    spec = parse_url(memory, settings.cwd)
+
+def _is_home(settings: Settings, target: Path) -> bool:
+    return target.resolve() == settings.home.expanduser().resolve()
+
+
+def _attach_target(settings: Settings, project: bool) -> Path:
+    """Where `attach_remote` keeps the memory: the project one, else the global one."""
+    if project:
+        return (settings.cwd / PROJECT_DIR).resolve()
+    here = settings.cwd.resolve()
+    for directory in (here, *here.parents):
+        if (directory / PROJECT_DIR / "FORMAT").is_file():
+            return directory / PROJECT_DIR
+    return settings.home.expanduser().resolve()
+
+
+def _remote_for(repo: Repository, spec: RemoteSpec) -> str:
+    """The configured remote pointing at `spec`, else a new one (`origin` when free)."""
+    for info in remote_list(repo):
+        if info.url == spec.url:
+            return info.name
+    names = set(repo.config.subsections("remote"))
+    name = "origin"
+    if name in names:
+        base = re.sub(r"[^A-Za-z0-9_-]+", "-", spec.display.rsplit("/", 1)[-1]).strip("-")
+        name = base or "shared"
+        n = 2
+        while name in names:
+            name, n = f"{base or 'shared'}-{n}", n + 1
+    remote_add(repo, name, spec.url)
+    return name
+
+
+# -- what to say about incoming signatures -----------------------------------------------------
+
+
+def signature_note(settings: Settings, checks: tuple[CommitCheck, ...]) -> str | None:
+    """The line `pull` and `clone` print about incoming commits not signed by a trusted key.
+
+    Bad signatures (tampering) are always reported. Unsigned commits and unknown keys are news
+    only to a user who trusts keys (`funes keys`); anyone else hears it once, with what turns
+    the checks on, then never again (a marker under `$FUNES_HOME/state/`).
+    """
+    from funes.storage.signing import trusted_keys
+
+    counts: dict[str, int] = {}
+    for c in checks:
+        if c.status != "good":
+            counts[c.status] = counts.get(c.status, 0) + 1
+    if not counts:
+        return None
+    parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    line = f"signatures: {parts} commit(s) not signed by a trusted key (`funes fsck --verify`)"
+    if "bad" in counts or trusted_keys(settings):
+        return line
+    marker = settings.home / "state" / "signature-note-shown"
+    if marker.exists():
+        return None
+    with contextlib.suppress(OSError):
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    return (f"{line}\n(shown once: you trust no signing keys; `funes keys trust PUBKEY` "
+            "turns these reports on)")
+
+
+# -- name what you publish: tags ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TagInfo:
+    """A tag: a name for one commit, which travels with push and fetch and never moves."""
+
+    name: str
+    commit: ObjectId
+    time: str | None  # the tagged commit's time
+
+
+def _tag_ref(name: str) -> RefName:
+    if not name or name.startswith("-"):
+        raise UsageError(f"invalid tag name {name!r}", hint="use letters, digits, '.', '-', '_'")
     try:
-        repo = open_remote_memory(settings, memory)
-        return MemoryChoice(repo, remote_label(repo) or spec.display, False)
-    except RemoteError as exc:
-        cached = _cache_root(settings) / spec.cache_name
-        if (cached / "FORMAT").is_file():
-            repo = Repository.open(cached, settings)
-            commit = repo.head_commit()
-            if commit is not None:
-                return MemoryChoice(
-                    repo, spec.display, False,
-                    f"{exc.message}; reading the copy cached at {commit.time}",
-                )
-        with contextlib.suppress(FunesError):
-            local = Repository.discover(settings)
-            return MemoryChoice(
-                local, str(local.path), _owned(local),
-                f"{exc.message}; reading the local memory {local.path} instead",
-            )
-        raise
+        return check_ref_name(f"refs/tags/{name}")
+    except FunesError:
+        raise UsageError(f"invalid tag name {name!r}",
+                         hint="use letters, digits, '.', '-', '_' (like `v1.2` or `release-3`)"
+                         ) from None
 
 
-def _owned(repo: Repository) -> bool:
-    return (repo.config.get("core.owned") or "true") == "true"
+def tag_create(repo: Repository, name: str, rev: str | None = None) -> TagInfo:
+    """Name commit `rev` (default HEAD) `name`; a tag that exists is never moved (exit 2).
+
+    `funes push` sends the tags of the history it publishes; `funes fetch` (and clone, pull,
+    sync) brings the remote's; `--memory org/name@TAG` and `funes clone org/name@TAG` read
+    the memory at that tag.
+    """
+    ref = _tag_ref(name)
+    oid = repo.resolve(rev or "HEAD")
+    with repo.writing():
+        current = repo.refs.read(ref)
+        if current is not None:
+            raise UsageError(f"tag {name!r} already exists (at {current[:12]})",
+                             hint=f"`funes tag -d {name}` first to name another commit")
+        repo.refs.set_if_equals(ref, None, oid, who=repo._who(), time=now_iso(),
+                                message=f"tag {name}")
+    return TagInfo(name, oid, repo.objects.commit(oid).time)
+
+
+def tag_delete(repo: Repository, name: str) -> TagInfo:
+    """Remove a local tag (a pushed one stays on the remote: tags do not move there)."""
+    ref = _tag_ref(name)
+    with repo.writing():
+        oid = repo.refs.read(ref)
+        if oid is None:
+            raise UsageError(f"no tag {name!r}", hint="`funes tag` lists them")
+        repo.refs.delete_if_equals(ref, oid, who=repo._who(), time=now_iso())
+    return TagInfo(name, oid, None)
+
+
+def tag_list(repo: Repository) -> list[TagInfo]:
+    """Every tag, by name."""
+    out = []
+    for ref, oid in repo.refs.iter_refs("refs/tags/"):
+        commit = repo.objects.commit(oid) if repo.objects.has(oid) else None
+        out.append(TagInfo(ref.removeprefix("refs/tags/"), oid, commit.time if commit else None))
+    return sorted(out, key=lambda t: t.name)
+
+
+# -- making a memory public --------------------------------------------------------------------
+
+
+class PublishRefusedError(FunesError):
+    """`push --public` found passages that still look secret: nothing was made public."""
+
+
+@dataclass(frozen=True)
+class PublishCheck:
+    """What would become public, as the publish gate saw it."""
+
+    remote: str
+    url: str
+    commits: int
+    scanned: int  # chunks the gate scanned: every chunk the remote's history names
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """What `push --public` did."""
+
+    push: PushResult
+    check: PublishCheck
+    public: bool  # False when the confirmation was declined
+
+
+def publish(
+    repo: Repository,
+    remote: str | None = None,
+    *,
+    confirm: Callable[[PublishCheck], bool],
+    progress: Progress | None = None,
+) -> PublishResult:
+    """Push, run the publish gate over everything the remote holds, confirm, make it public.
+
+    Everything that would become public is scanned: the whole history reachable from the
+    remote's branches and tags after the push (fetched first, so another machine's pushes are
+    scanned too), not just what this push sends. `confirm` sees the summary and may decline.
+
+    Raises:
+        UsageError: the remote is not on the Hub (only the Hub has visibility) or is encrypted.
+        PublishRefusedError: the push held chunks back, or the scan flagged chunks already on
+            the remote (exit 1, the memory stays private).
+    """
+    branch = _current_branch(repo)
+    name = remote or _sync.default_remote(repo, branch)
+    spec = parse_url(_sync.remote_url(repo, name), repo.settings.cwd)
+    if spec.kind != "hf":
+        raise UsageError(f"remote {name!r} is a directory: only a Hub memory can be made public",
+                         hint="share a directory remote with the file system's permissions")
+    if (repo.config.get(f"remote.{name}.encrypt") or "false") == "true":
+        raise UsageError(f"remote {name!r} is encrypted: making it public would publish "
+                         "ciphertext nobody can read", hint="push to an unencrypted remote")
+    pushed = push(repo, name, branch, progress=progress)
+    if pushed.held:
+        raise PublishRefusedError(
+            f"{len(pushed.held)} chunk(s) still look secret and were held back; "
+            "the memory stays private",
+            hint="run `funes push --dry-run` to list them, `funes scrub` to redact them")
+    handle = _sync.configured_remote(repo, name)
+    state = handle.state()
+    _sync.fetch(repo, handle, state=state, progress=_progress(progress))
+    everything: dict[ObjectId, Commit] = {}
+    for tip in state.refs.values():
+        for oid, commit in commits_between(repo, tip, set(everything)):
+            everything[oid] = commit
+    from funes.remotes import gate
+
+    tip = state.refs.get(branch_ref(branch)) or pushed.new
+    scan = gate.run_gate(repo, list(everything.items()), tip, {}, dry_run=True)
+    check = PublishCheck(name, spec.url, len(everything), scan.scanned)
+    if scan.held:
+        raise PublishRefusedError(
+            f"{len(scan.held)} chunk(s) on {spec.display} still look secret; the memory stays "
+            "private",
+            hint="`funes forget --chunk ID` then `funes gc` and push again; or keep it private")
+    if not confirm(check):
+        return PublishResult(pushed, check, False)
+    from funes.remotes.hf import set_visibility
+
+    set_visibility(repo.settings.hf_endpoint, spec.repo_id, private=False)
+    return PublishResult(pushed, check, True)

@@ -24,6 +24,7 @@ class App:
     fmt: str
     memory: str | None
     _settings: Any = field(default=None, repr=False)
+    _choice: Any = field(default=None, repr=False)
 
     @property
     def settings(self) -> Any:
@@ -35,19 +36,22 @@ class App:
         return self._settings
 
     def repo(self) -> Any:
-        """The repository this command works on (discovered, or `--memory`).
+        """The repository this command works on (discovered, or `--memory`)."""
+        return self.choice().repo
+
+    def choice(self) -> Any:
+        """The memory, its label and whether it is the user's (funes.api.memory), once.
 
         `--memory org/name` reads a remote memory; when it cannot be reached, the last copy
         of it (or the local memory) is read instead and a warning says so.
         """
         from funes import api
 
-        if not self.memory or not _names_remote(self.memory):
-            return api.open_memory(self.settings, self.memory)
-        choice = api.read_memory(self.settings, self.memory)
-        if choice.warning:
-            click.echo(f"funes: warning: {choice.warning}", err=True)
-        return choice.repo
+        if self._choice is None:
+            self._choice = api.choose_memory(self.settings, self.memory)
+            if self._choice.warning:
+                click.echo(f"funes: warning: {self._choice.warning}", err=True)
+        return self._choice
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

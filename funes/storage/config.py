@@ -85,6 +85,10 @@ KEYS: dict[str, Key] = {
         Key("recall.rerankPool", _count, "passages the reranker scores (0 = no reranking)", "4"),
         Key("model.embed", _text, "embedding model name", "minilm-l6-v2"),
         Key("model.rerank", _text, "reranker model name"),
+        Key("sync.interval", _positive_float,
+            "seconds between hook syncs for agents without a session end", "900"),
+        Key("sync.staleAfter", _positive_float,
+            "seconds without a sync before agent output notes it", "86400"),
     )
 }
 

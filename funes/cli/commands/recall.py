@@ -27,9 +27,10 @@ def _ts(row: dict[str, Any]) -> str:
     return str(row.get("ts") or "-")
 
 
-def render_agent(result: api.RecallResult, label: str, trusted: bool) -> str:
+def render_agent(result: api.RecallResult, label: str, trusted: bool,
+                 note: str | None = None) -> str:
     """The stable agent format of DESIGN §8 (pinned by golden tests; shared with MCP)."""
-    return api.recall_text(result, label, trusted)
+    return api.recall_text(result, label, trusted, note)
 
 
 def render_human(result: api.RecallResult, label: str, trusted: bool) -> str:
@@ -113,15 +114,16 @@ def recall(ctx: click.Context, query: str, k: int | None, candidates: int,
     An empty result prints `no results` and exits 0.
     """
     app = _app(ctx)
-    repo = app.repo()
+    choice = app.choice()
+    repo = choice.repo
     # The warm server answers when it runs (funes.api.warm), else this process does.
     result = warm.recall(app.settings, repo, query, k=k, candidates=candidates,
                          half_life=half_life, neighbors=neighbors, harness=harness,
                          block_type=block_type, project=project, session=session,
                          since=since, until=until, rerank=not no_rerank,
                          rerank_pool=rerank_pool)
-    label = api.memory_label(repo)
-    trusted = api.owned(repo)
+    label = choice.label
+    trusted = choice.owned
     if app.fmt == "json":
         render("json", _json(result, label, trusted), human=str)
         return
@@ -129,7 +131,7 @@ def recall(ctx: click.Context, query: str, k: int | None, candidates: int,
         click.echo(f"note: {result.backlog} chunks not embedded yet (found by words only); "
                    "run `funes embed`", err=True)
     if app.fmt == "agent":
-        click.echo(render_agent(result, label, trusted))
+        click.echo(render_agent(result, label, trusted, api.sync_note(repo)))
     else:
         click.echo(render_human(result, label, trusted))
 
