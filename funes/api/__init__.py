@@ -88,18 +88,26 @@ from funes.api.repo import (
     status,
 )
 from funes.api.sync import (
+    AttachResult,
     CloneResult,
     FetchResult,
     LastSync,
     MergeResult,
+    PublishCheck,
+    PublishRefusedError,
+    PublishResult,
     PullResult,
     PushResult,
     RemoteInfo,
     RemoteStatus,
     SyncResult,
+    TagInfo,
+    attach_remote,
     clone,
     fetch,
+    is_directory_remote,
     merge,
+    publish,
     pull,
     push,
     remote_add,
@@ -110,6 +118,9 @@ from funes.api.sync import (
     signature_note,
     sync,
     sync_note,
+    tag_create,
+    tag_delete,
+    tag_list,
 )
 from funes.model.objects import Commit
 from funes.storage.fsck import FsckReport, Problem

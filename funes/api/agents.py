@@ -120,7 +120,7 @@ def agents_add(
     if memory and (is_remote_memory(memory, settings.cwd)
                    or is_directory_remote(memory, settings.cwd)):
         attached = attach_remote(settings, memory, project=project, progress=progress)
-        memory = str(attached.repo.path)
+        memory = str(attached.path)
     elif memory:
         memory = str(writable_memory(settings, memory, command=f"add {agent}").path)
     elif project:

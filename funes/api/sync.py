@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from funes.model.refs import HEAD, RefName, branch_ref, check_ref_name, remote_r
 from funes.remotes import crypt as _crypt
 from funes.remotes import sync as _sync
 from funes.remotes.base import (
+    NonFastForwardError,
     RemoteSpec,
     check_remote_name,
     parse_url,
@@ -461,7 +463,7 @@ def sync(
                 return SyncResult(name, handle.spec.url, merged, None, attempt)
             try:
                 pushed = _sync.push(repo, handle, branch, progress=_progress(progress))
-            except _sync.NonFastForwardError:
+            except NonFastForwardError:
                 if attempt >= attempts:
                     raise
                 continue
@@ -485,7 +487,7 @@ def last_sync(repo: Repository, name: str) -> LastSync | None:
     try:
         with _record_path(repo, name).open("rb") as fh:
             raw = fh.read(_RECORD_MAX + 1)
-        data = json.loads(raw) if len(raw) <= _RECORD_MAX else None
+        data = json.loads(raw) if len(raw) <= _RECORD_MAX else {}
         return LastSync(float(data["time"]), bool(data["ok"]), str(data["detail"])[:500],
                         str(data["fix"])[:200] if data.get("fix") else None,
                         float(data.get("last_ok") or 0))
@@ -516,18 +518,22 @@ def _recorded(repo: Repository, name: str, verb: str) -> Iterator[None]:
     try:
         yield
     except FunesError as exc:
-        record_sync(repo, name, False, exc.message, _fix_for(exc, name))
+        record_sync(repo, name, False, exc.message, _fix_for(repo, exc, name))
         raise
     record_sync(repo, name, True, verb, None)
 
 
-def _fix_for(exc: FunesError, name: str) -> str:
-    """The one command that gets a failed sync going again."""
-    from funes.errors import DivergedError, RemoteError
+def _fix_for(repo: Repository, exc: FunesError, name: str) -> str:
+    """The one command that gets a failed sync going again.
 
-    if isinstance(exc, DivergedError):
-        return f"funes sync {name}"
-    if isinstance(exc, RemoteError) and "not allowed" in exc.message:
+    On the Hub, a refusal (HTTP 401/403, or "no such repository, or no access", which is what
+    the Hub answers a revoked token) needs a fresh token first.
+    """
+    from funes.remotes.base import RemoteNotFoundError
+
+    url = repo.config.get(f"remote.{name}.url") or ""
+    refused = isinstance(exc, RemoteNotFoundError) or "not allowed" in exc.message
+    if url.startswith("hf://") and refused:
         return f"hf auth login && funes sync {name}"
     return f"funes sync {name}"
 
@@ -577,7 +583,7 @@ def sync_note(repo: Repository, now: float | None = None) -> str | None:
 class AttachResult:
     """What `attach_remote` did to make a remote memory this machine's memory too."""
 
-    repo: Repository
+    path: Path  # the local memory
     remote: str
     url: str
     #: "cloned" (the remote existed, this memory did not), "created" (the remote did not
@@ -620,15 +626,20 @@ def attach_remote(
     Idempotent: a second call finds both and syncs. The current branch tracks the remote, so
     the agent hooks sync with it.
     """
+    url, tag = split_tag(url, settings.cwd)
+    if tag is not None:
+        raise UsageError(f"{url}@{tag} is a fixed revision: it cannot be this machine's memory",
+                         hint=f"`funes add AGENT {url}` shares the memory; `funes clone "
+                         f"{url}@{tag}` reads the tag")
     spec = parse_url(url, settings.cwd)
     target = _attach_target(settings, project)
-    remote_handle = _sync.open_remote(spec, "origin", settings, target)
-    exists_remote = remote_handle.state().exists
+    with tempfile.TemporaryDirectory(prefix="funes-probe-") as scratch:  # no cache left behind
+        exists_remote = _sync.open_remote(spec, "origin", settings, Path(scratch)).state().exists
     if not (target / "FORMAT").is_file() and exists_remote:
         cloned = clone(settings, spec.url, str(target.parent) if not _is_home(settings, target)
                        else None, is_global=_is_home(settings, target), progress=progress)
         repo = Repository.open(cloned.path, settings)
-        return AttachResult(repo, "origin", spec.url, "cloned", owned_memory(repo))
+        return AttachResult(repo.path, "origin", spec.url, "cloned", owned_memory(repo))
     if (target / "FORMAT").is_file():
         repo = Repository.open(target, settings)
     else:
@@ -641,11 +652,11 @@ def attach_remote(
         if repo.head() is None:
             handle.create()
             record_sync(repo, name, True, "created", None)
-            return AttachResult(repo, name, spec.url, "created", owned_memory(repo))
+            return AttachResult(repo.path, name, spec.url, "created", owned_memory(repo))
         result = sync(repo, name, progress=progress)
-        return AttachResult(repo, name, spec.url, "created", owned_memory(repo), result)
+        return AttachResult(repo.path, name, spec.url, "created", owned_memory(repo), result)
     result = sync(repo, name, progress=progress)
-    return AttachResult(repo, name, spec.url, "synced", owned_memory(repo), result)
+    return AttachResult(repo.path, name, spec.url, "synced", owned_memory(repo), result)
 
 
 def _is_home(settings: Settings, target: Path) -> bool:

@@ -30,11 +30,11 @@ def _memory_arg(memory: str | None) -> str | None:
 
 def _attached_text(a: api.AttachResult) -> str:
     if a.action == "cloned":
-        head = f"cloned {a.url} into {a.repo.path}"
+        head = f"cloned {a.url} into {a.path}"
     elif a.action == "created":
-        head = f"created the remote {a.url} ({a.remote}) from {a.repo.path}"
+        head = f"created the remote {a.url} ({a.remote}) from {a.path}"
     else:
-        head = f"{a.repo.path} syncs with {a.url} ({a.remote})"
+        head = f"{a.path} syncs with {a.url} ({a.remote})"
     if a.synced is not None and a.synced.pushed is not None and not a.synced.pushed.up_to_date:
         head += f"; pushed {a.synced.pushed.commits} commit(s)"
     if a.synced is not None and a.synced.merged is not None \
