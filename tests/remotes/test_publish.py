@@ -34,12 +34,12 @@ def test_tags_travel_and_pin_what_is_read(world: World) -> None:
     assert {t.name: t.commit for t in api.tag_list(b)} == {"v1": released.commit}
     assert b.resolve("v1") == released.commit
 
-    # clone at the tag, and read at the tag without cloning
-    at_tag = api.clone(replace(world.settings, cwd=world.tmp), f"{world.url}@v1", "at-v1")
+    # clone at the tag, and read at the tag without cloning (a path takes no tag: file://)
+    url = world.url if world.kind == "hf" else f"file://{world.url}"
+    at_tag = api.clone(replace(world.settings, cwd=world.tmp), f"{url}@v1", "at-v1")
     assert at_tag.head == released.commit
     pinned = Repository.open(at_tag.path, world.settings)
     assert len(visible(pinned)) == 4
-    url = world.url if world.kind == "hf" else f"file://{world.url}"
     choice = api.choose_memory(world.settings, f"{url}@v1")
     assert choice.repo.head() == released.commit and choice.label.endswith("@v1")
     assert len(visible(choice.repo)) == 4
