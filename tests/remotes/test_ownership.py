@@ -71,7 +71,8 @@ def test_a_clone_of_another_users_memory_is_untrusted_in_cli_and_mcp(
     assert agent.startswith(f"# untrusted memory {copy / '.funes'}: not yours")
     assert len(_headers(agent)) == 2
     assert all(h.endswith(" untrusted") for h in _headers(agent))
-    assert "UNTRUSTED" in run("--format", "human", "recall", WORD, "--no-rerank").stdout
+    human = run("--format", "human", "recall", WORD, "--no-rerank").stdout
+    assert human.startswith("# untrusted memory")
     assert '"trusted": false' in run("--format", "json", "recall", WORD, "--no-rerank").stdout
 
     # the real MCP server, started as an agent would
