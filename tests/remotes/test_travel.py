@@ -130,7 +130,7 @@ def shared(request: pytest.FixtureRequest,
 def _wire(m: Machine, url: str) -> str:
     out = m.funes("add", "codex", url).stdout
     # codex has no session end: the test makes every turn a sync point
-    m.funes("config", "sync.interval", "0")
+    m.funes("config", "set", "sync.interval", "0")
     return out
 
 
@@ -209,7 +209,7 @@ def test_a_persistent_failure_is_visible_and_loses_nothing(shared, tmp_path: Pat
     assert pushed.returncode == 5, pushed.stderr
     assert "during the outage" in a.recall("during the outage")  # nothing lost locally
     # agent output says so once the failure has lasted (here: at once)
-    a.funes("config", "sync.staleAfter", "0")
+    a.funes("config", "set", "sync.staleAfter", "0")
     note = a.recall("during the outage").splitlines()[0]
     assert note.startswith("# note: this memory has not synced with origin"), note
 
