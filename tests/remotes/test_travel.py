@@ -185,7 +185,7 @@ def test_a_push_race_converges_with_no_lost_commit(shared, tmp_path: Path) -> No
         for text in ("first harbour", "first lighthouse", "racing albatross",
                      "racing barracuda"):
             assert text in m.recall(text), (m.name, text)
-    heads = {m.funes("log", "--limit", "1", "--format", "json").stdout for m in (a, b)}
+    heads = {m.funes("--format", "json", "log", "--limit", "1").stdout for m in (a, b)}
     assert len(heads) == 1  # converged on one commit
 
 
