@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 
 from funes._env import Settings
-from funes.agents import AGENTS, claude, codex, hermes, pi
+from funes.agents import AGENTS, claude, codex, copilot, cursor, gemini, hermes, opencode, pi
 from funes.agents import ask as _ask
 from funes.agents.wiring import (
     HOOK_NAME,
@@ -40,13 +40,17 @@ from funes.api.recall import get, recall, search_status
 from funes.api.repo import init, status
 from funes.api.sync import AttachResult, attach_remote, is_directory_remote, sync_note
 from funes.errors import UsageError
+from funes.model.turns import HARNESSES as _HARNESSES
 from funes.storage.repo import Repository
 
 __all__ = ["MODULES", "AskResult", "WiringResult", "agents_add", "agents_remove", "ask",
            "mcp_serve"]
 
-MODULES: dict[str, ModuleType] = {"claude": claude, "codex": codex, "pi": pi, "hermes": hermes}
-HARNESSES = ("claude", "codex", "pi", "hermes", "import")
+MODULES: dict[str, ModuleType] = {
+    "claude": claude, "codex": codex, "pi": pi, "hermes": hermes, "opencode": opencode,
+    "gemini": gemini, "cursor": cursor, "copilot": copilot,
+}
+HARNESSES = _HARNESSES
 BLOCK_TYPES = ("text", "thinking", "tool_use", "tool_result")
 
 def _module(agent: str) -> ModuleType:

@@ -57,7 +57,7 @@ START_TIMEOUT = 30.0
 #: Agents without a session-end event sync after a turn at most this often (seconds).
 SYNC_INTERVAL = 900.0
 #: Agents whose hooks never report a session end.
-NO_SESSION_END = ("codex",)
+NO_SESSION_END = ("codex", "opencode")
 
 
 @dataclass
