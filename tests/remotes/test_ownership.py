@@ -7,6 +7,7 @@ bob to none. A memory in `acme/…` is alice's, not bob's.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +95,29 @@ def test_a_read_only_copy_is_never_a_write_target(published: Repository, run: An
         assert out.exit_code == 2, (args, out.stderr)
         assert "read-only" in out.stderr and fix in out.stderr, out.stderr
     assert not (Path(os.environ["HOME"]) / ".codex" / "config.toml").exists()
+
+
+def test_unsigned_commits_are_news_once_to_a_user_who_trusts_no_keys(
+    published: Repository, hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    run: Any,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    first = run("--format", "human", "clone", MEMORY, "copy")
+    assert first.exit_code == 0, first.stderr
+    assert "not signed by a trusted key" in first.stdout and "shown once" in first.stdout
+    published.commit_chunks([make_chunk(3, text="more, unsigned")], "index")
+    api.push(published)
+    monkeypatch.chdir(tmp_path / "copy")
+    again = run("--format", "human", "pull")
+    assert again.exit_code == 0 and "signature" not in again.stdout  # said once, not again
+
+    # a user who trusts keys hears about every unsigned commit
+    from funes.api import security as sec
+
+    (tmp_path / "teammate").mkdir()
+    key = sec.keys_generate(replace(api.load_settings(), home=tmp_path / "teammate"), "mate")
+    sec.keys_trust(api.load_settings(), key.export())  # alice's commits stay unsigned
+    published.commit_chunks([make_chunk(4, text="still unsigned")], "index")
+    api.push(published)
+    third = run("--format", "human", "pull")
+    assert "not signed by a trusted key" in third.stdout and "shown once" not in third.stdout
