@@ -60,6 +60,16 @@ from funes.api.models import (
     models_list,
     models_verify,
 )
+from funes.api.publish import (
+    PublishCheck,
+    PublishRefusedError,
+    PublishResult,
+    TagInfo,
+    publish,
+    tag_create,
+    tag_delete,
+    tag_list,
+)
 from funes.api.quickstart import QuickstartResult, quickstart
 from funes.api.recall import (
     DrainResult,
@@ -87,42 +97,38 @@ from funes.api.repo import (
     show,
     status,
 )
-from funes.api.sync import (
+from funes.api.share import (
     AttachResult,
+    SyncResult,
+    attach_remote,
+    is_directory_remote,
+    sync,
+)
+from funes.api.sync import (
     CloneResult,
     FetchResult,
-    LastSync,
     MergeResult,
-    PublishCheck,
-    PublishRefusedError,
-    PublishResult,
     PullResult,
     PushResult,
     RemoteInfo,
-    RemoteStatus,
-    SyncResult,
-    TagInfo,
-    attach_remote,
     clone,
     fetch,
-    is_directory_remote,
-    last_sync,
     merge,
-    publish,
     pull,
     push,
-    record_sync,
     remote_add,
     remote_list,
     remote_remove,
     remote_set_url,
-    remote_status,
     signature_note,
-    sync,
+)
+from funes.api.syncstate import (
+    LastSync,
+    RemoteStatus,
+    last_sync,
+    record_sync,
+    remote_status,
     sync_note,
-    tag_create,
-    tag_delete,
-    tag_list,
 )
 from funes.model.objects import Commit
 from funes.storage.fsck import FsckReport, Problem

@@ -14,7 +14,7 @@ from typing import Any
 
 from funes.api.recall import RecallResult, SearchStatus, TurnView
 from funes.api.repo import StatusResult
-from funes.api.sync import RemoteStatus
+from funes.api.syncstate import RemoteStatus
 
 __all__ = ["UNTRUSTED", "UNTRUSTED_PASSAGES", "recall_text", "status_text", "turns_text"]
 
@@ -42,7 +42,7 @@ def recall_text(result: RecallResult, label: str, trusted: bool, note: str | Non
     """Recall hits in the stable agent format of DESIGN §8 (`no results` when empty).
 
     `note` is one `# note: …` line put first (a memory that has not synced for long,
-    funes.api.sync.sync_note).
+    funes.api.syncstate.sync_note).
     """
     lines = [note] if note else []
     if not result.hits:

@@ -38,7 +38,8 @@ from funes.api.ingest import IndexSummary, index
 from funes.api.memory import MemoryChoice, choose_memory, is_remote_memory, writable_memory
 from funes.api.recall import get, recall, search_status
 from funes.api.repo import init, status
-from funes.api.sync import AttachResult, attach_remote, is_directory_remote, sync_note
+from funes.api.share import AttachResult, attach_remote, is_directory_remote
+from funes.api.syncstate import sync_note
 from funes.errors import UsageError
 from funes.model.turns import HARNESSES as _HARNESSES
 from funes.storage.repo import Repository
@@ -109,7 +110,7 @@ def agents_add(
         memory: Bind the agent to this memory (MCP server and hooks); None routes each session
             to its project memory or the global one, like `funes index`. A remote (`org/name`,
             `hf://datasets/…`, `file://…` or a directory remote) is first made this machine's
-            memory (funes.api.sync.attach_remote: cloned, created or synced), and the agent is
+            memory (funes.api.share.attach_remote: cloned, created or synced), and the agent is
             bound to that local memory, whose hooks then keep it in sync.
         project: With a remote `memory`, keep it in the project memory `./.funes`.
         index_now: Also index the agent's existing sessions (`funes add --index`).

@@ -3,7 +3,7 @@
 The hook script (funes.agents.hook) queues each agent event and starts one detached
 `funes hook run`, which drains the queue: it indexes the transcripts the events name (routed
 like `funes index`, or into the memory `funes add <agent> MEMORY` bound), embeds a little of
-the backlog, and keeps a memory with a remote in sync with it (funes.api.sync.sync: fetch →
+the backlog, and keeps a memory with a remote in sync with it (funes.api.share.sync: fetch →
 merge → push, a lost race retried):
 
 - at a session start, the memory is brought up to date (fetch and merge only), within
@@ -175,7 +175,7 @@ def _sync(repo: Repository, event: str, say: Callable[[str], None]) -> None:
 
 def _record_timeout(repo: Repository, detail: str) -> None:
     """A sync killed at its deadline could not record its failure itself: record it here."""
-    from funes.api.sync import default_remote_name, record_sync
+    from funes.api.syncstate import default_remote_name, record_sync
 
     with contextlib.suppress(FunesError):
         name = default_remote_name(repo)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from funes._env import Settings
-from funes.api.sync import RemoteStatus, remote_status
+from funes.api.syncstate import RemoteStatus, remote_status
 from funes.errors import UsageError
 from funes.model.ids import ObjectId
 from funes.model.objects import Commit, Link, Manifest, ModelStamp
