@@ -92,3 +92,39 @@ def test_the_stale_note_comes_only_after_a_long_failure(world: World) -> None:
     assert "(cannot reach it)" in note and note.endswith("run `funes sync origin`")
     result = api.recall(a.settings, a, "recall", vector=False, rerank=False)
     assert api.recall_text(result, "a", True, note).splitlines()[0] == note
+
+
+def test_add_agent_remote_in_a_project_and_idempotent(world: World, run: Any,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    a = world.machine("a")
+    a.commit_chunks([make_chunk(1, text="shared project knowledge")], "index")
+    api.push(a)
+    project = world.tmp / "checkout"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    # a directory laid out as a remote is a remote, not a memory; a Hub name is one too
+    target = world.url  # `org/name` style, or a plain path to a directory remote
+    out = run("add", "codex", target, "--project")
+    assert out.exit_code == 0, out.stderr
+    assert "cloned" in out.stdout and (project / ".funes" / "FORMAT").is_file()
+    assert not (world.settings.home / "FORMAT").exists()  # the global memory was not used
+    codex = (world.settings.user_home / ".codex" / "config.toml").read_text()
+    assert str(project / ".funes") in codex  # the agent is bound to the project memory
+    again = run("add", "codex", target, "--project")
+    assert again.exit_code == 0 and "already wired" in again.stdout
+    found = run("--format", "agent", "recall", "shared project").stdout
+    assert "shared project knowledge" in found
+
+
+def test_add_agent_creates_a_missing_remote_from_the_memory(
+    world: World, run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = world.machine("a")  # its origin does not exist yet
+    a.commit_chunks([make_chunk(1, text="made here first")], "index")
+    monkeypatch.chdir(a.path.parent)
+    url = world.url if world.kind == "hf" else f"file://{world.url}"
+    out = run("add", "claude", url)
+    assert out.exit_code == 0, out.stderr
+    assert "created the remote" in out.stdout and "pushed 1 commit" in out.stdout
+    assert world.remote_head() == a.head()
+    assert api.owned(a)  # made here: the user's
