@@ -53,7 +53,6 @@ class SyncResult:
     attempts: int
 
 
-
 def sync(
     repo: Repository,
     remote: str | None = None,
@@ -100,7 +99,6 @@ def sync(
                 continue
             return SyncResult(name, handle.spec.url, merged, pushed, attempt)
     raise AssertionError("unreachable")  # pragma: no cover
-
 
 
 @dataclass(frozen=True)

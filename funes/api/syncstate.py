@@ -61,7 +61,6 @@ class RemoteStatus:
     last: LastSync | None
 
 
-
 def default_remote_name(repo: Repository) -> str:
     """The remote a bare `funes sync` (or push, pull) uses for the current branch."""
     return _sync.default_remote(repo, repo.head_branch().removeprefix("refs/heads/"))
@@ -86,9 +85,6 @@ def last_sync(repo: Repository, name: str) -> LastSync | None:
 
 def record_sync(repo: Repository, name: str, ok: bool, detail: str, fix: str | None) -> None:
     """Record how a sync against `name` ended (`funes status` shows it; `last_sync` reads it)."""
-    import time
-
-
     now = time.time()
     before = last_sync(repo, name)
     body = {"time": now, "ok": ok, "detail": detail, "fix": fix,
