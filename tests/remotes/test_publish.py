@@ -116,3 +116,18 @@ def _private(hub: HubServer) -> bool:
 
     info = HfApi(endpoint=hub.endpoint, token=hub.write_token).dataset_info(REPO_ID)
     return bool(info.private)
+
+
+def test_the_card_says_how_to_use_the_memory_with_funes(hub_world: World,
+                                                        hub: HubServer) -> None:
+    from funes import __version__
+
+    a = hub_world.machine("a")
+    a.commit_chunks(make_batch(0, 3), "index")
+    api.push(a)
+    card = hub.read_file(REPO_ID, "README.md").decode()
+    for usage in ("funes recall \"", f"--memory {REPO_ID}", f"funes clone {REPO_ID}",
+                  f"funes add claude {REPO_ID}", f"funes {__version__}",
+                  f'lance.dataset("hf://datasets/{REPO_ID}/chunks.lance")', "| chunks | 3 |"):
+        assert usage in card, usage
+    assert "github.com" not in card  # no other project's repository
