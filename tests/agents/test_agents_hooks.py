@@ -237,8 +237,7 @@ def test_session_start_brings_the_memory_up_to_date(settings: Any, tmp_path: Pat
                str(remote)).exit_code == 0
     event = {"session_id": "55604662-cf2a-4331-851a-ec234028f8ca", "cwd": str(tmp_path),
              "hook_event_name": "SessionStart", "source": "startup"}
-    code, seconds = _fire(settings, ["claude", "session-start"], json.dumps(event))
-    assert code == 0 and seconds < 1.0
+    assert _fire(settings, ["claude", "session-start"], json.dumps(event)) == 0
     wait_for(lambda: _settled(settings, 0), what="the session-start hook run")
     assert "sync: " in _log(settings) and "no transcript" not in _log(settings)
     assert "written on the other machine" in _recall(run, "written on the other machine")
