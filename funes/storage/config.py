@@ -83,7 +83,7 @@ KEYS: dict[str, Key] = {
         Key("index.batchChunks", _positive_int, "chunks per commit of an index run", "20000"),
         Key("index.batchBytes", _positive_int, "text bytes per commit of an index run",
             "67108864"),
-        Key("pack.threshold", _count, "fragments per table that trigger a pack (0 = off)", "32"),
+        Key("pack.threshold", _count, "fragments per table that trigger a pack (0 = off)", "8"),
         Key("recall.k", _positive_int, "passages returned by default", "8"),
         Key("recall.halfLife", _positive_float, "recency half-life in days (0 = off)", "90"),
         Key("recall.rerankPool", _count, "passages the reranker scores (0 = no reranking)", "4"),
