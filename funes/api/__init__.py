@@ -50,7 +50,10 @@ from funes.api.models import (
 )
 from funes.api.quickstart import QuickstartResult, quickstart
 from funes.api.recall import (
+    BLOCK_TYPES,
+    HARNESSES,
     DrainResult,
+    RecallRequest,
     RecallResult,
     SearchStatus,
     TurnView,
@@ -62,6 +65,7 @@ from funes.api.recall import (
     reindex,
     search_status,
 )
+from funes.api.render import get_output, recall_json, recall_output, to_dict, to_json
 from funes.api.repo import (
     InitResult,
     LogEntry,
@@ -105,6 +109,8 @@ from funes.storage.fsck import FsckReport, Problem
 from funes.storage.repo import CommitResult, Repository
 
 __all__ = [
+    "BLOCK_TYPES",
+    "HARNESSES",
     "UNTRUSTED",
     "UNTRUSTED_PASSAGES",
     "AskResult",
@@ -129,6 +135,7 @@ __all__ = [
     "PullResult",
     "PushResult",
     "QuickstartResult",
+    "RecallRequest",
     "RecallResult",
     "RemoteInfo",
     "Repository",
@@ -153,6 +160,7 @@ __all__ = [
     "fetch",
     "fsck",
     "get",
+    "get_output",
     "hook_run",
     "hooks_install",
     "hooks_status",
@@ -180,6 +188,8 @@ __all__ = [
     "quickstart",
     "read_memory",
     "recall",
+    "recall_json",
+    "recall_output",
     "recall_text",
     "reindex",
     "remote_add",
@@ -191,6 +201,8 @@ __all__ = [
     "show",
     "status",
     "status_text",
+    "to_dict",
+    "to_json",
     "turns_text",
     "why",
 ]

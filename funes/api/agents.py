@@ -44,7 +44,16 @@ from funes.agents.wiring import (
 )
 from funes.api.agent_format import recall_text, status_text, turns_text
 from funes.api.ingest import IndexSummary, _ProjectRouter, index
-from funes.api.recall import embed, get, memory_label, owned, recall, search_status
+from funes.api.recall import (
+    BLOCK_TYPES,
+    HARNESSES,
+    embed,
+    get,
+    memory_label,
+    owned,
+    recall,
+    search_status,
+)
 from funes.api.repo import init, open_memory, status
 from funes.errors import FunesError, UsageError
 from funes.ingest.run import index_sources
@@ -57,8 +66,6 @@ __all__ = ["AskResult", "WiringResult", "agents_add", "agents_remove", "ask", "h
            "mcp_serve"]
 
 MODULES: dict[str, ModuleType] = {"claude": claude, "codex": codex, "pi": pi, "hermes": hermes}
-HARNESSES = ("claude", "codex", "pi", "hermes", "import")
-BLOCK_TYPES = ("text", "thinking", "tool_use", "tool_result")
 
 #: Seconds a detached hook run may take in all (then it is stopped; crash-safe storage).
 HOOK_DEADLINE = 600

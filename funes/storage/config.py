@@ -83,6 +83,8 @@ KEYS: dict[str, Key] = {
         Key("recall.k", _positive_int, "passages returned by default", "8"),
         Key("recall.halfLife", _positive_float, "recency half-life in days (0 = off)", "90"),
         Key("recall.rerankPool", _count, "passages the reranker scores (0 = no reranking)", "4"),
+        Key("recall.budget", _positive_float,
+            "ms a recall may take before reranking stops (0 = never stop)", "300"),
         Key("model.embed", _text, "embedding model name", "minilm-l6-v2"),
         Key("model.rerank", _text, "reranker model name"),
     )

@@ -60,7 +60,12 @@ def add(ctx: click.Context, agent: str, memory: str | None, index_now: bool) -> 
     push at session end when the memory has a remote. Without MEMORY, every session goes to its
     project memory or the global one (created if missing). Running it again changes nothing;
     every file edited is backed up first, and `funes remove AGENT` puts it back.
-    """
+
+    \b
+    Example:
+      funes add claude --index
+      funes add codex ~/src/app/.funes
+    """  # noqa: D301 (click\'s \b keeps the example lines as written)
     app = _app(ctx)
     with progress_bar("indexing", enabled=None if index_now else False) as progress:
         result = api.agents_add(app.settings, agent, _memory_arg(memory) or app.memory,

@@ -129,7 +129,13 @@ def show(ctx: click.Context, rev: str) -> None:
 @memory_option
 @click.pass_context
 def status(ctx: click.Context) -> None:
-    """Describe the memory: where it is, HEAD, chunks and sessions by agent, model stamp."""
+    """Describe the memory: where it is, HEAD, chunks and sessions by agent, model stamp.
+
+    \b
+    Example:
+      funes status
+      funes status --format json
+    """  # noqa: D301 (click\'s \b keeps the example lines as written)
     app = _app(ctx)
     repo = app.repo()
     result = api.status(repo)
