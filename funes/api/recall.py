@@ -249,7 +249,7 @@ class Budgeted:
     when the other core is busy; a deadline keeps the recall's latency where agents feel it
     and spends what is left on the best-fused passages first. A passage is started only when
     the time the previous one took still fits. `report` then says in the result's signals how
-    many of the pool were scored (`rerank 2/4`), or that none fit (`rerank skipped: budget`).
+    many of the pool were scored (`rerank budget: 2/4`; `rerank` is there when any was).
     """
 
     def __init__(self, reranker: Reranker, deadline: float) -> None:
@@ -272,12 +272,9 @@ class Budgeted:
         return scores
 
     def report(self, signals: list[str]) -> None:
-        if not self.asked or self.scored == self.asked:
-            return
-        if self.scored:
-            signals[signals.index("rerank")] = f"rerank {self.scored}/{self.asked}"
-        else:
-            signals.append("rerank skipped: budget")
+        """Add `rerank budget: scored/asked` to the signals when the deadline cut the pool."""
+        if self.asked and self.scored < self.asked:
+            signals.append(f"rerank budget: {self.scored}/{self.asked}")
 
 
 def _mark_untrusted(repo: Repository, result: RecallResult) -> None:
