@@ -205,3 +205,18 @@ def test_hooks_directory_and_layout_exist() -> None:
         ".ci",
     ):
         assert (REPO_ROOT / name).exists(), name
+
+
+def test_hooks_first_step_is_light() -> None:
+    """What an agent's or git's hook runs in the foreground imports no CLI, library or model."""
+    probe = (
+        "import sys\n"
+        "import funes.agents.hook, funes.gitlink.hook\n"
+        "print(sorted(m for m in sys.modules if m.startswith('funes')))\n"
+        f"print([m for m in {(*HEAVY, 'click', 'dulwich')!r} if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True)
+    funes_modules, others = out.stdout.splitlines()
+    assert others == "[]", out.stdout
+    assert "funes.api" not in funes_modules and "funes.cli" not in funes_modules, funes_modules

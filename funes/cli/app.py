@@ -225,8 +225,8 @@ class LazyGroup(click.Group):
     metavar="PATH",
     default=None,
     help="The memory to use: a .funes directory or its parent, or a remote memory (org/name, "
-    "hf://…). Default: discovered from the current directory like git, else the global "
-    "memory ($FUNES_HOME).",
+    "hf://datasets/org/name). Default: discovered from the current directory like git, else "
+    "the global memory ($FUNES_HOME).",
 )
 @click.option(
     "-C",
@@ -241,7 +241,7 @@ class LazyGroup(click.Group):
 def cli(ctx: click.Context, fmt: str | None, memory: str | None, chdir: str | None) -> None:
     """funes: a git-style memory for coding agents, built from their session transcripts.
 
-    Global options work before or after the command (`funes recall "…" --format json`).
+    Global options work before or after the command (`funes status --format json`).
     Errors print one line and a hint; set FUNES_DEBUG=1 for tracebacks.
     Exit codes: 0 ok, 1 error, 2 usage, 3 not a repository, 4 diverged, 5 remote, 130 interrupted.
     """
