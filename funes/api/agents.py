@@ -27,7 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from funes._env import Settings
-from funes.agents import AGENTS, claude, codex, hermes, pi
+from funes.agents import AGENTS, claude, codex, copilot, cursor, gemini, hermes, opencode, pi
 from funes.agents import ask as _ask
 from funes.agents.hook import lock_path, queue_dir
 from funes.agents.wiring import (
@@ -65,7 +65,10 @@ from funes.storage.repo import Repository
 __all__ = ["AskResult", "WiringResult", "agents_add", "agents_remove", "ask", "hook_run",
            "mcp_serve"]
 
-MODULES: dict[str, ModuleType] = {"claude": claude, "codex": codex, "pi": pi, "hermes": hermes}
+MODULES: dict[str, ModuleType] = {
+    "claude": claude, "codex": codex, "pi": pi, "hermes": hermes, "opencode": opencode,
+    "gemini": gemini, "cursor": cursor, "copilot": copilot,
+}
 
 #: Seconds a detached hook run may take in all (then it is stopped; crash-safe storage).
 HOOK_DEADLINE = 600
@@ -76,7 +79,7 @@ PUSH_TIMEOUT = 60.0
 #: Agents without a session-end event push after a turn at most this often (seconds).
 PUSH_INTERVAL = 900.0
 #: Agents whose hooks never report a session end.
-NO_SESSION_END = ("codex",)
+NO_SESSION_END = ("codex", "opencode")
 
 
 def _module(agent: str) -> ModuleType:

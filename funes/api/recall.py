@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 from funes._env import Settings
 from funes.api.ingest import parse_since
 from funes.ingest import backlog as _backlog
+from funes.model.turns import HARNESSES
 from funes.retrieval import indexes
 from funes.retrieval.get import TurnView, get_turns
 from funes.retrieval.recall import Filters, Options, RecallResult
@@ -29,8 +30,7 @@ __all__ = ["BLOCK_TYPES", "DEFAULT_BUDGET_MS", "HARNESSES", "DrainResult", "Reca
 
 DrainResult = _backlog.DrainResult
 #: What `--harness` and `--type` accept: the vocabularies of recall's filters, for the CLI,
-#: MCP and the warm server alike.
-HARNESSES = ("claude", "codex", "pi", "hermes", "import")
+#: MCP and the warm server alike (the harnesses are funes.model.turns's).
 BLOCK_TYPES = ("text", "thinking", "tool_use", "tool_result")
 #: Milliseconds a recall may take before reranking stops (config `recall.budget`): agents
 #: wait for every recall, and 300 ms is where a tool call starts to feel slow.
