@@ -131,7 +131,9 @@ def recall(
     via_server: bool = False,
     **options: Any,
 ) -> RecallResult:
-    """Hybrid recall over one memory: `query` and the fields of `RecallRequest` as keywords.
+    """Hybrid recall over one memory (docs/design.md §8).
+
+    Takes `query` and, as keywords, the fields of `RecallRequest` (or one whole request).
 
     With `via_server`, a running warm server answers (funes.api.warm; the CLI asks for it),
     else this process does; the result is the same either way. `rerank_pool` (default: config

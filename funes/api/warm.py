@@ -218,9 +218,9 @@ def recall(settings: Settings, repo: Repository, query: RecallRequest) -> Recall
         try:
             data = request(settings, "recall", repo.path, query.encode())
             return decode_recall(data)
-        except (ServerUnavailable, TypeError, KeyError) as exc:
-            # TypeError, KeyError: an argument that cannot travel, or an answer this code
-            # cannot rebuild (a server running other code): either way, work alone.
+        except (ServerUnavailable, TypeError, KeyError, ValueError) as exc:
+            # TypeError, KeyError, ValueError: an argument that cannot travel, or an answer
+            # this code cannot rebuild (a server running other code): either way, work alone.
             if isinstance(exc, ServerOutdated):
                 stop_server(settings, wait=0)  # the next recall starts a current one
             elif settings.serve == "auto":
@@ -236,7 +236,7 @@ def get(settings: Settings, repo: Repository, session_id: str, turn_id: str,
             data = request(settings, "get", repo.path,
                            {"session_id": session_id, "turn_id": turn_id, "window": window})
             return decode_turns(data)
-        except (ServerUnavailable, TypeError, KeyError):
+        except (ServerUnavailable, TypeError, KeyError, ValueError):
             pass
     return get_turns(repo, session_id, turn_id, window)
 
