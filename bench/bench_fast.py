@@ -47,6 +47,7 @@ import bench_recall as br  # noqa: E402
 import longmemeval as lme  # noqa: E402
 
 from funes import api, protocol  # noqa: E402
+from funes.api import warm  # noqa: E402
 
 Row = tuple[str, str, str]  # what, figure, load
 
@@ -101,7 +102,7 @@ def server(settings: Any, mem: Path, budget_mb: float | None = None) -> Iterator
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            found = api.warm.server_status(settings)
+            found = warm.server_status(settings)
             if found is not None and found.memories:
                 break
             if proc.poll() is not None:
@@ -109,7 +110,7 @@ def server(settings: Any, mem: Path, budget_mb: float | None = None) -> Iterator
             time.sleep(0.2)
         yield proc.pid
     finally:
-        api.warm.stop_server(settings, wait=10)
+        warm.stop_server(settings, wait=10)
         try:
             proc.wait(15)
         except subprocess.TimeoutExpired:
@@ -282,14 +283,14 @@ def rss_rows(settings: Any, mem10k: Path, copies: int, log: Callable[[str], None
         env = env_for(settings, "use")
         load = load_now()
         with server(settings, mems[0]) as pid:
-            first = api.warm.server_status(settings)
+            first = warm.server_status(settings)
             for m in mems:
                 for q in ("why did the build fail", "what did we decide about caching"):
                     done = subprocess.run([*br.funes_cmd(), "--format", "agent", "recall", q,
                                            "--memory", str(m)], env=env, capture_output=True,
                                           text=True, check=False)
                     assert done.returncode == 0, done.stderr
-            status = api.warm.server_status(settings)
+            status = warm.server_status(settings)
             assert status is not None and first is not None and status.pid == pid
             ps = subprocess.run(["ps", "-o", "rss=", "-p", str(pid)], capture_output=True,
                                 text=True, check=False).stdout.strip()
@@ -321,18 +322,24 @@ def storage_rows(mem: Path, label: str) -> list[Row]:
         ("vectors: ANN index (IVF_HNSW_SQ)", _du(vectors / "_indices")),
         ("whole memory directory", _du(mem)),
     ):
-        rows.append((f"storage per chunk, {what} ({label}, {n} chunks)",
+        rows.append((f"storage per chunk, {what} ({label})",
                      f"{size / n:.0f} B", ""))
     return rows
 
 
-def float16_rows(mem: Path, queries_vecs: Any, log: Callable[[str], None]) -> list[Row]:
-    """float32 vs float16 copies of the vectors, the same index: size, recall@50, latency."""
+def float16_rows(mem: Path, queries_vecs: Any, limit: int,
+                 log: Callable[[str], None]) -> list[Row]:
+    """float32 vs float16 copies of the vectors, the same index: size, recall@50, latency.
+
+    `limit` vectors of the memory (the first ones) when building two ANN indexes of all of
+    them would take too long on a shared machine.
+    """
     import lance
     import numpy as np
     import pyarrow as pa
 
-    table = lance.dataset(str(mem / "vectors.lance")).to_table(columns=["id", "vector"])
+    table = lance.dataset(str(mem / "vectors.lance")).to_table(columns=["id", "vector"],
+                                                              limit=limit or None)
     ids = table.column("id").to_pylist()
     full = np.asarray(table.column("vector").to_pylist(), dtype=np.float32)
     n, dim = full.shape
@@ -387,6 +394,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--cold-reps", type=int, default=5)
     parser.add_argument("--no-busy", action="store_true", help="do not keep the other core busy")
+    parser.add_argument("--float16-vectors", type=int, default=0,
+                        help="vectors of the largest memory in the float16 study (0: all)")
     parser.add_argument("--only", default="", help="comma list: version,thin,warm,cold,rss,"
                         "storage,float16")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "fast-path.md")
@@ -431,7 +440,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from funes.inference.embedder import load_embedder
 
         embedder = load_embedder(settings)
-        rows += float16_rows(big.path, [embedder.embed_query(q) for q in queries], log)
+        rows += float16_rows(big.path, [embedder.embed_query(q) for q in queries],
+                             args.float16_vectors, log)
     text = "\n".join([
         "# Fast-path benchmark (issue #19)",
         "",
