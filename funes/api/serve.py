@@ -196,6 +196,40 @@ def _server_lock(ep: protocol.Endpoint) -> Iterator[int | None]:
     yield int(holder) if holder.isdigit() else 0
 
 
+def _libc_malloc() -> Any:
+    """Glibc's allocator controls, or None where there is no glibc (macOS, musl)."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+    return libc if libc is not None and hasattr(libc, "malloc_trim") else None
+
+
+#: mallopt's M_ARENA_MAX: how many malloc arenas threads may spread over.
+_M_ARENA_MAX = -8
+
+
+def limit_arenas(libc: Any) -> None:
+    """Two malloc arenas for the whole server instead of glibc's eight per core.
+
+    Every request runs in a thread, and so do Lance's and llama.cpp's workers; glibc gives
+    busy threads arenas of their own and keeps freed memory in them, so a server that had
+    answered a few memories held hundreds of MB it no longer used (bench/results/fast-path.md).
+    """
+    if libc is not None:
+        libc.mallopt(_M_ARENA_MAX, 2)
+
+
+def trim(libc: Any) -> None:
+    """Give freed memory back to the system (after a memory is closed)."""
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
 def rss_mb() -> float | None:
     """This process's resident memory in MB (Linux /proc; None elsewhere)."""
     try:
@@ -245,6 +279,8 @@ class _Server:
         self.guard = threading.Lock()
         self.stopping = threading.Event()
         self.reason = "stopped"
+        self.libc = _libc_malloc()
+        limit_arenas(self.libc)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -395,6 +431,7 @@ class _Server:
         """Forget a memory (the caller holds the guard); its caches go with it."""
         memory = self.memories.pop(key)
         memory.session = None  # type: ignore[assignment]
+        trim(self.libc)
 
     def _close_idle(self) -> None:
         now = time.monotonic()
