@@ -30,7 +30,7 @@ import importlib
 import json
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,6 +49,8 @@ from funes.remotes.base import (
     RemoteState,
 )
 from funes.remotes.layout import (
+    MAX_OBJECT_BYTES,
+    MAX_REF_BYTES,
     CARD_FILE,
     branch_of,
     check_path,
@@ -263,15 +265,19 @@ class HubRemote:
         ids = (object_id_of(p) for p in self._listing(state.revision))
         return {oid for oid in ids if oid is not None}
 
-    def read_objects(self, state: RemoteState, oids: Sequence[ObjectId]) -> dict[ObjectId, bytes]:
-        """Object bytes, downloaded at the pinned commit."""
+    def read_objects(
+        self, state: RemoteState, oids: Sequence[ObjectId], *, limit: int = MAX_OBJECT_BYTES
+    ) -> dict[ObjectId, bytes]:
+        """Object bytes, downloaded at the pinned commit (each at most `limit`)."""
         if not oids:
             return {}
         assert state.revision is not None
-        raw = self._get_many(state.revision, [object_path(o) for o in oids])
+        raw = self._get_many(state.revision, [object_path(o) for o in oids], limit)
         return {oid: raw[object_path(oid)] for oid in oids}
 
-    def _get_many(self, revision: str, paths: Sequence[str]) -> dict[str, bytes]:
+    def _get_many(
+        self, revision: str, paths: Sequence[str], limit: int = MAX_REF_BYTES
+    ) -> dict[str, bytes]:
         """Small files' bytes, downloaded in parallel into a scratch directory."""
         if not paths:
             return {}
@@ -279,13 +285,19 @@ class HubRemote:
         scratch = Path(_mkdtemp(self.workdir, "hf-get-"))
         try:
             files = [(p, scratch / "out" / check_path(p)) for p in paths]
-            self._download_to(revision, files, scratch / "dl", lambda *_: None)
+            self._download_to(revision, files, scratch / "dl", lambda *_: None,
+                              {p: limit for p in paths}, exact=False)
             return {p: dest.read_bytes() for p, dest in files}
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
     def download(
-        self, state: RemoteState, files: Sequence[tuple[str, Path]], progress: Progress
+        self,
+        state: RemoteState,
+        files: Sequence[tuple[str, Path]],
+        progress: Progress,
+        *,
+        sizes: Mapping[str, int] | None = None,
     ) -> None:
         """Download files at the pinned commit to local paths (in parallel)."""
         if not files:
@@ -295,7 +307,7 @@ class HubRemote:
         parent.mkdir(parents=True, exist_ok=True)
         scratch = Path(_mkdtemp(parent, ".hf-dl-"))
         try:
-            self._download_to(state.revision, files, scratch, progress)
+            self._download_to(state.revision, files, scratch, progress, sizes or {}, exact=True)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -305,7 +317,15 @@ class HubRemote:
         files: Sequence[tuple[str, Path]],
         scratch: Path,
         progress: Progress,
+        limits: Mapping[str, int],
+        *,
+        exact: bool,
     ) -> None:
+        """Download in parallel; a file larger than its limit (or, `exact`, of another size
+        than it) is refused before its bytes are read into memory or moved into place.
+
+        huggingface_hub bounds every request in time (HF_HUB_DOWNLOAD_TIMEOUT, HF_HUB_ETAG_TIMEOUT).
+        """
         from huggingface_hub import hf_hub_download
 
         def one(path: str, dest: Path) -> None:
@@ -318,6 +338,14 @@ class HubRemote:
                 endpoint=self.endpoint,
                 token=self.token,
             )
+            size = os.stat(local).st_size
+            limit = limits.get(path)
+            if limit is not None and (size != limit if exact else size > limit):
+                raise RemoteDataError(
+                    f"{self.display}: {path} is {size} bytes, "
+                    f"{'its manifest says' if exact else 'more than the allowed'} {limit}; "
+                    "refusing it"
+                )
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(str(local), dest)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from funes._env import Settings
 from funes.errors import FunesError, NotARepositoryError, UsageError
 from funes.model.chunk import Chunk
-from funes.model.ids import ObjectId
+from funes.model.ids import ObjectId, is_object_id
 from funes.model.objects import Commit, Link, Manifest, ModelStamp, Tombstone
 from funes.model.refs import DEFAULT_BRANCH, HEAD, RefName, branch_ref, check_ref_name
 from funes.storage.atomic import write_atomic
@@ -48,6 +49,11 @@ from funes.storage.tables import LanceTable, chunk_schema, chunks_to_arrow
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+#: Where a merge or reset leaves the tip it moved the branch away from (git's name).
+ORIG_HEAD = "ORIG_HEAD"
+#: `HEAD@{2}`, `main@{1}`: a ref's value some moves ago (its reflog).
+_REFLOG_REV_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._/-]{0,200})?@\{(\d{1,6})\}$")
 
 FORMAT_NAME = "funes-repository"
 FORMAT_VERSION = 1
@@ -205,10 +211,20 @@ class Repository:
         except (OSError, ValueError):
             journal.unlink()
             return
-        ref = check_ref_name(pending["ref"])
+        try:
+            ref = check_ref_name(pending["ref"])
+            new = pending["commit"]
+            tables = pending["tables"]
+            removed = pending.get("removed") or {}
+            if not isinstance(tables, dict) or not isinstance(removed, dict):
+                raise TypeError("tables")
+            self.objects.commit(new)  # the journal may only name a commit that exists here
+        except (KeyError, TypeError, FunesError):
+            journal.unlink()  # damaged or forged: the move it describes cannot be trusted
+            return
         current = self.refs.read(ref)
-        new = pending["commit"]
-        if current == pending["old"] and self._appended(pending["tables"]):
+        if (current == pending.get("old") and self._appended(tables)
+                and self._removed(removed)):
             self.refs.set_if_equals(
                 HEAD if ref == self.head_branch() else ref,
                 current,
@@ -224,6 +240,14 @@ class Repository:
         for name, files in tables.items():
             table = self.table(name)
             if not table.exists() or not set(files) <= table.file_paths():
+                return False
+        return True
+
+    def _removed(self, tables: dict[str, list[str]]) -> bool:
+        """True if every fragment file a `reset` journaled as dropped left its dataset."""
+        for name, files in tables.items():
+            table = self.table(name)
+            if table.exists() and set(files) & table.file_paths():
                 return False
         return True
 
@@ -271,6 +295,11 @@ class Repository:
     def _resolve_base(self, rev: str) -> ObjectId | None:
         if rev == "HEAD":
             return self.head()
+        if rev == ORIG_HEAD:
+            return self.orig_head()
+        at = _REFLOG_REV_RE.match(rev)
+        if at:
+            return self._reflog_entry(at.group(1) or "HEAD", int(at.group(2)))
         for candidate in (rev, f"refs/heads/{rev}", f"refs/tags/{rev}", f"refs/remotes/{rev}"):
             if candidate.startswith("refs/"):
                 try:
@@ -284,6 +313,37 @@ class Repository:
         if oid is not None:
             self.objects.commit(oid)  # must be a commit
         return oid
+
+    def orig_head(self) -> ObjectId | None:
+        """Where the branch was before the last merge or reset moved it (git's ORIG_HEAD)."""
+        try:
+            text = (self.path / ORIG_HEAD).read_text("ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return ObjectId(text) if is_object_id(text) else None
+
+    def set_orig_head(self, oid: ObjectId | None) -> None:
+        """Record the branch tip a merge or reset is about to leave."""
+        if oid is not None:
+            write_atomic(self.path / ORIG_HEAD, f"{oid}\n".encode(), durable=False)
+
+    def _reflog_entry(self, name: str, back: int) -> ObjectId | None:
+        """`NAME@{n}`: the value NAME had n moves ago, from its reflog (0 is the current one)."""
+        if name == "HEAD":
+            ref: RefName = HEAD
+        else:
+            try:
+                ref = check_ref_name(name if name.startswith("refs/") else f"refs/heads/{name}")
+            except FunesError:
+                return None
+        values = [e.new for e in reversed(self.refs.reflog(ref))]
+        if back < len(values):
+            value = values[back]
+        elif back == len(values) and values:
+            value = self.refs.reflog(ref)[0].old
+        else:
+            value = None
+        return ObjectId(value) if value is not None and is_object_id(value) else None
 
     def walk(self, start: ObjectId | None = None) -> Iterator[tuple[ObjectId, Commit]]:
         """Commits reachable from `start` (HEAD), newest first, each once."""

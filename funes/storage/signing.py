@@ -300,25 +300,34 @@ _UNTRUSTED_CACHE: dict[tuple[str, str | None, frozenset[str]], frozenset[str]] =
 
 
 def untrusted_chunk_ids(repo: Repository) -> frozenset[str]:
-    """Chunk ids added only by commits signed with a key this user does not trust.
+    """Chunk ids that no commit this user can vouch for added.
 
+    A commit vouches for the chunks its manifests add when it is signed by a trusted key.
     A commit signed by an unknown key, or whose signature is bad or malformed, vouches for
-    nothing; its chunks are marked untrusted in recall output unless a commit that is trusted
-    (signed by a trusted key, or unsigned in a memory the user owns) also added them. Cached
-    per HEAD and set of trusted keys.
+    nothing. An unsigned commit vouches only while the user does not sign: once they have a
+    signing key (they are in a signing team), an unsigned commit is anyone's, except the
+    history they had before they started signing (the first-parent ancestors of the oldest
+    commit signed with their own key on HEAD's first-parent chain; a commit cannot be placed
+    behind one that already exists, so nothing pulled later gets there). A chunk's content
+    hashes to its id, so one vouched addition of an id vouches for its text. Cached per HEAD
+    and set of trusted keys.
     """
     head = repo.head()
     keys = trusted_keys(repo.settings)
+    own = own_key(repo.settings)
     cache_key = (str(repo.path), head, frozenset(keys))
     cached = _UNTRUSTED_CACHE.get(cache_key)
     if cached is not None:
         return cached
+    grandfathered = _before_signing(repo, head, own) if own is not None and head else None
     doubtful: set[str] = set()
     vouched: set[str] = set()
-    for _, commit in repo.walk(head) if head else ():
-        status, _kid = verify(commit, keys) if commit.signature is not None else ("unsigned",
-                                                                                   None)
-        target = vouched if status in ("good", "unsigned") else doubtful
+    for oid, commit in repo.walk(head) if head else ():
+        if commit.signature is None:
+            good = own is None or (grandfathered is not None and oid in grandfathered)
+        else:
+            good = verify(commit, keys)[0] == "good"
+        target = vouched if good else doubtful
         for mid in commit.manifests:
             manifest = repo.objects.manifest(mid)
             if manifest.table == "chunks":
@@ -328,3 +337,22 @@ def untrusted_chunk_ids(repo: Repository) -> frozenset[str]:
         _UNTRUSTED_CACHE.clear()
     _UNTRUSTED_CACHE[cache_key] = result
     return result
+
+
+def _before_signing(repo: Repository, head: ObjectId, own: PublicKey) -> set[str]:
+    """First-parent ancestors of the oldest own-signed commit on HEAD's first-parent chain."""
+    chain: list[tuple[str, Commit]] = []
+    oid: str | None = head
+    while oid is not None:
+        commit = repo.objects.commit(oid)
+        chain.append((oid, commit))
+        oid = commit.parents[0] if commit.parents else None
+    oldest = None
+    for index, (_, commit) in enumerate(chain):
+        sig = commit.signature
+        if sig is not None and sig.get("key") == own.id and verify(commit, {own.id: own})[0] \
+                == "good":
+            oldest = index
+    if oldest is None:
+        return set()
+    return {cid for cid, _ in chain[oldest + 1:]}

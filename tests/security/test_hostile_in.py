@@ -1,0 +1,243 @@
+"""Hostile data in (issue 14): a forged or damaged remote may not brick the victim's memory,
+hang funes, or slip passages in unmarked. Each refused pull leaves the memory byte for byte
+as it was, and `status`/`recall` keep working."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from funes import api
+from funes.remotes.base import RemoteDataError
+from funes.storage.repo import Repository
+from tests.builders import make_chunk
+from tests.security.hostile import (
+    WORD,
+    Scene,
+    fragment_meta,
+    put_object,
+    read_object,
+    rehash_file,
+    scene,
+    snapshot_tree,
+)
+
+
+@pytest.fixture
+def sc(tmp_path: Path, settings: Any) -> Scene:
+    return scene(tmp_path, settings)
+
+
+def _refused(sc: Scene, run: Any, *needles: str) -> str:
+    """Pull through the CLI: exit 5, one line, nothing changed, the memory still reads."""
+    before = snapshot_tree(sc.victim.path)
+    os.chdir(sc.victim.path.parent)
+    started = time.monotonic()
+    result = run("pull")
+    assert time.monotonic() - started < 30
+    assert result.exit_code == 5, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("funes: "), result.stderr
+    assert "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in result.stderr, result.stderr
+    assert snapshot_tree(sc.victim.path) == before
+    status = run("status")
+    assert status.exit_code == 0, status.stderr
+    recall = run("--format", "json", "recall", WORD, "--no-rerank")
+    assert recall.exit_code == 0, recall.stderr
+    assert "planted" not in recall.stdout
+    return lines[0]
+
+
+# -- 1. Lance fragment metadata that lies about its file ---------------------------------
+
+
+METADATA_LIES: dict[str, Callable[[dict[str, Any]], None]] = {
+    "physical_rows": lambda m: fragment_meta(m).update(physical_rows=100000),
+    "overlays": lambda m: fragment_meta(m).update(
+        overlays=[{"files": fragment_meta(m)["files"]}]),
+    "column_indices": lambda m: fragment_meta(m)["files"][0].update(
+        column_indices=[i + 1 for i in fragment_meta(m)["files"][0]["column_indices"]]),
+    "file_size_bytes": lambda m: fragment_meta(m)["files"][0].update(file_size_bytes=10),
+    "fields permuted": lambda m: fragment_meta(m)["files"][0].update(
+        fields=[1, 0, *fragment_meta(m)["files"][0]["fields"][2:]]),
+    "row_id_meta": lambda m: fragment_meta(m).update(
+        row_id_meta={"Inline": [0, 1, 2]}),
+    "file version": lambda m: fragment_meta(m)["files"][0].update(file_minor_version=0),
+}
+
+
+@pytest.mark.parametrize("lie", sorted(METADATA_LIES))
+def test_fragment_metadata_that_lies_is_refused(sc: Scene, run: Any, lie: str) -> None:
+    oid = sc.forge_manifest(METADATA_LIES[lie])
+    line = _refused(sc, run)
+    assert not sc.victim.objects.has(oid)  # the forged commit stays on the remote only
+    assert re.search(r"(object|manifest) [0-9a-f]{12}", line)  # names the object
+    assert "Lance metadata" in line or "does not parse" in line
+
+
+def test_metadata_lying_about_a_file_already_here_is_refused(sc: Scene, run: Any) -> None:
+    """A forged manifest may name a fragment file the victim holds (same hash): the new
+    metadata is checked against it in place."""
+    head = read_object(sc.remote, sc.tip())
+    manifest = read_object(sc.remote, head["manifests"][0])
+    fragment_meta(manifest)["physical_rows"] = 100000
+    sc.forge_commit([put_object(sc.remote, manifest)])
+    _refused(sc, run, "physical_rows")
+
+
+def test_rows_the_manifest_does_not_list_are_refused(sc: Scene, run: Any) -> None:
+    """Issue 14 2(b): `ids: []` while the fragment holds a correctly hashed row."""
+    sc.forge_manifest(lambda m: m.update(ids=[]))
+    _refused(sc, run, "exactly the manifest's ids")
+
+
+def test_ids_without_rows_are_refused(sc: Scene, run: Any) -> None:
+    sc.forge_manifest(lambda m: m.update(ids=sorted([*m["ids"], "f" * 64])))
+    _refused(sc, run, "without a row")
+
+
+def test_a_trusted_id_with_other_text_is_refused(sc: Scene, run: Any, tmp_path: Path) -> None:
+    """Issue 14 2(c): a row reusing one of the victim's chunk ids with other text."""
+    import pyarrow as pa
+
+    from funes.storage.tables import LanceTable, chunk_schema, chunks_to_arrow
+
+    victim_chunk = make_chunk(1, session="mine", text=f"{WORD} my own notes")
+    rows = chunks_to_arrow([make_chunk(1, session="mine", text=f"{WORD} planted: run rm -rf")])
+    rows = rows.set_column(0, "id", pa.array([victim_chunk.id], pa.string()))
+    scratch = LanceTable(tmp_path / "scratch.lance")
+    scratch.create(chunk_schema())
+    record = scratch.write_fragments(rows)[0]
+
+    def swap(manifest: dict[str, Any]) -> None:
+        src = scratch.path / record.files[0].path
+        dest = sc.remote / "chunks.lance" / record.files[0].path
+        dest.write_bytes(src.read_bytes())
+        manifest["ids"] = [victim_chunk.id]
+        manifest["fragments"] = [record.to_dict()]
+
+    sc.forge_manifest(swap)
+    _refused(sc, run, "does not hash to its id")
+
+
+def test_a_fragment_file_that_is_not_lance_is_refused(sc: Scene, run: Any) -> None:
+    def garbage(manifest: dict[str, Any]) -> None:
+        rel = manifest["fragments"][0]["files"][0]["path"]
+        path = sc.remote / "chunks.lance" / rel
+        path.write_bytes(b"LANC" * 100)
+        rehash_file(manifest, path)
+
+    sc.forge_manifest(garbage)
+    _refused(sc, run, "not a readable Lance data file")
+
+
+def test_a_truncated_fragment_file_is_refused(sc: Scene, run: Any) -> None:
+    def truncate(manifest: dict[str, Any]) -> None:
+        rel = manifest["fragments"][0]["files"][0]["path"]
+        path = sc.remote / "chunks.lance" / rel
+        path.write_bytes(path.read_bytes()[:-40])
+
+    sc.forge_manifest(truncate)
+    _refused(sc, run, "manifest says")
+
+
+# -- 3. hostile file types and sizes -----------------------------------------------------
+
+
+def _object_path(remote: Path, oid: str) -> Path:
+    return remote / "objects" / oid[:2] / oid[2:]
+
+
+def _replace_tip_object(sc: Scene, make: Callable[[Path], None]) -> None:
+    """A new commit on the remote whose manifest object is replaced by something hostile."""
+    manifest, _ = sc.staged_manifest([make_chunk(60, session="evil", text=f"{WORD} planted")])
+    mid = put_object(sc.remote, manifest)
+    sc.forge_commit([mid])
+    path = _object_path(sc.remote, mid)
+    path.unlink()
+    make(path)
+
+
+def test_a_fifo_in_place_of_an_object_does_not_hang(sc: Scene, run: Any) -> None:
+    _replace_tip_object(sc, lambda p: os.mkfifo(p))
+    _refused(sc, run, "not a regular file")
+
+
+def test_a_symlink_to_dev_zero_in_place_of_an_object_is_refused(sc: Scene, run: Any) -> None:
+    _replace_tip_object(sc, lambda p: p.symlink_to("/dev/zero"))
+    _refused(sc, run, "outside the remote")
+
+
+def test_an_oversized_object_is_refused_before_it_is_read(sc: Scene, run: Any) -> None:
+    def huge(path: Path) -> None:
+        with open(path, "wb") as fh:
+            fh.truncate(65 << 20)  # sparse: costs no disk
+
+    _replace_tip_object(sc, huge)
+    _refused(sc, run, "more than the")
+
+
+def test_a_fragment_symlinked_to_dev_zero_is_refused(sc: Scene, run: Any) -> None:
+    def link(manifest: dict[str, Any]) -> None:
+        rel = manifest["fragments"][0]["files"][0]["path"]
+        path = sc.remote / "chunks.lance" / rel
+        path.unlink()
+        path.symlink_to("/dev/zero")
+
+    sc.forge_manifest(link)
+    _refused(sc, run, "outside the remote")
+
+
+def test_a_fragment_fifo_does_not_hang(sc: Scene, run: Any) -> None:
+    def fifo(manifest: dict[str, Any]) -> None:
+        rel = manifest["fragments"][0]["files"][0]["path"]
+        path = sc.remote / "chunks.lance" / rel
+        path.unlink()
+        os.mkfifo(path)
+
+    sc.forge_manifest(fifo)
+    _refused(sc, run, "not a regular file")
+
+
+def test_a_ref_that_is_a_fifo_does_not_hang(sc: Scene, run: Any) -> None:
+    ref = sc.remote / "refs" / "heads" / "other"
+    os.mkfifo(ref)
+    os.chdir(sc.victim.path.parent)
+    # A FIFO is not a file: the ref is not listed, the pull carries on.
+    assert run("pull").exit_code == 0
+
+
+def test_a_symlinked_ref_outside_the_remote_is_refused(sc: Scene, run: Any,
+                                                       tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.write_text(sc.tip() + "\n")
+    (sc.remote / "refs" / "heads" / "other").symlink_to(outside)
+    _refused(sc, run, "outside the remote")
+
+
+# -- direct API: the error type and the untouched memory ------------------------------------
+
+
+def test_fetch_raises_remote_data_error_and_moves_no_ref(sc: Scene) -> None:
+    sc.forge_manifest(METADATA_LIES["physical_rows"])
+    tracking = sc.victim.refs.read("refs/remotes/origin/main")  # type: ignore[arg-type]
+    with pytest.raises(RemoteDataError):
+        api.fetch(sc.victim)
+    assert sc.victim.refs.read("refs/remotes/origin/main") == tracking  # type: ignore[arg-type]
+
+
+def test_an_honest_pull_still_passes(sc: Scene) -> None:
+    sc.attacker.commit_chunks([make_chunk(70, session="team", text="honest addition")], "more")
+    api.push(sc.attacker)
+    api.pull(sc.victim)
+    assert sc.victim.head() is not None
+    ids = Repository.open(sc.victim.path, sc.settings).chunk_ids()
+    assert make_chunk(70, session="team", text="honest addition").id in ids
