@@ -459,6 +459,8 @@ class HubRemote:
             [(table_file(name, latest), table.path / latest)],
             self.state_dir / "mirror-dl",
             lambda *_: None,
+            {table_file(name, latest): MAX_OBJECT_BYTES},
+            exact=False,
         )
         shutil.rmtree(self.state_dir / "mirror-dl", ignore_errors=True)
 
