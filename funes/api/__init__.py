@@ -38,6 +38,7 @@ from funes.api.gitlink import (
     linked_turns,
     why,
 )
+from funes.api.history import ReflogLine, ResetResult, reflog, reset
 from funes.api.ingest import IndexSummary, index, parse_since
 from funes.api.models import (
     ModelEntry,
@@ -130,8 +131,10 @@ __all__ = [
     "PushResult",
     "QuickstartResult",
     "RecallResult",
+    "ReflogLine",
     "RemoteInfo",
     "Repository",
+    "ResetResult",
     "SearchStatus",
     "Settings",
     "ShowResult",
@@ -181,12 +184,14 @@ __all__ = [
     "read_memory",
     "recall",
     "recall_text",
+    "reflog",
     "reindex",
     "remote_add",
     "remote_label",
     "remote_list",
     "remote_remove",
     "remote_set_url",
+    "reset",
     "search_status",
     "show",
     "status",

@@ -1,0 +1,97 @@
+"""A way back (issue 14): `reset --hard` through the reflog or ORIG_HEAD, and HEAD damage."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from funes import api
+from funes.storage.repo import Repository
+from tests.builders import make_chunk
+from tests.security.hostile import WORD, scene
+
+
+def _ids_seen(repo: Repository) -> set[str]:
+    """What a reader sees: the table's ids minus tombstoned ones."""
+    fresh = Repository.open(repo.path, repo.settings)
+    return fresh.chunk_ids() - fresh.tombstoned_ids()
+
+
+def test_reset_hard_orig_head_undoes_a_pull(tmp_path: Path, settings: Any, run: Any) -> None:
+    sc = scene(tmp_path, settings)
+    mine = make_chunk(1, session="mine", text=f"{WORD} my own notes")
+    # Mallory indexes the same transcript and forgets it: the tombstone hides my chunk too.
+    sc.attacker.commit_chunks([mine, make_chunk(80, session="evil", text="evil row")], "index")
+    from funes.storage.forget import tombstone
+
+    tombstone(sc.attacker, [mine.id], "forget --session mine")
+    api.push(sc.attacker)
+    before = sc.victim.head()
+    api.pull(sc.victim)
+    assert mine.id not in _ids_seen(sc.victim)
+    evil = make_chunk(80, session="evil", text="evil row").id
+    assert evil in _ids_seen(sc.victim)
+
+    os.chdir(sc.victim.path.parent)
+    result = run("reset", "--hard", "ORIG_HEAD")
+    assert result.exit_code == 0, result.stderr
+    assert sc.victim.head() == before
+    seen = _ids_seen(sc.victim)
+    assert mine.id in seen and evil not in seen  # the pulled rows left the tables
+    recall = run("--format", "json", "recall", WORD, "--no-rerank")
+    assert recall.exit_code == 0 and "my own notes" in recall.stdout
+    assert run("fsck").exit_code == 0
+
+    # And forward again through the reflog: HEAD@{1} is the merge just undone.
+    log = run("reflog")
+    assert "HEAD@{1}" in log.stdout
+    assert run("reset", "--hard", "HEAD@{1}").exit_code == 0
+    assert mine.id not in _ids_seen(sc.victim) and evil in _ids_seen(sc.victim)
+    assert run("fsck").exit_code == 0
+
+
+def test_a_missing_head_is_damage_with_a_fix(repo: Repository, run: Any) -> None:
+    repo.commit_chunks([make_chunk(1, text=f"{WORD} kept")], "index")
+    from funes.storage.forget import tombstone
+
+    hidden = make_chunk(2, text=f"{WORD} forgotten secret")
+    repo.commit_chunks([hidden], "index")
+    tombstone(repo, [hidden.id], "forget")
+    tip = repo.head()
+    (repo.path / "HEAD").unlink()
+    os.chdir(repo.path.parent)
+
+    fsck = run("fsck")
+    assert fsck.exit_code == 1 and "HEAD" in fsck.stdout
+    for args in (("status",), ("recall", WORD, "--no-rerank"), ("log",)):
+        result = run(*args)
+        assert result.exit_code == 1, (args, result.stdout, result.stderr)
+        assert "HEAD is damaged" in result.stderr and "reset --hard main" in result.stderr
+        assert "forgotten secret" not in result.stdout
+    # Writers refuse too: no parentless commit on a detached HEAD.
+    import pytest
+
+    from funes.storage.refs import CorruptRefError
+
+    with pytest.raises(CorruptRefError):
+        repo.commit_chunks([make_chunk(3)], "index")
+
+    assert run("reset", "--hard", "main").exit_code == 0
+    assert repo.head() == tip
+    assert (repo.path / "HEAD").read_text() == "ref: refs/heads/main\n"
+    assert run("fsck").exit_code == 0
+
+
+def test_a_forged_pending_journal_cannot_move_a_branch(repo: Repository) -> None:
+    import json
+
+    repo.commit_chunks([make_chunk(1)], "index")
+    tip = repo.head()
+    (repo.path / "PENDING").write_text(json.dumps(
+        {"ref": "refs/heads/main", "old": tip, "commit": "e" * 64, "tables": {},
+         "message": "forged"}))
+    repo.commit_chunks([make_chunk(2)], "index")  # takes the lock: recovery runs first
+    head = repo.head_commit()
+    assert head is not None and head.parents == (tip,)
+    assert not (repo.path / "PENDING").exists()
