@@ -104,6 +104,7 @@ from funes.api.sync import (
 from funes.model.objects import Commit
 from funes.storage.fsck import FsckReport, Problem
 from funes.storage.repo import CommitResult, Repository
+from funes.storage.tables import storage_damage
 
 __all__ = [
     "UNTRUSTED",
@@ -196,6 +197,7 @@ __all__ = [
     "show",
     "status",
     "status_text",
+    "storage_damage",
     "turns_text",
     "why",
 ]

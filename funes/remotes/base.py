@@ -180,7 +180,7 @@ def check_remote_name(name: str) -> str:
     """Validate a remote name: it becomes a config section and a path under refs/remotes/."""
     if not _REMOTE_NAME_RE.match(name) or name.endswith(".lock") or len(name) > 100:
         raise UsageError(
-            f"invalid remote name {name!r}",
+            f"invalid remote name {name[:60]!r}{'…' if len(name) > 60 else ''}",
             hint="use letters, digits, '-', '_' and inner dots, like `origin` or `team-hub`",
         )
     return name

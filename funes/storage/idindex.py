@@ -30,13 +30,27 @@ class IdIndex:
         self.path = path
 
     def _connect(self) -> sqlite3.Connection:
+        """Open the cache; a damaged one is deleted and started again (it is only a cache)."""
+        try:
+            return self._open()
+        except sqlite3.DatabaseError:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            return self._open()
+
+    def _open(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.path, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.execute("CREATE TABLE IF NOT EXISTS ids (id TEXT PRIMARY KEY) WITHOUT ROWID")
-        db.execute("CREATE TABLE IF NOT EXISTS hidden (id TEXT PRIMARY KEY) WITHOUT ROWID")
-        db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("CREATE TABLE IF NOT EXISTS ids (id TEXT PRIMARY KEY) WITHOUT ROWID")
+            db.execute("CREATE TABLE IF NOT EXISTS hidden (id TEXT PRIMARY KEY) WITHOUT ROWID")
+            db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            db.execute("SELECT value FROM meta WHERE key='head'").fetchone()
+        except BaseException:
+            db.close()
+            raise
         return db
 
     def synced_head(self) -> str | None:

@@ -45,7 +45,7 @@ from funes.storage.lock import WriteLock
 from funes.storage.objects import ObjectStore
 from funes.storage.refs import RefStore
 from funes.storage.signing import sign_commit
-from funes.storage.tables import LanceTable, chunk_schema, chunks_to_arrow
+from funes.storage.tables import DamagedTableError, LanceTable, chunk_schema, chunks_to_arrow
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -390,9 +390,28 @@ class Repository:
                 hidden.update(self.objects.tombstone(tid).targets)
         return hidden
 
+    def require_tables(self, head: ObjectId | None) -> None:
+        """Refuse to read an empty chunk table under a history that has chunks.
+
+        A lost `chunks.lance/` (or its `_versions/`) reads as a table that does not exist:
+        without this check every reader would answer "nothing here" over a memory whose
+        commits say otherwise.
+        """
+        if self.chunks.exists() or head is None:
+            return
+        commit = self.objects.commit(head)
+        if commit.chunk_count > 0:
+            raise DamagedTableError(
+                f"{self.chunks.path} is missing or has no versions, but HEAD "
+                f"({head[:12]}) holds {commit.chunk_count} chunks",
+                hint="restore it from a backup, or clone the memory again from its remote; "
+                "`funes fsck` lists the damage",
+            )
+
     def stats(self) -> RepoStats:
         """Chunk and session counts by harness, from the chunk table."""
         stats = RepoStats()
+        self.require_tables(self.head())
         if not self.chunks.exists():
             return stats
         table = self.chunks.dataset().to_table(columns=["id", "harness", "session_id"])
