@@ -118,3 +118,16 @@ def test_an_honest_memory_is_untouched(memory: Repository) -> None:
     assert api.status(memory).chunks == 5
     memory.commit_chunks([make_chunk(9)], "index")
     assert api.status(memory).chunks == 6
+
+
+def test_non_utf8_bytes_in_a_transcript_keep_the_turn(tmp_path: Path) -> None:
+    from funes.ingest.parsers import parse_file
+
+    path = tmp_path / "chat.jsonl"
+    good = b'{"role": "user", "content": "plain words"}\n'
+    bad = b'{"role": "assistant", "content": "bytes \xff\xfe from a binary tool"}\n'
+    path.write_bytes(good + bad)
+    result = parse_file(path, "import", final=True)
+    texts = [block.text for turn in result.turns for block in turn.blocks]
+    assert len(result.turns) == 2, result.skipped
+    assert any("bytes \ufffd\ufffd from a binary tool" in t for t in texts)

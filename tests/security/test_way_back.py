@@ -95,3 +95,49 @@ def test_a_forged_pending_journal_cannot_move_a_branch(repo: Repository) -> None
     head = repo.head_commit()
     assert head is not None and head.parents == (tip,)
     assert not (repo.path / "PENDING").exists()
+
+
+def test_a_clone_killed_half_way_does_not_block_the_retry(tmp_path: Path, settings: Any,
+                                                          run: Any) -> None:
+    """SIGKILL (or power loss) mid-clone leaves a memory marked CLONING: the retry replaces
+    it instead of refusing with "a memory already exists"."""
+    from dataclasses import replace
+
+    from funes.api.sync import CLONING
+
+    sc = scene(tmp_path, settings)
+    target = tmp_path / "work" / "copy" / ".funes"
+    Repository.init(target, settings)  # what a killed clone leaves: a memory, half fetched
+    (target / CLONING).write_text("x\n")
+    (target / "objects" / "zz").mkdir()
+    result = api.clone(replace(settings, cwd=tmp_path / "work"), str(sc.remote), "copy")
+    assert result.path == target
+    assert not (target / CLONING).exists() and not (target / "objects" / "zz").exists()
+    assert Repository.open(target, settings).head() == sc.tip()
+
+
+def test_sigterm_during_a_clone_removes_the_half_made_memory(tmp_path: Path, settings: Any,
+                                                             monkeypatch: Any) -> None:
+    import signal
+    from dataclasses import replace
+
+    import pytest
+
+    from funes.api import sync as api_sync
+
+    sc = scene(tmp_path, settings)
+    real = api_sync._clone_into
+
+    def killed(*args: Any, **kwargs: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGTERM)  # arrives while the clone runs
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api_sync, "_clone_into", killed)
+    work = tmp_path / "work"
+    work.mkdir()
+    with pytest.raises(SystemExit):
+        api.clone(replace(settings, cwd=work), str(sc.remote), "copy")
+    assert not (work / "copy").exists()
+    monkeypatch.setattr(api_sync, "_clone_into", real)
+    api.clone(replace(settings, cwd=work), str(sc.remote), "copy")
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL

@@ -228,7 +228,7 @@ def read_head_records(path: Path, max_lines: int = _SNIFF_LINES) -> list[Any] | 
         if not raw.strip():
             continue
         try:
-            records.append(json.loads(raw))
+            records.append(loads_line(raw))
         except (ValueError, RecursionError):
             continue
         if len(records) >= max_lines:
@@ -257,6 +257,15 @@ def detect_harness(path: Path | str) -> str | None:
 # --------------------------------------------------------------------------------------------
 # Reading lines
 # --------------------------------------------------------------------------------------------
+
+
+def loads_line(line: bytes) -> Any:
+    """One JSONL record; bytes that are not UTF-8 become U+FFFD instead of losing the turn
+    (a tool's binary output pasted into a transcript, a log in another encoding)."""
+    try:
+        return json.loads(line)
+    except UnicodeDecodeError:
+        return json.loads(line.decode("utf-8", "replace"))
 
 
 def iter_complete_lines(
@@ -481,7 +490,7 @@ class LineParser:
                 self.skip("blank-line")
                 continue
             try:
-                record = json.loads(line)
+                record = loads_line(line)
             except (ValueError, RecursionError):
                 self.skip("invalid-json")
                 continue
