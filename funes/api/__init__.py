@@ -38,7 +38,7 @@ from funes.api.gitlink import (
     linked_turns,
     why,
 )
-from funes.api.history import ReflogLine, ResetResult, reflog, reset
+from funes.api.history import LiftResult, ReflogLine, ResetResult, reflog, reset, unforget
 from funes.api.ingest import IndexSummary, index, parse_since
 from funes.api.models import (
     ModelEntry,
@@ -121,6 +121,7 @@ __all__ = [
     "HooksReport",
     "IndexSummary",
     "InitResult",
+    "LiftResult",
     "LinkResult",
     "LogEntry",
     "MemoryChoice",
@@ -199,5 +200,6 @@ __all__ = [
     "status_text",
     "storage_damage",
     "turns_text",
+    "unforget",
     "why",
 ]

@@ -1,16 +1,23 @@
-"""History verbs: reset and reflog, the way back from a merge or a move one regrets."""
+"""History verbs: reset, reflog and unforget, the way back from a merge one regrets."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from funes.model.refs import HEAD, RefName, check_ref_name
+from funes.storage.forget import LiftResult
+from funes.storage.forget import lift as _lift
 from funes.storage.refs import ReflogEntry
 from funes.storage.repo import Repository
 from funes.storage.reset import ResetResult
 from funes.storage.reset import reset_hard as _reset_hard
 
-__all__ = ["ReflogLine", "ResetResult", "reflog", "reset"]
+__all__ = ["LiftResult", "ReflogLine", "ResetResult", "reflog", "reset", "unforget"]
+
+
+def unforget(repo: Repository, rev: str) -> LiftResult:
+    """Lift the tombstones commit `rev` carries (one a pull brought in, say)."""
+    return _lift(repo, rev)
 
 
 def reset(repo: Repository, rev: str) -> ResetResult:

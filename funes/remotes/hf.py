@@ -49,9 +49,9 @@ from funes.remotes.base import (
     RemoteState,
 )
 from funes.remotes.layout import (
+    CARD_FILE,
     MAX_OBJECT_BYTES,
     MAX_REF_BYTES,
-    CARD_FILE,
     branch_of,
     check_path,
     latest_manifest,
@@ -321,10 +321,11 @@ class HubRemote:
         *,
         exact: bool,
     ) -> None:
-        """Download in parallel; a file larger than its limit (or, `exact`, of another size
-        than it) is refused before its bytes are read into memory or moved into place.
+        """Download in parallel, refusing a file larger than its limit (`exact`: of another size).
 
-        huggingface_hub bounds every request in time (HF_HUB_DOWNLOAD_TIMEOUT, HF_HUB_ETAG_TIMEOUT).
+        The check comes before the bytes are read into memory or moved into place;
+        huggingface_hub bounds every request in time (HF_HUB_DOWNLOAD_TIMEOUT,
+        HF_HUB_ETAG_TIMEOUT).
         """
         from huggingface_hub import hf_hub_download
 

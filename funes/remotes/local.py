@@ -49,19 +49,18 @@ from funes.storage.lock import WriteLock
 from funes.storage.tables import LanceTable
 from funes.storage.transfer import TransferError, append_records
 
-
 _BLOCK = 1 << 20
 
 
 def open_regular(root: Path, rel: str, display: str, limit: int) -> tuple[int, int]:
-    """Open `root/rel` for reading if it is a regular file inside `root` of at most `limit`
-    bytes; returns (descriptor, size).
+    """Open `root/rel` if it is a regular file inside `root` of at most `limit` bytes.
 
-    A remote directory is written by strangers: a FIFO would block a plain `open` forever, a
-    device (`/dev/zero`) or a symlink to one never ends, and a symlink can lead anywhere on
-    this machine. So the path must resolve inside the remote, the open never waits
-    (O_NONBLOCK; it only matters for FIFOs), and the descriptor must be a regular file whose
-    size is checked before anything is read. Reading a regular file never blocks.
+    Returns (descriptor, size). A remote directory is written by strangers: a FIFO would
+    block a plain `open` forever, a device (`/dev/zero`) or a symlink to one never ends, and
+    a symlink can lead anywhere on this machine. So the path must resolve inside the remote,
+    the open never waits (O_NONBLOCK; it only matters for FIFOs), and the descriptor must be
+    a regular file whose size is checked before anything is read. Reading a regular file
+    never blocks.
     """
     path = root / check_path(rel)
     real = os.path.realpath(path)

@@ -244,11 +244,11 @@ def _fetch_files(
     staging: Path,
     progress: Progress,
 ) -> tuple[int, int]:
-    """Download the fragment files the new manifests name and this machine lacks, and check
-    every new manifest against the bytes of its files before any of them is installed.
+    """Download the fragment files new manifests name, and check each manifest against them.
 
-    A manifest may also name files already here (its hashes match them): those are checked
-    in place, since the metadata that comes with them is new.
+    Nothing is installed until every manifest passed. A manifest may also name files already
+    here (its hashes match them): those are checked in place, since the metadata that comes
+    with them is new.
     """
     wanted: dict[str, tuple[str, DataFile]] = {}
     manifests: list[tuple[ObjectId, Manifest]] = []

@@ -86,6 +86,10 @@ class IdIndex:
             if marker == head:
                 return
             present, hidden, reached = self._since(repo, head, marker)
+            if hidden is None:  # a tombstone was lifted: rebuild from scratch
+                present, hidden, reached = self._since(repo, head, None)
+                reached = False
+            assert hidden is not None
             db.execute("BEGIN")
             if not reached:  # the marker is not an ancestor: rebuild from scratch
                 db.execute("DELETE FROM ids")
@@ -98,9 +102,16 @@ class IdIndex:
     @staticmethod
     def _since(
         repo: Repository, head: ObjectId | None, marker: str | None
-    ) -> tuple[set[str], set[str], bool]:
+    ) -> tuple[set[str], set[str] | None, bool]:
+        """Ids added and hidden since `marker`, and whether the walk reached it.
+
+        Hidden is None when a tombstone was lifted: an incremental sync cannot un-hide, so the
+        caller rebuilds.
+        """
         present: set[str] = set()
         hidden: set[str] = set()
+        targets: dict[str, tuple[str, ...]] = {}
+        lifted: set[str] = set()
         reached = marker is None
         for oid, commit in _until(repo, head, marker):
             if oid == marker:
@@ -111,7 +122,14 @@ class IdIndex:
                 if manifest.table == "chunks":
                     present.update(manifest.ids)
             for tid in commit.tombstones:
-                hidden.update(repo.objects.tombstone(tid).targets)
+                stone = repo.objects.tombstone(tid)
+                targets[tid] = stone.targets
+                lifted.update(stone.lifts)
+        if lifted and marker is not None:
+            return present, None, reached
+        for stone_id, ids in targets.items():
+            if stone_id not in lifted:
+                hidden.update(ids)
         return present, hidden, reached
 
 

@@ -383,12 +383,26 @@ class Repository:
         return set(ids.to_pylist())
 
     def tombstoned_ids(self, start: ObjectId | None = None) -> set[str]:
-        """Chunk ids hidden by tombstones reachable from `start` (HEAD)."""
+        """Chunk ids hidden by tombstones reachable from `start` (HEAD), less lifted ones."""
+        targets, lifted = self.tombstones(start)
         hidden: set[str] = set()
+        for tid, ids in targets.items():
+            if tid not in lifted:
+                hidden.update(ids)
+        return hidden
+
+    def tombstones(
+        self, start: ObjectId | None = None
+    ) -> tuple[dict[str, tuple[str, ...]], set[str]]:
+        """Every tombstone reachable from `start` (HEAD) with its targets, and the lifted ones."""
+        targets: dict[str, tuple[str, ...]] = {}
+        lifted: set[str] = set()
         for _, commit in self.walk(start):
             for tid in commit.tombstones:
-                hidden.update(self.objects.tombstone(tid).targets)
-        return hidden
+                stone = self.objects.tombstone(tid)
+                targets[tid] = stone.targets
+                lifted.update(stone.lifts)
+        return targets, lifted
 
     def require_tables(self, head: ObjectId | None) -> None:
         """Refuse to read an empty chunk table under a history that has chunks.
@@ -458,8 +472,11 @@ class Repository:
         lock_timeout: float | None = None,
         links: Sequence[Link] = (),
         restamp: bool = False,
+        restored: int = 0,
     ) -> CommitResult:
         """Append a batch of chunks (and optionally vectors/tombstones/links) as one commit.
+
+        `restored`: chunks a lifting tombstone (`funes unforget`) makes visible again.
 
         Chunks already in the memory are skipped, so re-indexing is idempotent; a batch with
         nothing new makes no commit unless `allow_empty` (links always count as new).
@@ -471,7 +488,7 @@ class Repository:
         with self.writing(lock_timeout):
             return self._commit_locked(
                 chunks, message, tombstones, model, vectors, allow_empty=allow_empty, links=links,
-                restamp=restamp,
+                restamp=restamp, restored=restored,
             )
 
     def _commit_locked(
@@ -485,6 +502,7 @@ class Repository:
         allow_empty: bool,
         links: Sequence[Link] = (),
         restamp: bool = False,
+        restored: int = 0,
     ) -> CommitResult:
         ref = self.head_branch()
         old = self.refs.read(ref)
@@ -549,7 +567,7 @@ class Repository:
             host=socket.gethostname(),
             time=now_iso(),
             message=message(len(fresh)) if callable(message) else message,
-            chunk_count=base_count + len(fresh) - removed,
+            chunk_count=base_count + len(fresh) - removed + restored,
             links=link_ids,
         )
         commit = sign_commit(self, commit)  # signed when $FUNES_HOME/keys/signing.key exists

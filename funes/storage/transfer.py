@@ -348,7 +348,8 @@ def _read_fragment_file(path: Path, name: str, where: str) -> _FileRows:
         table = reader.read_all().to_table()
         if table.num_rows != meta.num_rows:
             raise ValueError("row count disagrees with the footer")
-        return _FileRows(table, int(meta.major_version), int(meta.minor_version))
+        version = (int(meta.major_version), int(meta.minor_version))  # type: ignore[attr-defined]
+        return _FileRows(table, *version)
     except TransferError:
         raise
     except BaseException as exc:  # Lance panics surface as pyo3's PanicException

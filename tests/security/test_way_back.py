@@ -141,3 +141,38 @@ def test_sigterm_during_a_clone_removes_the_half_made_memory(tmp_path: Path, set
     monkeypatch.setattr(api_sync, "_clone_into", real)
     api.clone(replace(settings, cwd=work), str(sc.remote), "copy")
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_unforget_lifts_a_tombstone_that_arrived_unsigned(tmp_path: Path, settings: Any,
+                                                          run: Any) -> None:
+    sc = scene(tmp_path, settings)
+    mine = make_chunk(1, session="mine", text=f"{WORD} my own notes")
+    from funes.storage.forget import tombstone
+
+    sc.attacker.commit_chunks([mine], "index")
+    forgot = tombstone(sc.attacker, [mine.id], "forget --session mine").commit
+    assert forgot is not None
+    api.push(sc.attacker)
+    api.pull(sc.victim)
+    assert mine.id not in _ids_seen(sc.victim)
+    count = api.status(sc.victim).chunks
+
+    os.chdir(sc.victim.path.parent)
+    result = run("unforget", forgot[:12])
+    assert result.exit_code == 0, result.stderr
+    assert "1 chunk(s) visible again" in result.stdout
+    assert mine.id in _ids_seen(sc.victim)
+    head = sc.victim.head_commit()
+    assert head is not None and head.chunk_count == count + 1 == api.status(sc.victim).chunks
+    recall = run("--format", "json", "recall", WORD, "--no-rerank")
+    assert "my own notes" in recall.stdout
+    assert run("fsck").exit_code == 0
+    # The id index (a cache) agrees: forgetting again hides it again.
+    sc.victim.ids.sync(sc.victim, sc.victim.head())
+    assert sc.victim.ids.visible([mine.id]) == {mine.id}
+    again = run("unforget", forgot[:12])
+    assert again.exit_code == 2 and "already lifted" in again.stderr
+    # The lift travels: the attacker's memory sees the chunk again after a pull.
+    api.push(sc.victim)
+    api.pull(sc.attacker)
+    assert mine.id in _ids_seen(sc.attacker)

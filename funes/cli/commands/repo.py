@@ -1,4 +1,4 @@
-"""Repository verbs: init, log, show, status, fsck, config, reset, reflog."""
+"""Repository verbs: init, log, show, status, fsck, config, reset, reflog, unforget."""
 
 from __future__ import annotations
 
@@ -253,4 +253,25 @@ def reflog(ctx: click.Context, ref: str) -> None:
     )
 
 
-COMMANDS = [init, log, show, status, fsck, config, reset, reflog]
+@click.command()
+@click.argument("rev")
+@memory_option
+@click.pass_context
+def unforget(ctx: click.Context, rev: str) -> None:
+    """Lift the tombstones commit REV carries: the chunks they hid come back.
+
+    The way back from a tombstone a pull brought in (say an unsigned teammate's `forget`
+    that also hid your own chunks of the same transcript). The lift is itself a tombstone
+    in a new commit, so it travels like one; `funes log` shows the commits that forgot.
+    """
+    app = _app(ctx)
+    result = api.unforget(app.repo(), rev)
+    render(
+        app.fmt,
+        result,
+        human=lambda r: f"lifted {len(r.tombstones)} tombstone(s): {r.restored} chunk(s) "
+        f"visible again (commit {short(r.commit)})",
+    )
+
+
+COMMANDS = [init, log, show, status, fsck, config, reset, reflog, unforget]

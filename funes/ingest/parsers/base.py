@@ -260,8 +260,11 @@ def detect_harness(path: Path | str) -> str | None:
 
 
 def loads_line(line: bytes) -> Any:
-    """One JSONL record; bytes that are not UTF-8 become U+FFFD instead of losing the turn
-    (a tool's binary output pasted into a transcript, a log in another encoding)."""
+    """One JSONL record; bytes that are not UTF-8 become U+FFFD instead of losing the turn.
+
+    A tool's binary output pasted into a transcript, or a log in another encoding, should
+    cost a few characters, not the whole turn.
+    """
     try:
         return json.loads(line)
     except UnicodeDecodeError:
