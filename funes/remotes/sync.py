@@ -25,7 +25,14 @@ from pathlib import Path
 from funes._env import Settings
 from funes.errors import FunesError, UsageError
 from funes.model.ids import ObjectId
-from funes.model.objects import AnyObject, Commit, DataFile, FragmentRecord, Manifest
+from funes.model.objects import (
+    AnyObject,
+    Commit,
+    DataFile,
+    FragmentRecord,
+    Manifest,
+    ModelStamp,
+)
 from funes.model.refs import RefName, branch_ref, check_ref_name, remote_ref
 from funes.remotes import crypt, gate
 from funes.remotes.base import (
@@ -252,6 +259,11 @@ def _fetch_files(
     """
     wanted: dict[str, tuple[str, DataFile]] = {}
     manifests: list[tuple[ObjectId, Manifest]] = []
+    stamps: dict[str, ModelStamp | None] = {}  # manifest → the model of a commit naming it
+    for _, obj in objects.values():
+        if isinstance(obj, Commit):
+            for mid in obj.manifests:
+                stamps.setdefault(mid, obj.model)
     for oid, (_, obj) in objects.items():
         if not isinstance(obj, Manifest):
             continue
@@ -281,7 +293,7 @@ def _fetch_files(
                 for record in manifest.fragments for f in record.files
             }
             verify_fragments(manifest.table, manifest.ids, manifest.fragments, paths,
-                             f"{remote.display} manifest {oid[:12]}")
+                             f"{remote.display} manifest {oid[:12]}", stamps.get(oid))
         for (table_name, _), (local, data) in staged.items():
             install_data_file(repo.table(table_name), data, local, remote.display, checked=True)
     except TransferError as exc:

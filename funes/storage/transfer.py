@@ -235,7 +235,7 @@ def expected_schema(table: str, found: pa.Schema) -> pa.Schema:
 
 def verify_fragments(
     table: str, ids: Sequence[str], records: Sequence[FragmentRecord],
-    paths: Mapping[str, Path], where: str,
+    paths: Mapping[str, Path], where: str, model: ModelStamp | None = None,
 ) -> None:
     """Check a manifest's fragments against the bytes of their files; raise TransferError.
 
@@ -247,6 +247,8 @@ def verify_fragments(
     once each, and each chunk's content hashes to its id. Lance would otherwise trust the
     metadata and every later read of the table would fail or return garbled rows; a row the
     manifest does not name would be served without the signature check that covers `ids`.
+    Vectors have no content hash: they must have the dimension of the model stamp of the
+    commit that adds them (`model`) and be finite unit vectors.
     The cost is one read of each file: what arrives.
     """
     if list(ids) != sorted(set(ids)):
@@ -291,6 +293,8 @@ def verify_fragments(
         if not schema.equals(expected_schema(table, schema)):
             raise TransferError(f"{where}: {data.path} does not have the {table} table's "
                                 "columns")
+        if table == "vectors":
+            _check_vectors(table_rows.table, model, where, data.path)
         seen.extend(table_rows.ids(table, where, data.path))
     if sorted(seen) != list(ids):
         extra = sorted(set(seen) - set(ids))
@@ -303,6 +307,27 @@ def verify_fragments(
             f"{where}: the fragments do not hold exactly the manifest's ids ({detail})",
             hint="the remote copy is damaged or was forged; nothing was stored",
         )
+
+
+def _check_vectors(rows: pa.Table, model: ModelStamp | None, where: str, name: str) -> None:
+    """Vectors must have the stamped model's dimension and be finite unit vectors.
+
+    Readers rank by cosine on the assumption that vectors are normalised; a NaN or a huge
+    vector would otherwise win or break every search.
+    """
+    import numpy as np
+
+    if rows.num_rows == 0:
+        return
+    matrix = np.asarray(rows.column("vector").combine_chunks().flatten(), dtype=np.float32)
+    dim = matrix.size // rows.num_rows
+    if model is not None and dim != model.dim:
+        raise TransferError(f"{where}: vectors in {name} do not have the stamped model's "
+                            f"{model.dim} dimensions")
+    matrix = matrix.reshape(rows.num_rows, dim)
+    norms = np.linalg.norm(matrix, axis=1) if np.isfinite(matrix).all() else None
+    if norms is None or not np.allclose(norms, 1.0, atol=1e-3):
+        raise TransferError(f"{where}: vectors in {name} are not finite unit vectors")
 
 
 @dataclass

@@ -272,3 +272,28 @@ def test_unsigned_passages_are_marked_once_the_user_signs(sc: Scene, run: Any) -
     assert api.UNTRUSTED_PASSAGES in agent
     human = run("--format", "human", "recall", WORD, "--no-rerank").stdout
     assert "UNTRUSTED" in human
+
+
+def test_vectors_that_are_not_finite_unit_vectors_are_refused(sc: Scene, run: Any) -> None:
+    from funes.model.objects import ModelStamp
+    from tests.builders import make_batch, vector_table
+
+    chunks = make_batch(0, 4, session="team", text=None)
+    stamp = ModelStamp("m", "c" * 64, 4)
+    nan = float("nan")
+    sc.attacker.commit_chunks([], "embed", model=stamp,
+                              vectors=vector_table(chunks, [[nan, 0, 0, 0]] * 4))
+    api.push(sc.attacker)
+    _refused(sc, run, "finite unit vectors")
+
+
+def test_honest_vectors_pass(sc: Scene) -> None:
+    from funes.model.objects import ModelStamp
+    from tests.builders import make_batch, vector_table
+
+    chunks = make_batch(0, 4, session="team", text=None)
+    sc.attacker.commit_chunks([], "embed", model=ModelStamp("m", "c" * 64, 4),
+                              vectors=vector_table(chunks, [[0.5, 0.5, 0.5, 0.5]] * 4))
+    api.push(sc.attacker)
+    api.pull(sc.victim)
+    assert Repository.open(sc.victim.path, sc.settings).vectors.exists()
