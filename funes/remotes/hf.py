@@ -323,11 +323,25 @@ class HubRemote:
     ) -> None:
         """Download in parallel, refusing a file larger than its limit (`exact`: of another size).
 
-        The check comes before the bytes are read into memory or moved into place;
-        huggingface_hub bounds every request in time (HF_HUB_DOWNLOAD_TIMEOUT,
-        HF_HUB_ETAG_TIMEOUT).
+        The sizes the Hub reports for the files (one `paths-info` request per 500) are
+        checked before anything is downloaded, and each downloaded file again before it is
+        read or moved into place; huggingface_hub bounds every request in time
+        (HF_HUB_DOWNLOAD_TIMEOUT, HF_HUB_ETAG_TIMEOUT).
         """
         from huggingface_hub import hf_hub_download
+
+        def check(path: str, size: int) -> None:
+            limit = limits.get(path)
+            if limit is not None and (size != limit if exact else size > limit):
+                raise RemoteDataError(
+                    f"{self.display}: {path} is {size} bytes, "
+                    f"{'its manifest says' if exact else 'more than the allowed'} {limit}; "
+                    "refusing it"
+                )
+
+        if limits:
+            for path, size in self._sizes(revision, [p for p, _ in files]).items():
+                check(path, size)
 
         def one(path: str, dest: Path) -> None:
             local = hf_hub_download(
@@ -339,14 +353,7 @@ class HubRemote:
                 endpoint=self.endpoint,
                 token=self.token,
             )
-            size = os.stat(local).st_size
-            limit = limits.get(path)
-            if limit is not None and (size != limit if exact else size > limit):
-                raise RemoteDataError(
-                    f"{self.display}: {path} is {size} bytes, "
-                    f"{'its manifest says' if exact else 'more than the allowed'} {limit}; "
-                    "refusing it"
-                )
+            check(path, os.stat(local).st_size)
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(str(local), dest)
 
@@ -355,6 +362,23 @@ class HubRemote:
             for done, future in enumerate(as_completed(futures), 1):
                 future.result()
                 progress(done, len(files), futures[future])
+
+    def _sizes(self, revision: str, paths: Sequence[str]) -> dict[str, int]:
+        """The sizes of files at `revision`, as the Hub reports them (missing ones left out)."""
+        out: dict[str, int] = {}
+        api = self._api()
+        with self._errors("read file sizes"):
+            for start in range(0, len(paths), 500):
+                part = [self.prefix + check_path(p) for p in paths[start : start + 500]]
+                for info in api.get_paths_info(self.repo_id, part, repo_type="dataset",
+                                               revision=revision):
+                    size = getattr(info, "size", None)
+                    lfs = getattr(info, "lfs", None)
+                    if lfs is not None and getattr(lfs, "size", None) is not None:
+                        size = lfs.size
+                    if isinstance(size, int):
+                        out[info.path[len(self.prefix):]] = size
+        return out
 
     # -- writing ---------------------------------------------------------------------------
 

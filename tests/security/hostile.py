@@ -21,11 +21,17 @@ WORD = "wombatquince"
 
 
 def snapshot_tree(root: Path) -> dict[str, bytes]:
-    """Every file under a memory with its bytes (the lock file holds a pid, not data)."""
+    """Every file under a memory with its bytes.
+
+    Left out: `lock` (it holds the last writer's pid, not data) and a Hub remote's
+    `remotes/<r>/state.json`, the cache of the refs it last listed (docs/format.md: safe to
+    delete), which records what the remote said even when funes refused what it sent.
+    """
     out: dict[str, bytes] = {}
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
-        if path.is_file() and not path.is_symlink() and rel != "lock":
+        cache = rel.startswith("remotes/") and rel.endswith("/state.json")
+        if path.is_file() and not path.is_symlink() and rel != "lock" and not cache:
             out[rel] = path.read_bytes()
     return out
 

@@ -297,3 +297,47 @@ def test_honest_vectors_pass(sc: Scene) -> None:
     api.push(sc.attacker)
     api.pull(sc.victim)
     assert Repository.open(sc.victim.path, sc.settings).vectors.exists()
+
+
+def test_a_hub_fragment_of_the_wrong_size_is_refused_before_download(
+    hub: Any, tmp_path: Path, settings: Any, run: Any
+) -> None:
+    """On the Hub the sizes it reports are checked before anything is downloaded."""
+    from funes.model.ids import canonical_json, hash_bytes
+    from tests.remotes.conftest import REPO_ID
+
+    url = f"hf://datasets/{REPO_ID}"
+    attacker = Repository.init(tmp_path / "a" / ".funes", settings)
+    api.remote_add(attacker, "origin", url)
+    attacker.commit_chunks([make_chunk(1, session="team", text=f"{WORD} team")], "index")
+    api.push(attacker)
+    victim = Repository.init(tmp_path / "v" / ".funes", settings)
+    api.remote_add(victim, "origin", url)
+    api.pull(victim)
+
+    attacker.commit_chunks([make_chunk(2, session="evil", text=f"{WORD} planted")], "more")
+    head = attacker.head_commit()
+    assert head is not None
+    manifest = read_object(attacker.path, head.manifests[0])
+    rel = manifest["fragments"][0]["files"][0]["path"]
+    raw_manifest = canonical_json(manifest)
+    mid = hash_bytes(raw_manifest)
+    tip = hub.read_file(REPO_ID, "refs/heads/main").decode().strip()
+    commit = {**read_object(attacker.path, attacker.head() or ""), "parents": [tip],
+              "manifests": [mid]}
+    commit.pop("signature", None)
+    raw_commit = canonical_json(commit)
+    cid = hash_bytes(raw_commit)
+    hub.commit_files(REPO_ID, {
+        f"objects/{mid[:2]}/{mid[2:]}": raw_manifest,
+        f"objects/{cid[:2]}/{cid[2:]}": raw_commit,
+        f"chunks.lance/{rel}": b"x" * (manifest["fragments"][0]["files"][0]["size"] + 4096),
+        "refs/heads/main": f"{cid}\n".encode(),
+    })
+    before = snapshot_tree(victim.path)
+    hub.clear_requests()
+    os.chdir(victim.path.parent)
+    result = run("pull")
+    assert result.exit_code == 5 and "its manifest says" in result.stderr, result.stderr
+    assert not any(rel in path for path in hub.downloaded_files(REPO_ID))
+    assert snapshot_tree(victim.path) == before
