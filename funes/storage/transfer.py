@@ -348,19 +348,20 @@ class _FileRows:
 
     def ids(self, table: str, where: str, name: str) -> list[str]:
         """The rows' ids; for chunks, each checked against the content it hashes."""
-        from funes.model.chunk import id_from_fields
+        from funes.model.chunk import ID_FIELDS, id_from_fields
 
+        ids = [str(i) for i in self.table.column("id").to_pylist()]
         if table != "chunks":
-            return [str(i) for i in self.table.column("id").to_pylist()]
-        out = []
-        for row in self.table.to_pylist():
-            if id_from_fields(row) != row["id"]:
+            return ids
+        # Column by column: only the fields the id hashes, no row dicts from Arrow.
+        columns = [self.table.column(f).to_pylist() for f in ID_FIELDS]
+        for cid, values in zip(ids, zip(*columns, strict=True), strict=True):
+            if id_from_fields(dict(zip(ID_FIELDS, values, strict=True))) != cid:
                 raise TransferError(
-                    f"{where}: a row of {name} does not hash to its id {str(row['id'])[:12]}",
+                    f"{where}: a row of {name} does not hash to its id {cid[:12]}",
                     hint="the remote copy is damaged or was forged; nothing was stored",
                 )
-            out.append(row["id"])
-        return out
+        return ids
 
 
 def _read_fragment_file(path: Path, name: str, where: str) -> _FileRows:
