@@ -285,6 +285,10 @@ def _fetch_files(
             table_name, data = wanted[name]
             nbytes += check_data_file(data, local, remote.display)
             staged[(table_name, data.path)] = (local, data)
+        # Chunks are appended to the local table as they are; vectors of another model (and
+        # dimension) may be fetched, and are refused only by a merge (ModelMismatchError).
+        chunks = repo.table("chunks")
+        schemas = {"chunks": chunks.dataset().schema} if chunks.exists() else {}
         for oid, manifest in manifests:
             table = repo.table(manifest.table)
             paths = {
@@ -293,7 +297,8 @@ def _fetch_files(
                 for record in manifest.fragments for f in record.files
             }
             verify_fragments(manifest.table, manifest.ids, manifest.fragments, paths,
-                             f"{remote.display} manifest {oid[:12]}", stamps.get(oid))
+                             f"{remote.display} manifest {oid[:12]}", stamps.get(oid),
+                             schemas.get(manifest.table))
         for (table_name, _), (local, data) in staged.items():
             install_data_file(repo.table(table_name), data, local, remote.display, checked=True)
     except TransferError as exc:

@@ -216,8 +216,9 @@ class Repository:
             new = pending["commit"]
             tables = pending["tables"]
             removed = pending.get("removed") or {}
-            if not isinstance(tables, dict) or not isinstance(removed, dict):
-                raise TypeError("tables")
+            if (not isinstance(tables, dict) or not isinstance(removed, dict)
+                    or not isinstance(new, str) or not is_object_id(new)):
+                raise TypeError("journal")
             self.objects.commit(new)  # the journal may only name a commit that exists here
         except (KeyError, TypeError, FunesError):
             journal.unlink()  # damaged or forged: the move it describes cannot be trusted

@@ -236,6 +236,7 @@ def expected_schema(table: str, found: pa.Schema) -> pa.Schema:
 def verify_fragments(
     table: str, ids: Sequence[str], records: Sequence[FragmentRecord],
     paths: Mapping[str, Path], where: str, model: ModelStamp | None = None,
+    local_schema: pa.Schema | None = None,
 ) -> None:
     """Check a manifest's fragments against the bytes of their files; raise TransferError.
 
@@ -248,7 +249,9 @@ def verify_fragments(
     metadata and every later read of the table would fail or return garbled rows; a row the
     manifest does not name would be served without the signature check that covers `ids`.
     Vectors have no content hash: they must have the dimension of the model stamp of the
-    commit that adds them (`model`) and be finite unit vectors.
+    commit that adds them (`model`) and be finite unit vectors. The schema to match is
+    `local_schema` when given (the local table they will be appended to), else the one this
+    funes writes.
     The cost is one read of each file: what arrives.
     """
     if list(ids) != sorted(set(ids)):
@@ -290,7 +293,8 @@ def verify_fragments(
                 f"(differs in {', '.join(diff)})",
                 hint="the remote copy is damaged or was forged; nothing was stored",
             )
-        if not schema.equals(expected_schema(table, schema)):
+        wanted = local_schema if local_schema is not None else expected_schema(table, schema)
+        if not schema.equals(wanted):
             raise TransferError(f"{where}: {data.path} does not have the {table} table's "
                                 "columns")
         if table == "vectors":
