@@ -341,3 +341,35 @@ def test_a_hub_fragment_of_the_wrong_size_is_refused_before_download(
     assert result.exit_code == 5 and "its manifest says" in result.stderr, result.stderr
     assert not any(rel in path for path in hub.downloaded_files(REPO_ID))
     assert snapshot_tree(victim.path) == before
+
+
+def test_the_stored_marks_catch_up_like_a_walk_from_scratch(sc: Scene) -> None:
+    """The untrusted set kept in index/untrusted.json, caught up commit by commit, always
+    equals the set computed from the whole history."""
+    from funes.api import security as sec
+    from funes.storage import signing
+
+    def both() -> tuple[frozenset[str], frozenset[str]]:
+        signing._UNTRUSTED_CACHE.clear()
+        repo = Repository.open(sc.victim.path, sc.settings)
+        cached = signing.untrusted_chunk_ids(repo)
+        keys, own = signing.trusted_keys(sc.settings), signing.own_key(sc.settings)
+        return cached, signing._untrusted_from_scratch(repo, repo.head(), keys, own)[0]
+
+    steps: list[Callable[[], object]] = [
+        lambda: sc.victim.commit_chunks([make_chunk(200, session="mine")], "index"),
+        lambda: sec.keys_generate(sc.settings, "victim"),
+        lambda: sc.victim.commit_chunks([make_chunk(201, session="mine")], "index"),
+        lambda: sc.victim.commit_chunks([make_chunk(202, session="mine")], "index"),
+        lambda: (sc.attacker.commit_chunks([make_chunk(203, session="evil")], "index"),
+                 api.push(sc.attacker), api.pull(sc.victim)),
+        lambda: sc.victim.commit_chunks([make_chunk(204, session="mine")], "index"),
+        lambda: sc.victim.commit_chunks([make_chunk(205, session="mine")], "index"),
+    ]
+    for step in steps:
+        step()
+        cached, fresh = both()
+        assert cached == fresh
+    assert make_chunk(203, session="evil").id in fresh  # pulled unsigned after signing
+    assert make_chunk(205, session="mine").id not in fresh
+    assert (sc.victim.path / "index" / "untrusted.json").is_file()
