@@ -79,7 +79,7 @@ def recall(
     bm25: bool = True,
     now: datetime | None = None,
 ) -> RecallResult:
-    """Hybrid recall over one memory (DESIGN §8).
+    """Hybrid recall over one memory (docs/design.md §8).
 
     `rerank_pool` (default: config `recall.rerankPool`, 4) is how many fused passages the
     cross-encoder re-scores: each costs about 40 ms on 2 cores, so it is the knob that trades

@@ -2,8 +2,8 @@
 
 Transcripts are full of credentials: agents `cat .env`, print `aws sts` output, paste tokens into
 `curl`, and echo connection strings in stack traces. funes stores verbatim text and may push it
-to a shared Hub dataset, so redaction happens at ingest, before chunking (DESIGN §12), and the
-publish gate runs :func:`scan` again on every outgoing chunk.
+to a shared Hub dataset, so redaction happens at ingest, before chunking (docs/design.md §12),
+and the publish gate runs :func:`scan` again on every outgoing chunk.
 
 Two families of detectors (SECURITY.md lists each one and its limits):
 

@@ -88,6 +88,12 @@ KEYS: dict[str, Key] = {
         Key("core.owned", _bool, "whether this memory is yours (trusted)", "true"),
         Key("index.maxTokens", _ranged_int(16, 8192), "chunk size in embedding-model tokens",
             "256"),
+        Key("index.batchChunks", _ranged_int(1, 10_000_000), "chunks per commit of an index run",
+            "20000"),
+        Key("index.batchBytes", _ranged_int(1, 1 << 40), "text bytes per commit of an index run",
+            "67108864"),
+        Key("pack.threshold", _ranged_int(0, 1_000_000),
+            "fragments per table that trigger a pack (0 = off)", "32"),
         # The bounds are recall's own (funes.retrieval.recall.MAX_K, MAX_RERANK_POOL).
         Key("recall.k", _ranged_int(1, 200), "passages returned by default", "8"),
         Key("recall.halfLife", _ranged_float(365_000), "recency half-life in days (0 = off)",

@@ -22,6 +22,7 @@ from funes.errors import FunesError, UsageError
 from funes.model.ids import ObjectId
 from funes.model.objects import FragmentRecord
 from funes.model.refs import HEAD, RefName, check_ref_name
+from funes.storage import pack
 from funes.storage.atomic import write_atomic
 from funes.storage.refs import CorruptRefError
 from funes.storage.repo import Repository, now_iso
@@ -65,6 +66,7 @@ def reset_hard(repo: Repository, rev: str, *, lock_timeout: float | None = None)
         appended: dict[str, list[FragmentRecord]] = {}
         removed: dict[str, list[str]] = {}
         keep: dict[str, list[dict[str, Any]]] = {}
+        unpacked: list[str] = []
         dropped = 0
         for name in ("chunks", "vectors"):
             table = repo.table(name)
@@ -74,16 +76,29 @@ def reset_hard(repo: Repository, rev: str, *, lock_timeout: float | None = None)
                 for new_file in collected.get(f"{name}/{path}", []):
                     named.add(new_file.removeprefix(f"{name}/"))
             current = table.dataset().get_fragments() if table.exists() else []
-            present: set[str] = set()
+            physical = {f"data/{f.path}" for fr in current for f in fr.metadata.files}
+            packed = pack.record(repo.path, table, physical) if current else {}
+            packs, in_packs = packed.get("packs", set()), packed.get("files", set())
+            # A pack holds the rows of many files: kept whole while it holds only named
+            # files, else dropped and its named files appended again from their originals
+            # (packing leaves them in data/; the next pack gathers them again).
+            unpack = bool(in_packs - named)
+            present: set[str] = set() if unpack else set(in_packs)
             for frag in current:
                 meta = dict(frag.metadata.to_json())
                 paths = [f"data/{f['path']}" for f in meta["files"]]
-                present.update(paths)
-                if set(paths) <= named:
+                if set(paths) & packs:
+                    if not unpack:
+                        keep.setdefault(name, []).append(meta)
+                        continue
+                elif set(paths) <= named:
                     keep.setdefault(name, []).append(meta)
-                else:
-                    removed.setdefault(name, []).extend(paths)
-                    dropped += 1
+                    present.update(paths)
+                    continue
+                removed.setdefault(name, []).extend(paths)
+                dropped += 1
+            if unpack:
+                unpacked.append(name)
             seen: set[int] = set()
             for path, record in sorted(records.items()):
                 if id(record) in seen or path in present or f"{name}/{path}" in collected:
@@ -104,6 +119,8 @@ def reset_hard(repo: Repository, rev: str, *, lock_timeout: float | None = None)
         for name in ("chunks", "vectors"):
             if name in appended or name in removed:
                 _overwrite(repo, name, keep.get(name, []), appended.get(name, []))
+        for name in unpacked:
+            pack.forget_packs(repo.path, name)  # its packs left the version
         repo.set_orig_head(old)
         if old != new:
             repo.refs.set_if_equals(

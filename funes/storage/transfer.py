@@ -25,7 +25,6 @@ as an ordinary commit, so a crash at any point is finished or undone by the next
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -48,7 +47,7 @@ from funes.model.objects import (
 )
 from funes.model.objects import decode as decode_object
 from funes.model.refs import HEAD
-from funes.storage.atomic import fsync_dir, write_atomic
+from funes.storage.atomic import fsync_dir, sha256_file, write_atomic
 from funes.storage.repo import ModelMismatchError, Repository, now_iso
 from funes.storage.signing import sign_commit
 from funes.storage.tables import LanceTable
@@ -392,15 +391,7 @@ def _read_fragment_file(path: Path, name: str, where: str) -> _FileRows:
         ) from None
 
 
-def sha256_file(path: Path) -> tuple[int, str]:
-    """Size and SHA-256 of a file, read in blocks."""
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-            size += len(block)
-    return size, h.hexdigest()
+
 
 
 def check_data_file(expected: DataFile, src: Path, source: str) -> int:
@@ -619,7 +610,7 @@ def _fragments_to_append(
             manifest = repo.objects.manifest(mid)
             table = repo.table(manifest.table)
             if manifest.table not in present:
-                present[manifest.table] = table.file_paths() if table.exists() else set()
+                present[manifest.table] = table.logical_paths() if table.exists() else set()
             for record in manifest.fragments:
                 check_record(record, f"manifest {mid[:12]}")
                 paths = [f.path for f in record.files]

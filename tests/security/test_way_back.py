@@ -176,3 +176,31 @@ def test_unforget_lifts_a_tombstone_that_arrived_unsigned(tmp_path: Path, settin
     api.push(sc.victim)
     api.pull(sc.attacker)
     assert mine.id in _ids_seen(sc.attacker)
+
+
+def test_reset_undoes_a_pull_after_the_tables_were_packed(tmp_path: Path, settings: Any,
+                                                          run: Any) -> None:
+    from funes.storage import pack
+
+    sc = scene(tmp_path, settings)
+    for i in range(3):
+        sc.victim.commit_chunks([make_chunk(300 + i, session="mine")], "index")
+    evil = make_chunk(80, session="evil", text="evil row")
+    sc.attacker.commit_chunks([evil], "index")
+    api.push(sc.attacker)
+    before = sc.victim.head()
+    api.pull(sc.victim)
+    pack.pack(sc.victim, force=True)
+    assert len(sc.victim.chunks.dataset().get_fragments()) < 4  # packed
+    seen_before = _ids_seen(sc.victim)
+    assert evil.id in seen_before
+
+    os.chdir(sc.victim.path.parent)
+    assert run("reset", "--hard", "ORIG_HEAD").exit_code == 0
+    assert sc.victim.head() == before
+    seen = _ids_seen(sc.victim)
+    assert evil.id not in seen and seen == seen_before - {evil.id}
+    assert run("fsck").exit_code == 0
+    assert run("reset", "--hard", "HEAD@{1}").exit_code == 0
+    assert _ids_seen(sc.victim) == seen_before
+    assert run("fsck").exit_code == 0
