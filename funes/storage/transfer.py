@@ -195,6 +195,13 @@ def check_record(record: FragmentRecord, where: str) -> None:
     rows = meta.get("physical_rows")
     if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
         raise TransferError(f"{where}: fragment metadata has no row count")
+    for f in files:
+        for key in ("fields", "column_indices"):
+            value = f.get(key)
+            if value is not None and not (isinstance(value, list) and all(
+                    isinstance(v, int) and not isinstance(v, bool) for v in value)):
+                raise TransferError(f"{where}: fragment metadata does not parse ({key} is not "
+                                    "a list of numbers)")
     try:
         from lance.fragment import FragmentMetadata
 
@@ -294,8 +301,9 @@ def verify_fragments(
             )
         wanted = local_schema if local_schema is not None else expected_schema(table, schema)
         if not schema.equals(wanted):
-            raise TransferError(f"{where}: {data.path} does not have the {table} table's "
-                                "columns")
+            raise TransferError(f"{where}: {data.path} has another schema than the {table} "
+                                "table", hint="the two memories were written by incompatible "
+                                "funes versions, or the file was forged; nothing was stored")
         if table == "vectors":
             _check_vectors(table_rows.table, model, where, data.path)
         seen.extend(table_rows.ids(table, where, data.path))
