@@ -93,7 +93,7 @@ KEYS: dict[str, Key] = {
         Key("index.batchBytes", _ranged_int(1, 1 << 40), "text bytes per commit of an index run",
             "67108864"),
         Key("pack.threshold", _ranged_int(0, 1_000_000),
-            "fragments per table that trigger a pack (0 = off)", "32"),
+            "fragments per table that trigger a pack (0 = off)", "8"),
         # The bounds are recall's own (funes.retrieval.recall.MAX_K, MAX_RERANK_POOL).
         Key("recall.k", _ranged_int(1, 200), "passages returned by default", "8"),
         Key("recall.halfLife", _ranged_float(365_000), "recency half-life in days (0 = off)",
