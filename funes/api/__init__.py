@@ -38,6 +38,7 @@ from funes.api.gitlink import (
     linked_turns,
     why,
 )
+from funes.api.history import LiftResult, ReflogLine, ResetResult, reflog, reset, unforget
 from funes.api.ingest import IndexSummary, index, parse_since
 from funes.api.models import (
     ModelEntry,
@@ -107,6 +108,7 @@ from funes.api.sync import (
 from funes.model.objects import Commit
 from funes.storage.fsck import FsckReport, Problem
 from funes.storage.repo import CommitResult, Repository
+from funes.storage.tables import storage_damage
 
 __all__ = [
     "BLOCK_TYPES",
@@ -125,6 +127,7 @@ __all__ = [
     "HooksReport",
     "IndexSummary",
     "InitResult",
+    "LiftResult",
     "LinkResult",
     "LogEntry",
     "MemoryChoice",
@@ -137,8 +140,10 @@ __all__ = [
     "QuickstartResult",
     "RecallRequest",
     "RecallResult",
+    "ReflogLine",
     "RemoteInfo",
     "Repository",
+    "ResetResult",
     "SearchStatus",
     "Settings",
     "ShowResult",
@@ -191,18 +196,22 @@ __all__ = [
     "recall_json",
     "recall_output",
     "recall_text",
+    "reflog",
     "reindex",
     "remote_add",
     "remote_label",
     "remote_list",
     "remote_remove",
     "remote_set_url",
+    "reset",
     "search_status",
     "show",
     "status",
     "status_text",
+    "storage_damage",
     "to_dict",
     "to_json",
     "turns_text",
+    "unforget",
     "why",
 ]

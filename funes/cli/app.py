@@ -119,6 +119,7 @@ COMMANDS: dict[str, Entry] = {
     "scrub": Entry(_M + "security", SECURITY, "Re-run secret redaction over stored chunks."),
     "gc": Entry(_M + "security", SECURITY, "Remove tombstoned and unreachable data."),
     "keys": Entry(_M + "security", SECURITY, "Signing keys: yours and the ones you trust."),
+    "unforget": Entry(_M + "repo", SECURITY, "Lift the tombstones a commit carries."),
     "init": Entry(_M + "repo", PLUMBING, "Create a memory (here, or the global one)."),
     "index": Entry(_M + "ingest", PLUMBING, "Index agent transcripts, incrementally."),
     "embed": Entry(_M + "recall", PLUMBING, "Embed chunks waiting for vectors, newest first."),
@@ -126,6 +127,8 @@ COMMANDS: dict[str, Entry] = {
     "log": Entry(_M + "repo", PLUMBING, "List commits, newest first."),
     "show": Entry(_M + "repo", PLUMBING, "Show one commit."),
     "config": Entry(_M + "repo", PLUMBING, "Read and write memory settings."),
+    "reset": Entry(_M + "repo", PLUMBING, "Point the current branch at another commit."),
+    "reflog": Entry(_M + "repo", PLUMBING, "Where a ref pointed, newest first."),
     "fsck": Entry(_M + "repo", PLUMBING, "Verify the memory; exit 1 on damage."),
     "models": Entry(_M + "models", PLUMBING, "Manage the GGUF models (embedding, reranking)."),
     "serve": Entry(_M + "serve", PLUMBING, "Keep models and memories loaded (one per user)."),
@@ -275,3 +278,12 @@ def run(argv: list[str] | None = None) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(EXIT_BROKEN_PIPE)
+    except (OSError, ValueError, RuntimeError) as exc:
+        # A damaged Lance table fails deep inside Lance: one line naming the fix, not a
+        # traceback; anything else is a bug and keeps its traceback.
+        from funes.api import storage_damage
+
+        damage = storage_damage(exc)
+        if damage is None:
+            raise
+        fail(damage, debug=debug)
