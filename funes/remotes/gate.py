@@ -78,7 +78,9 @@ def _external_command(tool: str, exe: str, source: Path, report: Path) -> list[s
             exe, "detect", "--no-git", "--no-banner", "--source", str(source),
             "--report-format", "json", "--report-path", str(report), "--exit-code", "0",
         ]
-    return [exe, "filesystem", str(source), "--json", "--no-update"]
+    # --no-verification: trufflehog would otherwise send each candidate secret to its
+    # provider's API to check it, which is exactly the leak the gate exists to prevent.
+    return [exe, "filesystem", str(source), "--json", "--no-update", "--no-verification"]
 
 
 def external_scanner(tool: str, exe: str, timeout: float = EXTERNAL_TIMEOUT) -> Scanner:
