@@ -29,7 +29,6 @@ from funes.model.objects import (
     AnyObject,
     Commit,
     DataFile,
-    FragmentRecord,
     Manifest,
     ModelStamp,
 )
