@@ -29,7 +29,6 @@ from funes.model.objects import (
     AnyObject,
     Commit,
     DataFile,
-    FragmentRecord,
     Manifest,
     ModelStamp,
 )
@@ -54,6 +53,7 @@ from funes.remotes.base import (
 from funes.remotes.hf import HubRemote
 from funes.remotes.layout import object_path, table_file
 from funes.remotes.local import DirectoryRemote
+from funes.storage import publish
 from funes.storage.repo import Repository, now_iso
 from funes.storage.transfer import (
     TransferError,
@@ -364,8 +364,9 @@ def push(
 
     Every chunk the push would send is scanned again (funes.remotes.gate); chunks that still
     look secret are held back (the commits carrying them are sent as rewritten images without
-    them) and listed in `PushResult.held`. `dry_run` reports what would be sent and changes
-    nothing, here or on the remote.
+    them, funes.storage.publish) and listed in `PushResult.held`. `dry_run` reports what would
+    be sent and changes nothing, here or on the remote. The steps: what leaves (the store) →
+    the gate → the published images (the store) → send → track.
 
     Raises:
         NonFastForwardError: the remote branch has commits this one lacks (exit 4, "fetch
@@ -377,28 +378,81 @@ def push(
     if tip is None:
         raise UsageError(f"branch {branch!r} has no commits to push", hint="run `funes index`")
     st = remote.state()
-    created = False
-    published = gate.load_published(repo, remote.name)
-    image_of_tip = ObjectId(published.get(tip, tip))
+    published = publish.load_published(repo, remote.name)
     old = st.refs.get(local)
-    if old == image_of_tip:
+    if old == published.get(tip, tip):
         if not dry_run:
             _update_tracking(
                 repo, remote.name, RemoteState(True, st.revision, {local: old}), "push"
             )
-        return PushResult(remote.name, remote.spec.url, branch, old, old, True, created=created,
+        return PushResult(remote.name, remote.spec.url, branch, old, old, True,
                           hub=remote.spec.kind == "hf", dry_run=dry_run)
+    forced = _check_fast_forward(repo, remote, local, old, tip, published, force)
+    sending = _sending(repo, st, tip, published)
+    out, held = _gate(repo, sending, scanners)
+    if dry_run:
+        return PushResult(
+            remote.name, remote.spec.url, branch, old, tip, False, forced=forced,
+            commits=len(sending), held=tuple(held), dry_run=True, scanned=len(out.chunk_ids),
+        )
+    images = publish.publish(repo, out, {h.chunk for h in held}, tip, published)
+    if images.images:
+        publish.save_published(repo, remote.name, {**published, **images.images})
+    created = False
+    if not st.exists:  # created only once the gate passed: a failed scan leaves no trace
+        remote.create()
+        created = True
+        st = remote.state()
+    plan = _plan(repo, remote, st, branch, old, images, len(sending))
+    report = remote.push(st, plan, progress)
+    _update_tracking(
+        repo, remote.name, RemoteState(True, report.revision, {local: plan.new}), "push"
+    )
+    return PushResult(
+        remote.name,
+        remote.spec.url,
+        branch,
+        old,
+        plan.new,
+        False,
+        forced=forced,
+        created=created or report.created,
+        hub=remote.spec.kind == "hf",
+        revision=report.revision,
+        commits=len(sending),
+        objects=report.objects,
+        files=report.files,
+        bytes=report.bytes,
+        held=tuple(held),
+        scanned=len(out.chunk_ids),
+    )
+
+
+def _check_fast_forward(
+    repo: Repository, remote: Remote, local: RefName, old: ObjectId | None, tip: ObjectId,
+    published: dict[str, str], force: bool,
+) -> bool:
+    """Whether the push must be forced; refuses a non-fast-forward without `force`.
+
+    The remote tip may be the published image of a local commit: then that commit counts.
+    """
     originals = {image: mine for mine, image in published.items()}
-    forced = False
-    if old is not None and not (
+    if old is None or (
         repo.objects.has(old)
         and (is_ancestor(repo, old, tip)
-             or (old in originals and is_ancestor(repo, originals[old], tip)))
+             or (old in originals and is_ancestor(repo, ObjectId(originals[old]), tip)))
     ):
-        if not force:
-            raise NonFastForwardError(remote.display, local, old, tip)
-        forced = True
+        return False
+    if not force:
+        raise NonFastForwardError(remote.display, local, old, tip)
+    return True
 
+
+def _sending(
+    repo: Repository, st: RemoteState, tip: ObjectId, published: dict[str, str]
+) -> list[tuple[ObjectId, Commit]]:
+    """The commits of `tip`'s history the remote lacks (an image there stands for its original)."""
+    originals = {image: mine for mine, image in published.items()}
     on_remote: set[str] = set()
     for oid in st.refs.values():
         if repo.objects.has(oid):
@@ -406,37 +460,33 @@ def push(
     for image in list(on_remote):
         if image in originals and repo.objects.has(originals[image]):
             on_remote |= ancestors(repo, ObjectId(originals[image]), stop=on_remote)
-    sending = list(commits_between(repo, tip, on_remote))
-    gated = gate.run_gate(repo, sending, tip, published, scanners, dry_run=dry_run)
-    if dry_run:
-        return PushResult(
-            remote.name, remote.spec.url, branch, old, tip, False, forced=forced,
-            commits=len(sending), held=tuple(gated.held), dry_run=True, scanned=gated.scanned,
-        )
-    if gated.images:
-        gate.save_published(repo, remote.name, {**published, **gated.images})
-    if not st.exists:  # created only once the gate passed: a failed scan leaves no trace
-        remote.create()
-        created = True
-        st = remote.state()
-    tip = gated.tip
-    objects: dict[ObjectId, bytes] = {}
-    tables: dict[str, list[FragmentRecord]] = {}
-    for oid in gated.commits:
-        commit = repo.objects.commit(oid)
-        objects[oid] = repo.objects.get_raw(oid)
-        for child, kind in referenced(commit):
-            if kind == "commit":
-                continue
-            objects[child] = repo.objects.get_raw(child)
-            if kind == "manifest":
-                manifest = repo.objects.manifest(child)
-                tables.setdefault(manifest.table, []).extend(manifest.fragments)
-    there = remote.present(st, [object_path(oid) for oid in objects])
-    objects = {oid: raw for oid, raw in objects.items() if object_path(oid) not in there}
+    return list(commits_between(repo, tip, on_remote))
+
+
+def _gate(
+    repo: Repository, sending: list[tuple[ObjectId, Commit]],
+    scanners: Sequence[gate.Scanner] | None,
+) -> tuple[publish.Outgoing, list[gate.HeldChunk]]:
+    """Read what leaves and scan it; a fragment that cannot be read fails the gate."""
+    try:
+        out = publish.outgoing(repo, sending)
+    except publish.UnreadableRowsError as exc:
+        raise gate.ScannerError(exc.message) from None
+    return out, gate.hold_back(out.scannable(), out.places, scanners)
+
+
+def _plan(
+    repo: Repository, remote: Remote, st: RemoteState, branch: str, old: ObjectId | None,
+    images: publish.Published, sent: int,
+) -> PushPlan:
+    """The plan the remote applies: the objects it lacks, the fragments, the ref to swap."""
+    tip = images.tip
+    wanted = publish.transfer_plan(repo, images.commits)
+    there = remote.present(st, [object_path(oid) for oid in wanted.objects])
+    objects = {oid: raw for oid, raw in wanted.objects.items() if object_path(oid) not in there}
     updates = [
         TableUpdate(name, tuple(records), repo.table(name).path, repo.table(name).dataset().schema)
-        for name, records in sorted(tables.items())
+        for name, records in sorted(wanted.tables.items())
     ]
     head = repo.objects.commit(tip)
     card = CardStats(
@@ -449,29 +499,9 @@ def push(
     )
     message = (
         f"funes push {branch}: {(old or 'new')[:12]}..{tip[:12]} "
-        f"({len(sending)} commits, {head.chunk_count} chunks)"
+        f"({sent} commits, {head.chunk_count} chunks)"
     )
-    plan = PushPlan(local, old, tip, objects, updates, card, message)
-    report = remote.push(st, plan, progress)
-    _update_tracking(repo, remote.name, RemoteState(True, report.revision, {local: tip}), "push")
-    return PushResult(
-        remote.name,
-        remote.spec.url,
-        branch,
-        old,
-        tip,
-        False,
-        forced=forced,
-        created=created or report.created,
-        hub=remote.spec.kind == "hf",
-        revision=report.revision,
-        commits=len(sending),
-        objects=report.objects,
-        files=report.files,
-        bytes=report.bytes,
-        held=tuple(gated.held),
-        scanned=gated.scanned,
-    )
+    return PushPlan(branch_ref(branch), old, tip, objects, updates, card, message)
 
 
 def check_branch(name: str) -> RefName:
