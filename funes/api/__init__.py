@@ -37,6 +37,7 @@ from funes.api.gitlink import (
     linked_turns,
     why,
 )
+from funes.api.history import LiftResult, ReflogLine, ResetResult, reflog, reset, unforget
 from funes.api.hookworker import hook_run
 from funes.api.ingest import IndexSummary, index, parse_since
 from funes.api.memory import (
@@ -60,7 +61,7 @@ from funes.api.models import (
     models_list,
     models_verify,
 )
-from funes.api.publish import (
+from funes.api.public import (
     PublishCheck,
     PublishRefusedError,
     PublishResult,
@@ -72,7 +73,10 @@ from funes.api.publish import (
 )
 from funes.api.quickstart import QuickstartResult, quickstart
 from funes.api.recall import (
+    BLOCK_TYPES,
+    HARNESSES,
     DrainResult,
+    RecallRequest,
     RecallResult,
     SearchStatus,
     TurnView,
@@ -82,6 +86,7 @@ from funes.api.recall import (
     reindex,
     search_status,
 )
+from funes.api.render import get_output, recall_json, recall_output, to_dict, to_json
 from funes.api.repo import (
     InitResult,
     LogEntry,
@@ -133,8 +138,11 @@ from funes.api.syncstate import (
 from funes.model.objects import Commit
 from funes.storage.fsck import FsckReport, Problem
 from funes.storage.repo import CommitResult, Repository
+from funes.storage.tables import storage_damage
 
 __all__ = [
+    "BLOCK_TYPES",
+    "HARNESSES",
     "UNTRUSTED",
     "UNTRUSTED_PASSAGES",
     "AskResult",
@@ -151,6 +159,7 @@ __all__ = [
     "IndexSummary",
     "InitResult",
     "LastSync",
+    "LiftResult",
     "LinkResult",
     "LogEntry",
     "MemoryChoice",
@@ -165,10 +174,13 @@ __all__ = [
     "PushResult",
     "QuickstartResult",
     "ReadOnlyMemoryError",
+    "RecallRequest",
     "RecallResult",
+    "ReflogLine",
     "RemoteInfo",
     "RemoteStatus",
     "Repository",
+    "ResetResult",
     "SearchStatus",
     "Settings",
     "ShowResult",
@@ -194,6 +206,7 @@ __all__ = [
     "fetch",
     "fsck",
     "get",
+    "get_output",
     "hook_run",
     "hooks_install",
     "hooks_status",
@@ -223,8 +236,11 @@ __all__ = [
     "push",
     "quickstart",
     "recall",
+    "recall_json",
+    "recall_output",
     "recall_text",
     "record_sync",
+    "reflog",
     "reindex",
     "remote_add",
     "remote_label",
@@ -232,17 +248,22 @@ __all__ = [
     "remote_remove",
     "remote_set_url",
     "remote_status",
+    "reset",
     "search_status",
     "show",
     "signature_note",
     "status",
     "status_text",
+    "storage_damage",
     "sync",
     "sync_note",
     "tag_create",
     "tag_delete",
     "tag_list",
+    "to_dict",
+    "to_json",
     "turns_text",
+    "unforget",
     "why",
     "writable_memory",
 ]

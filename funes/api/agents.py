@@ -36,12 +36,11 @@ from funes.agents.wiring import (
 from funes.api.agent_format import recall_text, status_text, turns_text
 from funes.api.ingest import IndexSummary, index
 from funes.api.memory import MemoryChoice, choose_memory, is_remote_memory, writable_memory
-from funes.api.recall import get, recall, search_status
+from funes.api.recall import BLOCK_TYPES, HARNESSES, get, recall, search_status
 from funes.api.repo import init, status
 from funes.api.share import AttachResult, attach_remote, is_directory_remote
 from funes.api.syncstate import sync_note
 from funes.errors import UsageError
-from funes.model.turns import HARNESSES as _HARNESSES
 from funes.storage.repo import Repository
 
 __all__ = ["MODULES", "AskResult", "WiringResult", "agents_add", "agents_remove", "ask",
@@ -51,8 +50,6 @@ MODULES: dict[str, ModuleType] = {
     "claude": claude, "codex": codex, "pi": pi, "hermes": hermes, "opencode": opencode,
     "gemini": gemini, "cursor": cursor, "copilot": copilot,
 }
-HARNESSES = _HARNESSES
-BLOCK_TYPES = ("text", "thinking", "tool_use", "tool_result")
 
 def _module(agent: str) -> ModuleType:
     if agent not in MODULES:

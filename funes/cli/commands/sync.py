@@ -9,12 +9,9 @@ from typing import Any
 import click
 
 from funes import api
+from funes.cli.app import App, pass_app
 from funes.cli.output import render, short
 from funes.cli.progress import progress_bar
-
-
-def _app(ctx: click.Context) -> Any:
-    return ctx.find_root().obj
 
 
 def _size(n: int) -> str:
@@ -43,14 +40,13 @@ def remote() -> None:
 @click.argument("url")
 @click.option("--encrypt", is_flag=True, help="Encrypt everything sent to it client-side "
               "(AES-256-GCM) with this memory's key; the remote is then not Lance-readable.")
-@click.pass_context
-def remote_add(ctx: click.Context, name: str, url: str, encrypt: bool) -> None:
+@pass_app
+def remote_add(app: App, name: str, url: str, encrypt: bool) -> None:
     """Add a remote NAME at URL.
 
     With --encrypt, objects and fragment files are sealed before they leave; the key lives in
     $FUNES_HOME/keys/memories/ (`funes keys export --remote NAME` hands it to teammates).
     """
-    app = _app(ctx)
     info = api.remote_add(app.repo(), name, url, encrypt=encrypt)
     render(app.fmt, info, human=lambda i: f"added remote {i.name} → {i.url}"
            + (" (encrypted)" if encrypt else ""))
@@ -58,10 +54,9 @@ def remote_add(ctx: click.Context, name: str, url: str, encrypt: bool) -> None:
 
 @remote.command("remove")
 @click.argument("name")
-@click.pass_context
-def remote_remove(ctx: click.Context, name: str) -> None:
+@pass_app
+def remote_remove(app: App, name: str) -> None:
     """Remove a remote, its remote-tracking refs and cached state."""
-    app = _app(ctx)
     info = api.remote_remove(app.repo(), name)
     render(app.fmt, info, human=lambda i: f"removed remote {i.name} ({i.url})")
 
@@ -69,19 +64,17 @@ def remote_remove(ctx: click.Context, name: str) -> None:
 @remote.command("set-url")
 @click.argument("name")
 @click.argument("url")
-@click.pass_context
-def remote_set_url(ctx: click.Context, name: str, url: str) -> None:
+@pass_app
+def remote_set_url(app: App, name: str, url: str) -> None:
     """Point remote NAME at another URL."""
-    app = _app(ctx)
     info = api.remote_set_url(app.repo(), name, url)
     render(app.fmt, info, human=lambda i: f"remote {i.name} → {i.url}")
 
 
 @remote.command("list")
-@click.pass_context
-def remote_list(ctx: click.Context) -> None:
+@pass_app
+def remote_list(app: App) -> None:
     """List remotes, one per line: name and URL."""
-    app = _app(ctx)
     items = api.remote_list(app.repo())
     render(app.fmt, items, human=lambda xs: "\n".join(f"{i.name}\t{i.url}" for i in xs))
 
@@ -136,9 +129,9 @@ def _push_text(r: api.PushResult) -> str:
 @click.option("--public", is_flag=True, help="Then make the Hub memory public, after the "
               "publish gate scanned everything it holds (asks first).")
 @click.option("--yes", "-y", is_flag=True, help="With --public: do not ask.")
-@click.pass_context
+@pass_app
 def push(
-    ctx: click.Context, remote: str | None, branch: str | None, force: bool, dry_run: bool,
+    app: App, remote: str | None, branch: str | None, force: bool, dry_run: bool,
     public: bool, yes: bool,
 ) -> None:
     """Send BRANCH (default: the current one) to REMOTE (default: its remote, or origin).
@@ -156,7 +149,6 @@ def push(
     the remote's history holds, not only what this push sends, and funes asks before it
     changes anything (--yes does not ask). Found secrets keep it private (exit 1).
     """
-    app = _app(ctx)
     if public:
         if dry_run or force or branch:
             raise click.UsageError("--public goes alone (with REMOTE and --yes)")
@@ -209,13 +201,12 @@ def _fetch_text(r: api.FetchResult) -> str:
 
 @click.command()
 @click.argument("remote", required=False)
-@click.pass_context
-def fetch(ctx: click.Context, remote: str | None) -> None:
+@pass_app
+def fetch(app: App, remote: str | None) -> None:
     """Download what REMOTE has and this memory lacks; update refs/remotes/REMOTE/*.
 
     Nothing is merged: `funes merge REMOTE/BRANCH` (or `funes pull`) does that.
     """
-    app = _app(ctx)
     with progress_bar("fetching") as progress:
         result = api.fetch(app.repo(), remote, progress=progress)
     render(app.fmt, result, human=_fetch_text)
@@ -245,8 +236,8 @@ _REQUIRE_SIGNED = click.option(
 @click.argument("remote", required=False)
 @click.argument("branch", required=False)
 @_REQUIRE_SIGNED
-@click.pass_context
-def pull(ctx: click.Context, remote: str | None, branch: str | None,
+@pass_app
+def pull(app: App, remote: str | None, branch: str | None,
          require_signed: bool) -> None:
     """Fetch REMOTE, then merge its BRANCH (default: the current one) into HEAD.
 
@@ -255,7 +246,6 @@ def pull(ctx: click.Context, remote: str | None, branch: str | None,
     models refuse to merge. Unsigned commits and unknown or bad signatures among the incoming
     commits are reported; --require-signed refuses the merge (exit 1).
     """
-    app = _app(ctx)
     with progress_bar("pulling") as progress:
         result = api.pull(app.repo(), remote, branch, progress=progress,
                           require_signed=require_signed)
@@ -288,8 +278,8 @@ def _sync_text(r: api.SyncResult) -> str:
 @click.argument("remote", required=False)
 @click.option("--no-push", is_flag=True, help="Only fetch and merge (bring this memory up to "
               "date); send nothing.")
-@click.pass_context
-def sync(ctx: click.Context, remote: str | None, no_push: bool) -> None:
+@pass_app
+def sync(app: App, remote: str | None, no_push: bool) -> None:
     """Fetch REMOTE (default: the branch's remote, or origin), merge, push; retry a race.
 
     What the agent hooks run at session boundaries, and the one command that gets a stuck
@@ -299,7 +289,6 @@ def sync(ctx: click.Context, remote: str | None, no_push: bool) -> None:
     recorded: `funes status` shows it. Exit 4 when the race was lost every time, 5 when the
     remote cannot be reached; nothing local is lost either way.
     """
-    app = _app(ctx)
     with progress_bar("syncing") as progress:
         result = api.sync(app.repo(), remote, push=not no_push, progress=progress)
     render(app.fmt, result, human=_sync_text)
@@ -311,15 +300,14 @@ def sync(ctx: click.Context, remote: str | None, no_push: bool) -> None:
 @click.argument("name", required=False)
 @click.argument("rev", required=False)
 @click.option("--delete", "-d", is_flag=True, help="Remove the local tag NAME.")
-@click.pass_context
-def tag(ctx: click.Context, name: str | None, rev: str | None, delete: bool) -> None:
+@pass_app
+def tag(app: App, name: str | None, rev: str | None, delete: bool) -> None:
     """Name a commit: `funes tag NAME [REV]` (default HEAD); without NAME, list the tags.
 
     Tags never move (remove one with -d to name another commit). `funes push` sends the tags
     of the history it publishes, `funes fetch`/`pull`/`clone` bring the remote's, and
     `--memory ORG/NAME@TAG` or `funes clone ORG/NAME@TAG` read the memory as it was there.
     """
-    app = _app(ctx)
     if name is None:
         if delete or rev:
             raise click.UsageError("name the tag")
@@ -339,10 +327,9 @@ def tag(ctx: click.Context, name: str | None, rev: str | None, delete: bool) -> 
 
 @click.command()
 @click.argument("rev")
-@click.pass_context
-def merge(ctx: click.Context, rev: str) -> None:
+@pass_app
+def merge(app: App, rev: str) -> None:
     """Merge REV (a branch, origin/main, a commit id) into the current branch."""
-    app = _app(ctx)
     result = api.merge(app.repo(), rev)
     render(app.fmt, result, human=_merge_text)
 
@@ -353,8 +340,8 @@ def merge(ctx: click.Context, rev: str) -> None:
 @click.option("--global", "is_global", is_flag=True,
               help="Clone into the user's memory at $FUNES_HOME.")
 @_REQUIRE_SIGNED
-@click.pass_context
-def clone(ctx: click.Context, source: str, directory: Path | None, is_global: bool,
+@pass_app
+def clone(app: App, source: str, directory: Path | None, is_global: bool,
           require_signed: bool) -> None:
     """Copy the memory at SOURCE into DIRECTORY/.funes (default: ./NAME), or --global.
 
@@ -363,7 +350,6 @@ def clone(ctx: click.Context, source: str, directory: Path | None, is_global: bo
     memories clone without a token. Unsigned commits and unknown or bad signatures are
     reported; --require-signed refuses them (exit 1, nothing left behind).
     """
-    app = _app(ctx)
     with progress_bar("cloning") as progress:
         result = api.clone(app.settings, source, str(directory) if directory else None,
                            is_global=is_global, progress=progress,

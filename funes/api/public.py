@@ -14,7 +14,7 @@ from funes.api.sync import Progress, PushResult, current_branch, progress_or_sil
 from funes.errors import FunesError, UsageError
 from funes.model.ids import ObjectId
 from funes.model.objects import Commit
-from funes.model.refs import RefName, branch_ref, check_ref_name
+from funes.model.refs import RefName, check_ref_name
 from funes.remotes import sync as _sync
 from funes.remotes.base import parse_url
 from funes.storage.repo import Repository, now_iso
@@ -149,13 +149,17 @@ def publish(
         for oid, commit in commits_between(repo, tip, set(everything)):
             everything[oid] = commit
     from funes.remotes import gate
+    from funes.storage import publish as outgoing
 
-    tip = state.refs.get(branch_ref(branch)) or pushed.new
-    scan = gate.run_gate(repo, list(everything.items()), tip, {}, dry_run=True)
-    check = PublishCheck(name, spec.url, len(everything), scan.scanned)
-    if scan.held:
+    try:
+        out = outgoing.outgoing(repo, list(everything.items()))
+    except outgoing.UnreadableRowsError as exc:
+        raise gate.ScannerError(exc.message) from None
+    held = gate.hold_back(out.scannable(), out.places)
+    check = PublishCheck(name, spec.url, len(everything), len(out.chunk_ids))
+    if held:
         raise PublishRefusedError(
-            f"{len(scan.held)} chunk(s) on {spec.display} still look secret; the memory stays "
+            f"{len(held)} chunk(s) on {spec.display} still look secret; the memory stays "
             "private",
             hint="`funes forget --chunk ID` then `funes gc` and push again; or keep it private")
     if not confirm(check):
