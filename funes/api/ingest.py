@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from funes._env import Settings
-from funes.api.repo import open_memory
+from funes.api.memory import writable_memory
 from funes.errors import UsageError
 from funes.ingest.run import BATCH_BYTES, BATCH_CHUNKS, IndexSummary, index_sources
 from funes.ingest.sources import default_sources, explicit_sources
@@ -102,7 +102,7 @@ def index(
     harness = agents[0] if len(agents) == 1 else None
     router: Callable[[Turn], Repository | None]
     if paths or memory:
-        repo = open_memory(settings, memory)
+        repo = writable_memory(settings, memory, command="index")
         if paths:
             sources = explicit_sources(paths, harness=harness)
             sources = [s for s in sources if not agents or s.harness in agents]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from funes._env import Settings
 from funes.api.ingest import parse_since
+from funes.api.memory import check_writable
 from funes.ingest import backlog as _backlog
 from funes.model.turns import HARNESSES
 from funes.retrieval import indexes
@@ -25,8 +26,8 @@ if TYPE_CHECKING:
     from funes.inference.reranker import Reranker
 
 __all__ = ["BLOCK_TYPES", "DEFAULT_BUDGET_MS", "HARNESSES", "DrainResult", "RecallRequest",
-           "RecallResult", "SearchStatus", "TurnView", "embed", "get", "memory_label", "recall",
-           "reindex", "run_recall", "search_status"]
+           "RecallResult", "SearchStatus", "TurnView", "embed", "get", "recall", "reindex",
+           "run_recall", "search_status"]
 
 DrainResult = _backlog.DrainResult
 #: What `--harness` and `--type` accept: the vocabularies of recall's filters, for the CLI,
@@ -35,18 +36,6 @@ BLOCK_TYPES = ("text", "thinking", "tool_use", "tool_result")
 #: Milliseconds a recall may take before reranking stops (config `recall.budget`): agents
 #: wait for every recall, and 300 ms is where a tool call starts to feel slow.
 DEFAULT_BUDGET_MS = 300.0
-
-
-def memory_label(repo: Repository) -> str:
-    """How output names a memory: what `--memory` takes to open it again."""
-    from funes.api.sync import remote_label
-
-    return remote_label(repo) or str(repo.path)
-
-
-def owned(repo: Repository) -> bool:
-    """Whether the memory is the user's own (recall marks others' passages untrusted)."""
-    return (repo.config.get("core.owned") or "true") == "true"
 
 
 def _embedder_for(repo: Repository, settings: Settings) -> Embedder | None:
@@ -322,6 +311,7 @@ def embed(
     """
     from funes.inference.embedder import load_embedder
 
+    check_writable(repo, command="embed")
     stamp = repo.model_stamp()
     name = model or (stamp.name if stamp else None) or repo.config.get("model.embed")
     embedder = load_embedder(settings, name, n_threads=n_threads)
@@ -342,6 +332,7 @@ def reindex(
     """Re-stamp the memory with `model` and re-embed every chunk with it, on purpose."""
     from funes.inference.embedder import load_embedder
 
+    check_writable(repo, command="reindex")
     return _backlog.reindex(repo, load_embedder(settings, model), budget=budget,
                             progress=progress)
 

@@ -63,11 +63,15 @@ def recall_json(result: RecallResult, label: str, trusted: bool) -> dict[str, An
     }
 
 
-def recall_output(fmt: str, result: RecallResult, label: str, trusted: bool) -> str:
-    """The text `funes recall` prints on stdout in the `agent` or `json` format."""
+def recall_output(fmt: str, result: RecallResult, label: str, trusted: bool,
+                  note: str | None = None) -> str:
+    """The text `funes recall` prints on stdout in the `agent` or `json` format.
+
+    `note` (a memory that has not synced for long) is a first line of the agent format.
+    """
     if fmt == "json":
         return to_json(recall_json(result, label, trusted))
-    return recall_text(result, label, trusted)
+    return recall_text(result, label, trusted, note)
 
 
 def get_output(fmt: str, turns: list[TurnView]) -> str:

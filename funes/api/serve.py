@@ -54,17 +54,15 @@ from typing import Any
 from funes import __version__, protocol
 from funes._env import Settings
 from funes.api import warm
+from funes.api.memory import memory_label, open_memory, owned
 from funes.api.recall import (
     BLOCK_TYPES,
     HARNESSES,
     RecallRequest,
-    memory_label,
-    owned,
     run_recall,
 )
 from funes.api.recall import get as _get
 from funes.api.render import get_output, recall_output
-from funes.api.repo import open_memory
 from funes.errors import FunesError, UsageError, describe
 from funes.retrieval import indexes
 from funes.storage.repo import Repository

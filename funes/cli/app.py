@@ -38,6 +38,7 @@ class App:
     fmt: str
     memory: str | None
     _settings: Settings | None = field(default=None, repr=False)
+    _choice: Any = field(default=None, repr=False)
 
     @property
     def settings(self) -> Settings:
@@ -49,19 +50,22 @@ class App:
         return self._settings
 
     def repo(self) -> Any:
-        """The repository this command works on (discovered, or `--memory`).
+        """The repository this command works on (discovered, or `--memory`)."""
+        return self.choice().repo
+
+    def choice(self) -> Any:
+        """The memory, its label and whether it is the user's (funes.api.memory), once.
 
         `--memory org/name` reads a remote memory; when it cannot be reached, the last copy
         of it (or the local memory) is read instead and a warning says so.
         """
         from funes import api
 
-        if not self.memory or not names_remote(self.memory):
-            return api.open_memory(self.settings, self.memory)
-        choice = api.read_memory(self.settings, self.memory)
-        if choice.warning:
-            click.echo(f"funes: warning: {choice.warning}", err=True)
-        return choice.repo
+        if self._choice is None:
+            self._choice = api.choose_memory(self.settings, self.memory)
+            if self._choice.warning:
+                click.echo(f"funes: warning: {self._choice.warning}", err=True)
+        return self._choice
 
 
 #: `@pass_app` hands a command the typed `App` instead of a click context.
@@ -101,7 +105,7 @@ SECTIONS = (START, SYNC, GIT, SECURITY, PLUMBING)
 #: Name → entry, in the order `--help` lists them within a section.
 COMMANDS: dict[str, Entry] = {
     "quickstart": Entry(_M + "recall", START, "Index this machine's sessions, answer a recall."),
-    "add": Entry(_M + "agents", START, "Wire funes into an agent: MCP server, hooks, push."),
+    "add": Entry(_M + "agents", START, "Wire funes into an agent (and a shared memory)."),
     "recall": Entry(_M + "recall", START, "Find past passages: BM25 + vectors, reranked."),
     "get": Entry(_M + "recall", START, "Open a turn and its neighbours, whole."),
     "status": Entry(_M + "repo", START, "Where the memory is, what it holds, what waits."),
@@ -111,6 +115,8 @@ COMMANDS: dict[str, Entry] = {
     "pull": Entry(_M + "sync", SYNC, "Fetch a remote and merge its branch into HEAD."),
     "merge": Entry(_M + "sync", SYNC, "Merge a branch or commit into the current branch."),
     "clone": Entry(_M + "sync", SYNC, "Copy a remote memory into a new local one."),
+    "sync": Entry(_M + "sync", SYNC, "Fetch, merge and push in one go; retries a lost race."),
+    "tag": Entry(_M + "sync", SYNC, "Name a commit; tags travel with push and fetch."),
     "hooks": Entry(_M + "git", GIT, "Git hooks that link commits to agent turns."),
     "link": Entry(_M + "git", GIT, "Link a code commit to the agent turns behind it."),
     "why": Entry(_M + "git", GIT, "The agent turns behind a code commit."),

@@ -194,12 +194,23 @@ class RemoteState:
     """A remote at one moment: everything a fetch or push reads is pinned to it.
 
     `revision` is the Hub commit id (or a digest of a directory remote's refs); objects and
-    fragment files are immutable, so reading them later still reads this state.
+    fragment files are immutable, so reading them later still reads this state. `refs` holds
+    the branches (`refs/heads/…`) and the tags (`refs/tags/…`).
     """
 
     exists: bool
     revision: str | None
     refs: Mapping[RefName, ObjectId] = field(default_factory=dict)
+
+    @property
+    def branches(self) -> dict[RefName, ObjectId]:
+        """The branch refs only."""
+        return {r: o for r, o in self.refs.items() if r.startswith("refs/heads/")}
+
+    @property
+    def tags(self) -> dict[RefName, ObjectId]:
+        """The tag refs only."""
+        return {r: o for r, o in self.refs.items() if r.startswith("refs/tags/")}
 
 
 @dataclass(frozen=True)
@@ -237,6 +248,8 @@ class PushPlan:
     tables: Sequence[TableUpdate]
     card: CardStats
     message: str
+    #: Tags the remote lacks, created beside the ref (`refs/tags/<name>`; never moved).
+    tags: Mapping[RefName, ObjectId] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -52,12 +52,12 @@ from funes.remotes.layout import (
     CARD_FILE,
     MAX_OBJECT_BYTES,
     MAX_REF_BYTES,
-    branch_of,
     check_path,
     latest_manifest,
     object_id_of,
     object_path,
     parse_ref_file,
+    ref_of,
     refresh_card,
     table_file,
 )
@@ -222,7 +222,7 @@ class HubRemote:
         listing = self._listing(head)
         ref_paths: dict[str, RefName] = {}
         for path in sorted(listing):
-            ref = branch_of(path)
+            ref = ref_of(path)
             if ref is not None:
                 ref_paths[path] = ref
         raw = self._get_many(head, list(ref_paths))
@@ -434,6 +434,9 @@ class HubRemote:
         card = self._card(revision, listing, plan)
         if card is not None:
             ops.append(CommitOperationAdd(self.prefix + CARD_FILE, card.encode()))
+        for tag, oid in sorted(plan.tags.items()):
+            if tag not in state.refs:  # a tag is never moved
+                ops.append(CommitOperationAdd(self.prefix + tag, f"{oid}\n".encode()))
         ops.append(CommitOperationAdd(self.prefix + plan.ref, f"{plan.new}\n".encode()))
         progress(0, 1, f"uploading {len(ops)} files")
         # Until the commit lands the mirror is ahead of the remote: forget which commit it
@@ -450,7 +453,7 @@ class HubRemote:
         progress(1, 1, "pushed")
         new_revision = str(info.oid)
         write_atomic(mirror / "REVISION", new_revision.encode(), durable=False)
-        refs = dict(state.refs)
+        refs = {**plan.tags, **state.refs}
         refs[plan.ref] = plan.new
         self._save_state(RemoteState(True, new_revision, refs))
         return PushReport(new_revision, objects, files, nbytes)
@@ -515,3 +518,57 @@ def _mkdtemp(parent: Path, prefix: str) -> str:
     import tempfile
 
     return tempfile.mkdtemp(prefix=prefix, dir=parent)
+
+
+# -- who the user is ---------------------------------------------------------------------------
+
+
+def current_token() -> str | None:
+    """The token huggingface_hub would send (HF_TOKEN, else the one `hf auth login` saved)."""
+    from huggingface_hub import get_token
+
+    return get_token()
+
+
+def whoami(endpoint: str | None, token: str) -> tuple[str, tuple[str, ...]]:
+    """The token's user name and the organisations they belong to (one request).
+
+    Raises:
+        RemoteError: the Hub cannot be reached or refuses the token.
+    """
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        info = HfApi(endpoint=endpoint, token=token).whoami()
+    except HfHubHTTPError as exc:
+        status = exc.response.status_code if exc.response is not None else None
+        raise RemoteError(f"the Hub refused the token (HTTP {status})", hint=_LOGIN_HINT) from None
+    except _transport_errors() as exc:
+        raise RemoteError(f"cannot reach the Hub ({exc.__class__.__name__})") from None
+    name = info.get("name") if isinstance(info, dict) else None
+    if not isinstance(name, str):
+        raise RemoteError("the Hub's whoami answer has no user name")
+    orgs = info.get("orgs") or []
+    return name, tuple(str(o["name"]) for o in orgs
+                       if isinstance(o, dict) and isinstance(o.get("name"), str))
+
+
+def set_visibility(endpoint: str | None, repo_id: str, *, private: bool) -> None:
+    """Make a dataset repository private or public (the token must be allowed to).
+
+    Raises:
+        RemoteError: the Hub cannot be reached or refuses.
+    """
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        HfApi(endpoint=endpoint).update_repo_settings(repo_id, private=private,
+                                                      repo_type="dataset")
+    except HfHubHTTPError as exc:
+        status = exc.response.status_code if exc.response is not None else None
+        raise RemoteError(f"{repo_id}: the Hub refused to change its visibility (HTTP {status})",
+                          hint=_LOGIN_HINT) from None
+    except _transport_errors() as exc:
+        raise RemoteError(f"cannot reach the Hub ({exc.__class__.__name__})") from None

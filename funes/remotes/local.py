@@ -37,10 +37,10 @@ from funes.remotes.layout import (
     MAX_FILE_BYTES,
     MAX_OBJECT_BYTES,
     MAX_REF_BYTES,
-    branch_of,
     check_path,
     object_path,
     parse_ref_file,
+    ref_of,
     refresh_card,
     table_file,
 )
@@ -141,13 +141,15 @@ class DirectoryRemote:
                 )
             return RemoteState(False, None, {})
         refs: dict[RefName, ObjectId] = {}
-        heads = self.root / "refs" / "heads"
-        if heads.is_dir():
-            for path in sorted(p for p in heads.rglob("*") if p.is_file()):
+        for kind in ("heads", "tags"):
+            folder = self.root / "refs" / kind
+            if not folder.is_dir():
+                continue
+            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
                 if path.name.startswith(".tmp-"):
                     continue
                 rel = path.relative_to(self.root).as_posix()
-                ref = branch_of(rel)
+                ref = ref_of(rel)
                 if ref is None:
                     continue
                 raw = read_regular(self.root, rel, self.display, MAX_REF_BYTES)
@@ -248,6 +250,9 @@ class DirectoryRemote:
             card = self._card(plan)
             if card is not None:
                 write_atomic(self.root / CARD_FILE, card.encode())
+            for tag, oid in sorted(plan.tags.items()):
+                if self._read_ref(tag) is None:  # a tag is never moved
+                    write_atomic(self.root / check_path(tag), f"{oid}\n".encode())
             write_atomic(ref_path, f"{plan.new}\n".encode())
         return PushReport(self.state().revision or "", objects, files, nbytes, created)
 

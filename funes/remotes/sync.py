@@ -189,7 +189,8 @@ def fetch(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     updated = _update_tracking(repo, remote.name, st, f"fetch {remote.name}")
-    refs = {str(ref): oid for ref, oid in st.refs.items()}
+    updated += _take_tags(repo, st, f"fetch {remote.name}")
+    refs = {str(ref): oid for ref, oid in st.branches.items()}
     return FetchResult(
         remote.name, remote.spec.url, st.revision, refs, updated, written, files, nbytes
     )
@@ -312,7 +313,7 @@ def _update_tracking(
     """Point `refs/remotes/<name>/<branch>` at the remote's tips (forced, like git's `+`)."""
     updated: list[RefUpdate] = []
     with repo.writing():
-        for ref, oid in sorted(st.refs.items()):
+        for ref, oid in sorted(st.branches.items()):
             tracking = remote_ref(name, ref.removeprefix("refs/heads/"))
             current = repo.refs.read(tracking)
             if current != oid:
@@ -321,6 +322,37 @@ def _update_tracking(
                 )
                 updated.append(RefUpdate(tracking, current, oid))
     return updated
+
+
+def _take_tags(repo: Repository, st: RemoteState, message: str) -> list[RefUpdate]:
+    """Create the remote's tags this memory lacks (`refs/tags/<name>`).
+
+    Like git, a local tag of the same name is never moved.
+    """
+    updated: list[RefUpdate] = []
+    new = {ref: oid for ref, oid in st.tags.items() if repo.refs.read(ref) is None}
+    if not new:
+        return updated
+    with repo.writing():
+        for ref, oid in sorted(new.items()):
+            if repo.refs.read(ref) is None and repo.objects.has(oid):
+                repo.refs.set_if_equals(ref, None, oid, who=repo._who(), time=now_iso(),
+                                        message=message)
+                updated.append(RefUpdate(ref, None, oid))
+    return updated
+
+
+def _tags_to_send(
+    repo: Repository, st: RemoteState, tip: ObjectId, published: dict[str, str]
+) -> dict[RefName, ObjectId]:
+    """Local tags on the pushed history that the remote lacks (as their published images)."""
+    tags = dict(repo.refs.iter_refs("refs/tags/"))
+    missing = {ref: oid for ref, oid in tags.items() if ref not in st.refs}
+    if not missing:
+        return {}
+    history = ancestors(repo, tip)
+    return {ref: ObjectId(published.get(oid, oid)) for ref, oid in missing.items()
+            if oid in history}
 
 
 # -- push --------------------------------------------------------------------------------------
@@ -380,7 +412,8 @@ def push(
     st = remote.state()
     published = publish.load_published(repo, remote.name)
     old = st.refs.get(local)
-    if old == published.get(tip, tip):
+    new_tags = _tags_to_send(repo, st, tip, published)
+    if old == published.get(tip, tip) and not new_tags:
         if not dry_run:
             _update_tracking(
                 repo, remote.name, RemoteState(True, st.revision, {local: old}), "push"
@@ -403,7 +436,9 @@ def push(
         remote.create()
         created = True
         st = remote.state()
-    plan = _plan(repo, remote, st, branch, old, images, len(sending))
+    # tags name commits of the history just sent (published images when the gate rewrote them)
+    tags = {ref: ObjectId(images.images.get(oid, oid)) for ref, oid in new_tags.items()}
+    plan = _plan(repo, remote, st, branch, old, images, len(sending), tags)
     report = remote.push(st, plan, progress)
     _update_tracking(
         repo, remote.name, RemoteState(True, report.revision, {local: plan.new}), "push"
@@ -477,7 +512,7 @@ def _gate(
 
 def _plan(
     repo: Repository, remote: Remote, st: RemoteState, branch: str, old: ObjectId | None,
-    images: publish.Published, sent: int,
+    images: publish.Published, sent: int, tags: dict[RefName, ObjectId],
 ) -> PushPlan:
     """The plan the remote applies: the objects it lacks, the fragments, the ref to swap."""
     tip = images.tip
@@ -501,7 +536,7 @@ def _plan(
         f"funes push {branch}: {(old or 'new')[:12]}..{tip[:12]} "
         f"({sent} commits, {head.chunk_count} chunks)"
     )
-    return PushPlan(branch_ref(branch), old, tip, objects, updates, card, message)
+    return PushPlan(branch_ref(branch), old, tip, objects, updates, card, message, tags)
 
 
 def check_branch(name: str) -> RefName:

@@ -104,6 +104,10 @@ KEYS: dict[str, Key] = {
             "ms a recall may take before reranking stops (0 = never stop)", "300"),
         Key("model.embed", _text, "embedding model name", "minilm-l6-v2"),
         Key("model.rerank", _text, "reranker model name"),
+        Key("sync.interval", _ranged_float(31_536_000),
+            "seconds between hook syncs for agents without a session end", "900"),
+        Key("sync.staleAfter", _ranged_float(31_536_000),
+            "seconds without a sync before agent output notes it", "86400"),
     )
 }
 

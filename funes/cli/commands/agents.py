@@ -19,11 +19,31 @@ ASK_AGENTS = ("claude", "codex")
 
 
 def _memory_arg(memory: str | None) -> str | None:
-    return str(Path(memory).expanduser().resolve()) if memory else None
+    """A local MEMORY as an absolute path; a remote one (`org/name`, `file://…`) as given."""
+    if not memory or api.is_remote_memory(memory) or memory.startswith("file://"):
+        return memory
+    return str(Path(memory).expanduser().resolve())
+
+
+def _attached_text(a: api.AttachResult) -> str:
+    if a.action == "cloned":
+        head = f"cloned {a.url} into {a.path}"
+    elif a.action == "created":
+        head = f"created the remote {a.url} ({a.remote}) from {a.path}"
+    else:
+        head = f"{a.path} syncs with {a.url} ({a.remote})"
+    if a.synced is not None and a.synced.pushed is not None and not a.synced.pushed.up_to_date:
+        head += f"; pushed {a.synced.pushed.commits} commit(s)"
+    if a.synced is not None and a.synced.merged is not None \
+            and a.synced.merged.kind != "up-to-date":
+        head += f"; merged its commits ({a.synced.merged.chunk_count} chunks now)"
+    if not a.owned:
+        head += "\nnot your memory (another owner): its passages are marked untrusted"
+    return head
 
 
 def _wiring_text(r: api.WiringResult, verb: str) -> str:
-    lines = []
+    lines = [_attached_text(r.attached)] if r.attached is not None else []
     if r.created_memory:
         lines.append(f"created the global memory {r.created_memory} (as `funes init --global`)")
     if r.changed:
@@ -48,24 +68,35 @@ def _wiring_text(r: api.WiringResult, verb: str) -> str:
 @click.argument("memory", required=False)
 @click.option("--index", "index_now", is_flag=True,
               help="Also index the agent's existing sessions now.")
+@click.option("--project", is_flag=True,
+              help="With a remote MEMORY: keep it in this directory's project memory "
+              "(./.funes) instead of the global one.")
 @pass_app
-def add(app: App, agent: str, memory: str | None, index_now: bool) -> None:
-    """Wire funes into an agent: MCP server, per-turn index hook, session-end push.
+def add(app: App, agent: str, memory: str | None, index_now: bool, project: bool) -> None:
+    """Wire funes into an agent: MCP server, per-turn index hook, sync at session boundaries.
 
     Registers `funes mcp [MEMORY]` with AGENT (through its own CLI when it is on PATH,
-    otherwise in its configuration file) and installs hooks that index each finished turn and
-    push at session end when the memory has a remote. Without MEMORY, every session goes to its
-    project memory or the global one (created if missing). Running it again changes nothing;
-    every file edited is backed up first, and `funes remove AGENT` puts it back.
+    otherwise in its configuration file) and installs hooks that index each finished turn and,
+    when the memory has a remote, sync it (fetch, merge, push) at session start and end.
+    Without MEMORY, every session goes to its project memory or the global one (created if
+    missing). MEMORY may be a local memory (a path) or a remote one: ORG/NAME or
+    hf://datasets/ORG/NAME (the Hub), file://PATH or a directory remote. For a remote, the
+    same command on every machine makes it that machine's memory: cloned when this machine
+    has none (into the global memory, or the project memory with --project or inside one),
+    created from this memory (private) when the remote does not exist, synced when both
+    exist. Running it again changes nothing; every file edited is backed up first, and
+    `funes remove AGENT` puts it back.
 
     \b
     Example:
       funes add claude --index
-      funes add codex ~/src/app/.funes
-    """  # noqa: D301 (click\'s \b keeps the example lines as written)
+      funes add codex acme/funes-memory
+    """  # noqa: D301 (click's \b keeps the example lines as written)
+    if memory is None and app.memory and api.is_remote_memory(app.memory):
+        api.writable_memory(app.settings, app.memory, command=f"add {agent}")  # refuses
     with progress_bar("indexing", enabled=None if index_now else False) as progress:
         result = api.agents_add(app.settings, agent, _memory_arg(memory) or app.memory,
-                                index_now=index_now, progress=progress)
+                                project=project, index_now=index_now, progress=progress)
     render(app.fmt, result, human=lambda r: _wiring_text(r, "wired"))
 
 

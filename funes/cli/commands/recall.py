@@ -23,9 +23,10 @@ def _ts(row: dict[str, Any]) -> str:
     return str(row.get("ts") or "-")
 
 
-def render_agent(result: api.RecallResult, label: str, trusted: bool) -> str:
+def render_agent(result: api.RecallResult, label: str, trusted: bool,
+                 note: str | None = None) -> str:
     """The stable agent format of docs/design.md §8 (pinned by golden tests; shared with MCP)."""
-    return api.recall_text(result, label, trusted)
+    return api.recall_text(result, label, trusted, note)
 
 
 def render_human(result: api.RecallResult, label: str, trusted: bool) -> str:
@@ -59,12 +60,16 @@ def render_turns(turns: list[api.TurnView], fmt: str) -> str:
     return api.get_output(fmt, turns)
 
 
-def print_recall(app: App, result: api.RecallResult, label: str, trusted: bool) -> None:
-    """Print a recall in the app's format (`recall` and `quickstart`)."""
+def print_recall(app: App, result: api.RecallResult, label: str, trusted: bool,
+                 note: str | None = None) -> None:
+    """Print a recall in the app's format (`recall` and `quickstart`).
+
+    `note` is the one-line warning of a memory that has not synced for long (agent format).
+    """
     if app.fmt == "human":
         click.echo(render_human(result, label, trusted))
     else:
-        click.echo(api.recall_output(app.fmt, result, label, trusted))
+        click.echo(api.recall_output(app.fmt, result, label, trusted, note))
 
 
 def recall_options(func: F) -> F:
@@ -117,16 +122,15 @@ def recall(app: App, /, query: tuple[str, ...], **options: Any) -> None:
       funes recall why did we drop the streaming parser
       funes recall "flaky CI" --since 7d --format json
     """  # noqa: D301 (click\'s \b keeps the example lines as written)
-    repo = app.repo()
+    choice = app.choice()
+    repo = choice.repo
     # The warm server answers when it runs (funes.api.warm), else this process does.
     result = api.recall(app.settings, repo, api.RecallRequest(" ".join(query), **options),
                         via_server=True)
-    label = api.memory_label(repo)
-    trusted = api.owned(repo)
     if result.backlog and app.fmt == "human":
         click.echo(f"note: {result.backlog} chunks not embedded yet (found by words only); "
                    "run `funes embed`", err=True)
-    print_recall(app, result, label, trusted)
+    print_recall(app, result, choice.label, choice.owned, api.sync_note(repo))
 
 
 @click.command()
