@@ -38,6 +38,7 @@ from funes.api.gitlink import (
     linked_turns,
     why,
 )
+from funes.api.history import LiftResult, ReflogLine, ResetResult, reflog, reset, unforget
 from funes.api.ingest import IndexSummary, index, parse_since
 from funes.api.models import (
     ModelEntry,
@@ -103,6 +104,7 @@ from funes.api.sync import (
 from funes.model.objects import Commit
 from funes.storage.fsck import FsckReport, Problem
 from funes.storage.repo import CommitResult, Repository
+from funes.storage.tables import storage_damage
 
 __all__ = [
     "UNTRUSTED",
@@ -119,6 +121,7 @@ __all__ = [
     "HooksReport",
     "IndexSummary",
     "InitResult",
+    "LiftResult",
     "LinkResult",
     "LogEntry",
     "MemoryChoice",
@@ -130,8 +133,10 @@ __all__ = [
     "PushResult",
     "QuickstartResult",
     "RecallResult",
+    "ReflogLine",
     "RemoteInfo",
     "Repository",
+    "ResetResult",
     "SearchStatus",
     "Settings",
     "ShowResult",
@@ -181,16 +186,20 @@ __all__ = [
     "read_memory",
     "recall",
     "recall_text",
+    "reflog",
     "reindex",
     "remote_add",
     "remote_label",
     "remote_list",
     "remote_remove",
     "remote_set_url",
+    "reset",
     "search_status",
     "show",
     "status",
     "status_text",
+    "storage_damage",
     "turns_text",
+    "unforget",
     "why",
 ]

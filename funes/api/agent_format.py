@@ -103,6 +103,9 @@ def status_text(r: StatusResult, search: SearchStatus) -> str:
     for harness, counts in r.by_harness.items():
         lines.append(f"  {harness:<8} {counts['chunks']} chunks, {counts['sessions']} sessions")
     lines.append(f"model    {r.model or '(not stamped yet: set on first embed)'}")
+    if r.redaction_outdated:
+        lines.append(f"redact   stored chunks met older rules ({r.redaction_outdated}) than "
+                     f"the installed {r.redaction_rules}: run `funes scrub`")
     lines.append(
         f"vectors  {search.embedded} embedded, {search.backlog} waiting"
         + (" (run `funes embed`)" if search.backlog else "")

@@ -29,7 +29,13 @@ def parse_since(value: str, now: datetime | None = None) -> datetime:
     m = _RELATIVE.match(value.strip().lower())
     if m:
         unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
-        return now - timedelta(**{unit: int(m.group(1))})
+        try:
+            return now - timedelta(**{unit: int(m.group(1))})
+        except (OverflowError, ValueError):  # before year 1: no date can say it
+            raise UsageError(
+                f"--since {value!r} reaches back past year 1",
+                hint="use a smaller span (e.g. 5000w) or an ISO date",
+            ) from None
     try:
         when = datetime.fromisoformat(value.strip())
     except ValueError:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -295,6 +295,12 @@ def clone(
         made = (Path(directory).expanduser() if directory else Path(_default_dir(spec)))
         made = made if made.is_absolute() else settings.cwd / made
         target = made / PROJECT_DIR
+    if (target / CLONING).exists():
+        _discard_attempt(target)  # a clone killed half-way (SIGKILL, power): start again
+        with contextlib.suppress(OSError):
+            target.rmdir()
+            if made != target and not is_global:
+                made.rmdir()  # only if the failed clone made it and left it empty
     if (target / "FORMAT").exists():
         raise RepositoryExistsError(
             f"a funes memory already exists at {target}",
@@ -302,13 +308,57 @@ def clone(
             "and `funes pull`",
         )
     before = set(p.name for p in made.iterdir()) if made.is_dir() else None
+    target.mkdir(parents=True, exist_ok=True)
+    (target / CLONING).write_text(f"{spec.url}\n", "utf-8")
     repo = Repository.init(target, settings, is_global=is_global)
     try:
-        result = _clone_into(repo, spec, progress, require_signed)
+        with _terminate_as_exit():
+            result = _clone_into(repo, spec, progress, require_signed)
     except BaseException:
         _discard(made, before)
         raise
+    (target / CLONING).unlink()
     return result
+
+
+#: Present while a clone is in progress: a memory holding it is an unfinished clone that the
+#: next `funes clone` of the same place removes instead of refusing.
+CLONING = "CLONING"
+
+
+@contextlib.contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """SIGTERM during a clone unwinds like Ctrl-C (so the half-made memory is removed)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _discard_attempt(target: Path) -> None:
+    """Remove what an interrupted clone left in `target` (its repository files only)."""
+    with contextlib.suppress(FileNotFoundError):
+        (target / "FORMAT").unlink()
+    for name in ("objects", "refs", "reflogs", "chunks.lance", "vectors.lance", "index",
+                 "remotes", "tmp", "HEAD", "ORIG_HEAD", "config", "PENDING", "lock",
+                 "collected.json", CLONING):
+        path = target / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
 
 
 def _clone_into(

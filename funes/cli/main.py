@@ -142,6 +142,15 @@ def main(argv: list[str] | None = None) -> None:
     except (KeyboardInterrupt, click.Abort):
         click.echo("funes: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except (OSError, ValueError, RuntimeError) as exc:
+        # A damaged Lance table fails deep inside Lance: one line naming the fix, not a
+        # traceback; anything else is a bug and keeps its traceback.
+        from funes.api import storage_damage
+
+        damage = storage_damage(exc) if not isinstance(exc, BrokenPipeError) else None
+        if damage is None:
+            raise
+        fail(damage, debug=debug)
     except BrokenPipeError:
         # The reader went away (`funes log | head`): say nothing, and keep Python from
         # complaining while it flushes stdout at exit.

@@ -25,6 +25,7 @@ from funes.ingest.chunking import chunk_turn
 from funes.ingest.parsers.base import SourceTruncatedError
 from funes.ingest.parsers.registry import cursor_kind, parse_file
 from funes.ingest.redact import redact_turn
+from funes.ingest.scrub import note_ingest
 from funes.ingest.sources import SourceFile
 from funes.ingest.state import FileState, SourceStates, plan, snapshot
 from funes.model.chunk import Chunk
@@ -125,6 +126,7 @@ def index_sources(
     def flush() -> None:
         nonlocal pending_chunks, pending_bytes
         for repo, chunks in pending.values():
+            note_ingest(repo)  # which redaction rules the stored chunks met (funes status)
             committed = repo.commit_chunks(
                 chunks, functools.partial(commit_message, chunks), lock_timeout=lock_timeout
             )

@@ -30,7 +30,7 @@ import importlib
 import json
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,6 +50,8 @@ from funes.remotes.base import (
 )
 from funes.remotes.layout import (
     CARD_FILE,
+    MAX_OBJECT_BYTES,
+    MAX_REF_BYTES,
     branch_of,
     check_path,
     latest_manifest,
@@ -263,15 +265,19 @@ class HubRemote:
         ids = (object_id_of(p) for p in self._listing(state.revision))
         return {oid for oid in ids if oid is not None}
 
-    def read_objects(self, state: RemoteState, oids: Sequence[ObjectId]) -> dict[ObjectId, bytes]:
-        """Object bytes, downloaded at the pinned commit."""
+    def read_objects(
+        self, state: RemoteState, oids: Sequence[ObjectId], *, limit: int = MAX_OBJECT_BYTES
+    ) -> dict[ObjectId, bytes]:
+        """Object bytes, downloaded at the pinned commit (each at most `limit`)."""
         if not oids:
             return {}
         assert state.revision is not None
-        raw = self._get_many(state.revision, [object_path(o) for o in oids])
+        raw = self._get_many(state.revision, [object_path(o) for o in oids], limit)
         return {oid: raw[object_path(oid)] for oid in oids}
 
-    def _get_many(self, revision: str, paths: Sequence[str]) -> dict[str, bytes]:
+    def _get_many(
+        self, revision: str, paths: Sequence[str], limit: int = MAX_REF_BYTES
+    ) -> dict[str, bytes]:
         """Small files' bytes, downloaded in parallel into a scratch directory."""
         if not paths:
             return {}
@@ -279,13 +285,19 @@ class HubRemote:
         scratch = Path(_mkdtemp(self.workdir, "hf-get-"))
         try:
             files = [(p, scratch / "out" / check_path(p)) for p in paths]
-            self._download_to(revision, files, scratch / "dl", lambda *_: None)
+            self._download_to(revision, files, scratch / "dl", lambda *_: None,
+                              {p: limit for p in paths}, exact=False)
             return {p: dest.read_bytes() for p, dest in files}
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
     def download(
-        self, state: RemoteState, files: Sequence[tuple[str, Path]], progress: Progress
+        self,
+        state: RemoteState,
+        files: Sequence[tuple[str, Path]],
+        progress: Progress,
+        *,
+        sizes: Mapping[str, int] | None = None,
     ) -> None:
         """Download files at the pinned commit to local paths (in parallel)."""
         if not files:
@@ -295,7 +307,7 @@ class HubRemote:
         parent.mkdir(parents=True, exist_ok=True)
         scratch = Path(_mkdtemp(parent, ".hf-dl-"))
         try:
-            self._download_to(state.revision, files, scratch, progress)
+            self._download_to(state.revision, files, scratch, progress, sizes or {}, exact=True)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -305,8 +317,31 @@ class HubRemote:
         files: Sequence[tuple[str, Path]],
         scratch: Path,
         progress: Progress,
+        limits: Mapping[str, int],
+        *,
+        exact: bool,
     ) -> None:
+        """Download in parallel, refusing a file larger than its limit (`exact`: of another size).
+
+        The sizes the Hub reports for the files (one `paths-info` request per 500) are
+        checked before anything is downloaded, and each downloaded file again before it is
+        read or moved into place; huggingface_hub bounds every request in time
+        (HF_HUB_DOWNLOAD_TIMEOUT, HF_HUB_ETAG_TIMEOUT).
+        """
         from huggingface_hub import hf_hub_download
+
+        def check(path: str, size: int) -> None:
+            limit = limits.get(path)
+            if limit is not None and (size != limit if exact else size > limit):
+                raise RemoteDataError(
+                    f"{self.display}: {path} is {size} bytes, "
+                    f"{'its manifest says' if exact else 'more than the allowed'} {limit}; "
+                    "refusing it"
+                )
+
+        if limits:
+            for path, size in self._sizes(revision, [p for p, _ in files]).items():
+                check(path, size)
 
         def one(path: str, dest: Path) -> None:
             local = hf_hub_download(
@@ -318,6 +353,7 @@ class HubRemote:
                 endpoint=self.endpoint,
                 token=self.token,
             )
+            check(path, os.stat(local).st_size)
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(str(local), dest)
 
@@ -326,6 +362,23 @@ class HubRemote:
             for done, future in enumerate(as_completed(futures), 1):
                 future.result()
                 progress(done, len(files), futures[future])
+
+    def _sizes(self, revision: str, paths: Sequence[str]) -> dict[str, int]:
+        """The sizes of files at `revision`, as the Hub reports them (missing ones left out)."""
+        out: dict[str, int] = {}
+        api = self._api()
+        with self._errors("read file sizes"):
+            for start in range(0, len(paths), 500):
+                part = [self.prefix + check_path(p) for p in paths[start : start + 500]]
+                for info in api.get_paths_info(self.repo_id, part, repo_type="dataset",
+                                               revision=revision):
+                    size = getattr(info, "size", None)
+                    lfs = getattr(info, "lfs", None)
+                    if lfs is not None and getattr(lfs, "size", None) is not None:
+                        size = lfs.size
+                    if isinstance(size, int):
+                        out[info.path[len(self.prefix):]] = size
+        return out
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -431,6 +484,8 @@ class HubRemote:
             [(table_file(name, latest), table.path / latest)],
             self.state_dir / "mirror-dl",
             lambda *_: None,
+            {table_file(name, latest): MAX_OBJECT_BYTES},
+            exact=False,
         )
         shutil.rmtree(self.state_dir / "mirror-dl", ignore_errors=True)
 

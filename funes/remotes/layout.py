@@ -20,6 +20,15 @@ CARD_END = "<!-- funes:stats:end -->"
 CARD_FILE = "README.md"
 TABLES = ("chunks", "vectors")
 
+#: The largest object funes reads from a remote. Objects are small JSON documents;
+#: the biggest, a manifest, holds ~70 bytes per chunk id, so this allows ~900k chunks in one
+#: commit. Anything larger is refused before a byte of it is read.
+MAX_OBJECT_BYTES = 64 << 20
+#: A fragment file whose size no manifest gives (never the case in a fetch): 64 GiB.
+MAX_FILE_BYTES = 64 << 30
+#: A ref file is a commit id and a newline.
+MAX_REF_BYTES = 4096
+
 _U64_MAX = (1 << 64) - 1
 _MANIFEST_RE = re.compile(r"^_versions/(\d{1,20})\.manifest$")
 _OBJECT_PATH_RE = re.compile(r"^objects/([0-9a-f]{2})/([0-9a-f]{62})$")

@@ -25,7 +25,14 @@ from pathlib import Path
 from funes._env import Settings
 from funes.errors import FunesError, UsageError
 from funes.model.ids import ObjectId
-from funes.model.objects import AnyObject, Commit, FragmentRecord, Manifest
+from funes.model.objects import (
+    AnyObject,
+    Commit,
+    DataFile,
+    FragmentRecord,
+    Manifest,
+    ModelStamp,
+)
 from funes.model.refs import RefName, branch_ref, check_ref_name, remote_ref
 from funes.remotes import crypt, gate
 from funes.remotes.base import (
@@ -51,12 +58,14 @@ from funes.storage.repo import Repository, now_iso
 from funes.storage.transfer import (
     TransferError,
     ancestors,
+    check_data_file,
     commits_between,
     install_data_file,
     is_ancestor,
     parse_received,
     referenced,
     store_objects,
+    verify_fragments,
 )
 
 # -- opening remotes -------------------------------------------------------------------------
@@ -242,30 +251,58 @@ def _fetch_files(
     staging: Path,
     progress: Progress,
 ) -> tuple[int, int]:
-    """Download the fragment files the new manifests name and this machine lacks."""
-    wanted: dict[str, tuple[str, FragmentRecord, int]] = {}
+    """Download the fragment files new manifests name, and check each manifest against them.
+
+    Nothing is installed until every manifest passed. A manifest may also name files already
+    here (its hashes match them): those are checked in place, since the metadata that comes
+    with them is new.
+    """
+    wanted: dict[str, tuple[str, DataFile]] = {}
+    manifests: list[tuple[ObjectId, Manifest]] = []
+    stamps: dict[str, ModelStamp | None] = {}  # manifest → the model of a commit naming it
     for _, obj in objects.values():
+        if isinstance(obj, Commit):
+            for mid in obj.manifests:
+                stamps.setdefault(mid, obj.model)
+    for oid, (_, obj) in objects.items():
         if not isinstance(obj, Manifest):
             continue
+        manifests.append((oid, obj))
         table = repo.table(obj.table)
         for record in obj.fragments:
-            for index, f in enumerate(record.files):
+            for f in record.files:
                 if not (table.path / f.path).is_file():
-                    wanted.setdefault(table_file(obj.table, f.path), (obj.table, record, index))
-    if not wanted:
-        return 0, 0
+                    wanted.setdefault(table_file(obj.table, f.path), (obj.table, f))
     names = sorted(wanted)
     downloads = [(name, staging / f"{i:06d}") for i, name in enumerate(names)]
-    remote.download(st, downloads, progress)
+    staged: dict[tuple[str, str], tuple[Path, DataFile]] = {}
     nbytes = 0
-    for name, local in downloads:
-        table_name, record, index = wanted[name]
-        try:
-            nbytes += install_data_file(
-                repo.table(table_name), record.files[index], local, remote.display
-            )
-        except TransferError as exc:
-            raise RemoteDataError(exc.message, hint=exc.hint) from None
+    try:
+        if downloads:
+            remote.download(st, downloads, progress,
+                            sizes={name: wanted[name][1].size for name in names})
+        for name, local in downloads:
+            table_name, data = wanted[name]
+            nbytes += check_data_file(data, local, remote.display)
+            staged[(table_name, data.path)] = (local, data)
+        # Chunks are appended to the local table as they are; vectors of another model (and
+        # dimension) may be fetched, and are refused only by a merge (ModelMismatchError).
+        chunks = repo.table("chunks")
+        schemas = {"chunks": chunks.dataset().schema} if chunks.exists() else {}
+        for oid, manifest in manifests:
+            table = repo.table(manifest.table)
+            paths = {
+                f.path: staged[(manifest.table, f.path)][0]
+                if (manifest.table, f.path) in staged else table.path / f.path
+                for record in manifest.fragments for f in record.files
+            }
+            verify_fragments(manifest.table, manifest.ids, manifest.fragments, paths,
+                             f"{remote.display} manifest {oid[:12]}", stamps.get(oid),
+                             schemas.get(manifest.table))
+        for (table_name, _), (local, data) in staged.items():
+            install_data_file(repo.table(table_name), data, local, remote.display, checked=True)
+    except TransferError as exc:
+        raise RemoteDataError(exc.message, hint=exc.hint) from None
     return len(downloads), nbytes
 
 

@@ -161,8 +161,9 @@ class Options:
             raise InvalidQueryError(
                 f"--candidates must be between 1 and {MAX_CANDIDATES}, not {self.candidates}"
             )
-        if self.half_life_days < 0:
-            raise InvalidQueryError("--half-life must be ≥ 0 days (0 turns recency off)")
+        if not math.isfinite(self.half_life_days) or self.half_life_days < 0:
+            raise InvalidQueryError(
+                "--half-life must be a finite number ≥ 0 days (0 turns recency off)")
         if not 0 <= self.rerank_pool <= MAX_RERANK_POOL:
             raise InvalidQueryError(
                 f"--rerank-pool must be between 0 and {MAX_RERANK_POOL}, not {self.rerank_pool}"

@@ -273,7 +273,7 @@ def test_hook_worker_packs_the_memory_once_it_is_due(settings: Any, claude_sessi
     cuts = [*list(range(8, len(lines), max(1, (len(lines) - 8) // 5)))[:5], len(lines)]
     for done, cut in enumerate(cuts):
         claude_session.write_text("".join(lines[:cut]))  # the agent finished another turn
-        code, _ = _fire(settings, ["claude", "turn-end"], _stop_event(claude_session))
+        code = _fire(settings, ["claude", "turn-end"], _stop_event(claude_session))
         assert code == 0
         wait_for(lambda done=done: _settled(settings, done), what=f"hook run {done + 1}")
     assert "pack: " in _log(settings)  # no command from the user

@@ -1,4 +1,4 @@
-"""Repository verbs: init, log, show, status, fsck, config."""
+"""Repository verbs: init, log, show, status, fsck, config, reset, reflog, unforget."""
 
 from __future__ import annotations
 
@@ -213,4 +213,65 @@ def config_list(ctx: click.Context) -> None:
     render(app.fmt, dict(items), human=lambda d: "\n".join(f"{k}={v}" for k, v in d.items()))
 
 
-COMMANDS = [init, log, show, status, fsck, config]
+@click.command()
+@click.argument("rev")
+@click.option("--hard", is_flag=True, required=True,
+              help="Move the branch and the rows readers see (the only mode).")
+@memory_option
+@click.pass_context
+def reset(ctx: click.Context, rev: str, hard: bool) -> None:
+    """Point the current branch at REV, as git's `reset --hard` (e.g. ORIG_HEAD, HEAD@{1}).
+
+    Undoes a merge or pull: the rows it brought leave what recall and status read (their
+    files stay until `funes gc`, so another reset can bring them back). `funes reflog`
+    lists where the branch was. With HEAD missing, `funes reset --hard main` repairs it.
+    """
+    app = _app(ctx)
+    result = api.reset(app.repo(), rev)
+    render(
+        app.fmt,
+        result,
+        human=lambda r: f"HEAD is now at {short(r.new)} on {r.branch} (was {short(r.old)}; "
+        f"{r.dropped} fragment(s) left the tables, {r.appended} joined; "
+        f"{r.chunk_count} chunks)",
+    )
+
+
+@click.command()
+@click.argument("ref", required=False, default="HEAD")
+@memory_option
+@click.pass_context
+def reflog(ctx: click.Context, ref: str) -> None:
+    """Where REF (default HEAD, or a branch) pointed, newest first: names for `reset`."""
+    app = _app(ctx)
+    lines = api.reflog(app.repo(), ref)
+    render(
+        app.fmt,
+        lines,
+        human=lambda ls: "\n".join(
+            f"{short(x.new)} {x.selector}: {x.message} ({x.time})" for x in ls),
+    )
+
+
+@click.command()
+@click.argument("rev")
+@memory_option
+@click.pass_context
+def unforget(ctx: click.Context, rev: str) -> None:
+    """Lift the tombstones commit REV carries: the chunks they hid come back.
+
+    The way back from a tombstone a pull brought in (say an unsigned teammate's `forget`
+    that also hid your own chunks of the same transcript). The lift is itself a tombstone
+    in a new commit, so it travels like one; `funes log` shows the commits that forgot.
+    """
+    app = _app(ctx)
+    result = api.unforget(app.repo(), rev)
+    render(
+        app.fmt,
+        result,
+        human=lambda r: f"lifted {len(r.tombstones)} tombstone(s): {r.restored} chunk(s) "
+        f"visible again (commit {short(r.commit)})",
+    )
+
+
+COMMANDS = [init, log, show, status, fsck, config, reset, reflog, unforget]
