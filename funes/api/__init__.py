@@ -51,7 +51,10 @@ from funes.api.models import (
 )
 from funes.api.quickstart import QuickstartResult, quickstart
 from funes.api.recall import (
+    BLOCK_TYPES,
+    HARNESSES,
     DrainResult,
+    RecallRequest,
     RecallResult,
     SearchStatus,
     TurnView,
@@ -63,6 +66,7 @@ from funes.api.recall import (
     reindex,
     search_status,
 )
+from funes.api.render import get_output, recall_json, recall_output, to_dict, to_json
 from funes.api.repo import (
     InitResult,
     LogEntry,
@@ -107,6 +111,8 @@ from funes.storage.repo import CommitResult, Repository
 from funes.storage.tables import storage_damage
 
 __all__ = [
+    "BLOCK_TYPES",
+    "HARNESSES",
     "UNTRUSTED",
     "UNTRUSTED_PASSAGES",
     "AskResult",
@@ -132,6 +138,7 @@ __all__ = [
     "PullResult",
     "PushResult",
     "QuickstartResult",
+    "RecallRequest",
     "RecallResult",
     "ReflogLine",
     "RemoteInfo",
@@ -158,6 +165,7 @@ __all__ = [
     "fetch",
     "fsck",
     "get",
+    "get_output",
     "hook_run",
     "hooks_install",
     "hooks_status",
@@ -185,6 +193,8 @@ __all__ = [
     "quickstart",
     "read_memory",
     "recall",
+    "recall_json",
+    "recall_output",
     "recall_text",
     "reflog",
     "reindex",
@@ -199,6 +209,8 @@ __all__ = [
     "status",
     "status_text",
     "storage_damage",
+    "to_dict",
+    "to_json",
     "turns_text",
     "unforget",
     "why",

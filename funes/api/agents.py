@@ -44,13 +44,21 @@ from funes.agents.wiring import (
 )
 from funes.api.agent_format import recall_text, status_text, turns_text
 from funes.api.ingest import IndexSummary, _ProjectRouter, index
-from funes.api.recall import embed, get, memory_label, owned, recall, search_status
+from funes.api.recall import (
+    BLOCK_TYPES,
+    HARNESSES,
+    embed,
+    get,
+    memory_label,
+    owned,
+    recall,
+    search_status,
+)
 from funes.api.repo import init, open_memory, status
 from funes.errors import FunesError, UsageError
 from funes.ingest.run import index_sources
 from funes.ingest.sources import explicit_sources
 from funes.ingest.state import SourceStates
-from funes.model.turns import HARNESSES as _HARNESSES
 from funes.storage.lock import RepositoryBusyError, WriteLock
 from funes.storage.repo import Repository
 
@@ -61,8 +69,6 @@ MODULES: dict[str, ModuleType] = {
     "claude": claude, "codex": codex, "pi": pi, "hermes": hermes, "opencode": opencode,
     "gemini": gemini, "cursor": cursor, "copilot": copilot,
 }
-HARNESSES = _HARNESSES
-BLOCK_TYPES = ("text", "thinking", "tool_use", "tool_result")
 
 #: Seconds a detached hook run may take in all (then it is stopped; crash-safe storage).
 HOOK_DEADLINE = 600

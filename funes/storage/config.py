@@ -100,6 +100,8 @@ KEYS: dict[str, Key] = {
             "90"),
         Key("recall.rerankPool", _ranged_int(0, 200),
             "passages the reranker scores (0 = no reranking)", "4"),
+        Key("recall.budget", _ranged_float(60_000),
+            "ms a recall may take before reranking stops (0 = never stop)", "300"),
         Key("model.embed", _text, "embedding model name", "minilm-l6-v2"),
         Key("model.rerank", _text, "reranker model name"),
     )

@@ -9,12 +9,9 @@ from typing import Any
 import click
 
 from funes import api
+from funes.cli.app import App, pass_app
 from funes.cli.output import render, short
 from funes.cli.progress import progress_bar
-
-
-def _app(ctx: click.Context) -> Any:
-    return ctx.find_root().obj
 
 
 def _size(n: int) -> str:
@@ -43,14 +40,13 @@ def remote() -> None:
 @click.argument("url")
 @click.option("--encrypt", is_flag=True, help="Encrypt everything sent to it client-side "
               "(AES-256-GCM) with this memory's key; the remote is then not Lance-readable.")
-@click.pass_context
-def remote_add(ctx: click.Context, name: str, url: str, encrypt: bool) -> None:
+@pass_app
+def remote_add(app: App, name: str, url: str, encrypt: bool) -> None:
     """Add a remote NAME at URL.
 
     With --encrypt, objects and fragment files are sealed before they leave; the key lives in
     $FUNES_HOME/keys/memories/ (`funes keys export --remote NAME` hands it to teammates).
     """
-    app = _app(ctx)
     info = api.remote_add(app.repo(), name, url, encrypt=encrypt)
     render(app.fmt, info, human=lambda i: f"added remote {i.name} → {i.url}"
            + (" (encrypted)" if encrypt else ""))
@@ -58,10 +54,9 @@ def remote_add(ctx: click.Context, name: str, url: str, encrypt: bool) -> None:
 
 @remote.command("remove")
 @click.argument("name")
-@click.pass_context
-def remote_remove(ctx: click.Context, name: str) -> None:
+@pass_app
+def remote_remove(app: App, name: str) -> None:
     """Remove a remote, its remote-tracking refs and cached state."""
-    app = _app(ctx)
     info = api.remote_remove(app.repo(), name)
     render(app.fmt, info, human=lambda i: f"removed remote {i.name} ({i.url})")
 
@@ -69,19 +64,17 @@ def remote_remove(ctx: click.Context, name: str) -> None:
 @remote.command("set-url")
 @click.argument("name")
 @click.argument("url")
-@click.pass_context
-def remote_set_url(ctx: click.Context, name: str, url: str) -> None:
+@pass_app
+def remote_set_url(app: App, name: str, url: str) -> None:
     """Point remote NAME at another URL."""
-    app = _app(ctx)
     info = api.remote_set_url(app.repo(), name, url)
     render(app.fmt, info, human=lambda i: f"remote {i.name} → {i.url}")
 
 
 @remote.command("list")
-@click.pass_context
-def remote_list(ctx: click.Context) -> None:
+@pass_app
+def remote_list(app: App) -> None:
     """List remotes, one per line: name and URL."""
-    app = _app(ctx)
     items = api.remote_list(app.repo())
     render(app.fmt, items, human=lambda xs: "\n".join(f"{i.name}\t{i.url}" for i in xs))
 
@@ -133,9 +126,9 @@ def _push_text(r: api.PushResult) -> str:
               "has commits this one lacks.")
 @click.option("--dry-run", "-n", is_flag=True, help="Show what would be sent (and held "
               "back); change nothing.")
-@click.pass_context
+@pass_app
 def push(
-    ctx: click.Context, remote: str | None, branch: str | None, force: bool, dry_run: bool
+    app: App, remote: str | None, branch: str | None, force: bool, dry_run: bool
 ) -> None:
     """Send BRANCH (default: the current one) to REMOTE (default: its remote, or origin).
 
@@ -148,7 +141,6 @@ def push(
     secret are held back, listed (session, turn, engine:rule; never the secret), and the push
     exits 1 after sending the rest. If a scanner fails, nothing is sent.
     """
-    app = _app(ctx)
     with progress_bar("pushing") as progress:
         result = api.push(
             app.repo(), remote, branch, force=force, progress=progress, dry_run=dry_run
@@ -172,13 +164,12 @@ def _fetch_text(r: api.FetchResult) -> str:
 
 @click.command()
 @click.argument("remote", required=False)
-@click.pass_context
-def fetch(ctx: click.Context, remote: str | None) -> None:
+@pass_app
+def fetch(app: App, remote: str | None) -> None:
     """Download what REMOTE has and this memory lacks; update refs/remotes/REMOTE/*.
 
     Nothing is merged: `funes merge REMOTE/BRANCH` (or `funes pull`) does that.
     """
-    app = _app(ctx)
     with progress_bar("fetching") as progress:
         result = api.fetch(app.repo(), remote, progress=progress)
     render(app.fmt, result, human=_fetch_text)
@@ -215,8 +206,8 @@ _REQUIRE_SIGNED = click.option(
 @click.argument("remote", required=False)
 @click.argument("branch", required=False)
 @_REQUIRE_SIGNED
-@click.pass_context
-def pull(ctx: click.Context, remote: str | None, branch: str | None,
+@pass_app
+def pull(app: App, remote: str | None, branch: str | None,
          require_signed: bool) -> None:
     """Fetch REMOTE, then merge its BRANCH (default: the current one) into HEAD.
 
@@ -225,7 +216,6 @@ def pull(ctx: click.Context, remote: str | None, branch: str | None,
     models refuse to merge. Unsigned commits and unknown or bad signatures among the incoming
     commits are reported; --require-signed refuses the merge (exit 1).
     """
-    app = _app(ctx)
     with progress_bar("pulling") as progress:
         result = api.pull(app.repo(), remote, branch, progress=progress,
                           require_signed=require_signed)
@@ -240,10 +230,9 @@ def pull(ctx: click.Context, remote: str | None, branch: str | None,
 
 @click.command()
 @click.argument("rev")
-@click.pass_context
-def merge(ctx: click.Context, rev: str) -> None:
+@pass_app
+def merge(app: App, rev: str) -> None:
     """Merge REV (a branch, origin/main, a commit id) into the current branch."""
-    app = _app(ctx)
     result = api.merge(app.repo(), rev)
     render(app.fmt, result, human=_merge_text)
 
@@ -254,8 +243,8 @@ def merge(ctx: click.Context, rev: str) -> None:
 @click.option("--global", "is_global", is_flag=True,
               help="Clone into the user's memory at $FUNES_HOME.")
 @_REQUIRE_SIGNED
-@click.pass_context
-def clone(ctx: click.Context, source: str, directory: Path | None, is_global: bool,
+@pass_app
+def clone(app: App, source: str, directory: Path | None, is_global: bool,
           require_signed: bool) -> None:
     """Copy the memory at SOURCE into DIRECTORY/.funes (default: ./NAME), or --global.
 
@@ -264,7 +253,6 @@ def clone(ctx: click.Context, source: str, directory: Path | None, is_global: bo
     memories clone without a token. Unsigned commits and unknown or bad signatures are
     reported; --require-signed refuses them (exit 1, nothing left behind).
     """
-    app = _app(ctx)
     with progress_bar("cloning") as progress:
         result = api.clone(app.settings, source, str(directory) if directory else None,
                            is_global=is_global, progress=progress,
