@@ -471,7 +471,7 @@ def _check_fast_forward(
 
     The remote tip may be the published image of a local commit: then that commit counts.
     """
-    originals = {image: mine for mine, image in published.items()}
+    originals = publish.originals(published)
     if old is None or (
         repo.objects.has(old)
         and (is_ancestor(repo, old, tip)
@@ -487,7 +487,7 @@ def _sending(
     repo: Repository, st: RemoteState, tip: ObjectId, published: dict[str, str]
 ) -> list[tuple[ObjectId, Commit]]:
     """The commits of `tip`'s history the remote lacks (an image there stands for its original)."""
-    originals = {image: mine for mine, image in published.items()}
+    originals = publish.originals(published)
     on_remote: set[str] = set()
     for oid in st.refs.values():
         if repo.objects.has(oid):

@@ -9,10 +9,10 @@ questions a push asks and the remote layer only moves bytes:
 - `publish` writes *published images* when rows must stay home (chunks the gate held back,
   rows `gc` removed). Fragments are immutable files, and the hf client uploads a sample of
   every file it offers, so a dirty fragment file is never offered: its clean rows go into
-  new fragment files (in the local table's `data/`, outside
-  any dataset version, like fetched files), manifests naming them, and commits rewritten onto
-  those manifests with their parents mapped to their images and re-signed with this machine's
-  key. The local branch keeps the original commits;
+  new fragment files (in the local table's `data/`, outside any dataset version, like
+  fetched files), manifests naming them, and commits rewritten onto those manifests with
+  their parents mapped to their images and re-signed with this machine's key. The local
+  branch keeps the original commits;
 - `published.json` under `.funes/remotes/<r>/` maps each rewritten commit to its image, so the
   next push continues from the image (the remote tip) and sends only what is new;
 - `transfer_plan` lists the objects and fragment records the published commits need.
@@ -79,6 +79,11 @@ def save_published(repo: Repository, remote: str, mapping: Mapping[str, str]) ->
     path = published_path(repo, remote)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(dict(sorted(mapping.items())), indent=0).encode())
+
+
+def originals(published: Mapping[str, str]) -> dict[str, str]:
+    """Image → the local commit it was published for (the inverse of the map)."""
+    return {image: mine for mine, image in published.items()}
 
 
 # -- reading the rows a manifest names ---------------------------------------------------------
