@@ -135,6 +135,16 @@ from funes.api.syncstate import (
     remote_status,
     sync_note,
 )
+from funes.api.user import (
+    EmptyRecall,
+    Identity,
+    empty_recall,
+    identity,
+    user_config_get,
+    user_config_list,
+    user_config_set,
+    user_config_unset,
+)
 from funes.model.objects import Commit
 from funes.storage.fsck import FsckReport, Problem
 from funes.storage.repo import CommitResult, Repository
@@ -153,9 +163,11 @@ __all__ = [
     "Commit",
     "CommitResult",
     "DrainResult",
+    "EmptyRecall",
     "FetchResult",
     "FsckReport",
     "HooksReport",
+    "Identity",
     "IndexSummary",
     "InitResult",
     "LastSync",
@@ -203,6 +215,7 @@ __all__ = [
     "config_set",
     "config_unset",
     "embed",
+    "empty_recall",
     "fetch",
     "fsck",
     "get",
@@ -211,6 +224,7 @@ __all__ = [
     "hooks_install",
     "hooks_status",
     "hooks_uninstall",
+    "identity",
     "index",
     "init",
     "is_directory_remote",
@@ -264,6 +278,10 @@ __all__ = [
     "to_json",
     "turns_text",
     "unforget",
+    "user_config_get",
+    "user_config_list",
+    "user_config_set",
+    "user_config_unset",
     "why",
     "writable_memory",
 ]

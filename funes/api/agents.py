@@ -239,8 +239,7 @@ def ask(
     (the memory cannot be read), NothingRecalledError (no passage matched).
     """
     if agent not in _ask.ASK_AGENTS:
-        raise UsageError(f"funes ask cannot run {agent!r}",
-                         hint=f"use one of: {', '.join(_ask.ASK_AGENTS)}")
+        raise _ask.CannotAskError(agent)
     exe = which(_ask.ASK_AGENTS[agent])
     if exe is None:
         raise _ask.AgentNotFoundError(agent, _ask.ASK_AGENTS[agent])

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, TypeVar
 import click
 
 from funes import __version__
-from funes._env import Settings, debug_enabled
+from funes._env import Settings, color_default, debug_enabled
 from funes.cli.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, fail, usage
 from funes.cli.output import FORMATS, default_format
 from funes.errors import FunesError
@@ -254,6 +254,8 @@ def cli(ctx: click.Context, fmt: str | None, memory: str | None, chdir: str | No
     Errors print one line and a hint; set FUNES_DEBUG=1 for tracebacks.
     Exit codes: 0 ok, 1 error, 2 usage, 3 not a repository, 4 diverged, 5 remote, 130 interrupted.
     """
+    if color_default() is False:
+        ctx.color = False  # NO_COLOR (no-color.org): every subcommand's context inherits it
     if chdir:
         os.chdir(chdir)
     ctx.obj = App(fmt=fmt or default_format(), memory=None)

@@ -461,9 +461,9 @@ class Repository:
     # -- writing ---------------------------------------------------------------------------
 
     def _who(self) -> str:
-        name = self.config.get("user.name") or self.settings.author_name
-        email = self.config.get("user.email") or self.settings.author_email
-        return f"{name} <{email}>"
+        from funes.storage.identity import author
+
+        return str(author(self.settings, self.config))
 
     def commit_chunks(
         self,

@@ -21,13 +21,13 @@ import pytest
 from funes.agents.hook import log_path, queue_dir
 from funes.storage.lock import WriteLock
 from tests.agents.conftest import child_env, wait_for
-from tests.conftest import FIXTURES, REPO_ROOT
+from tests.conftest import REPO_ROOT, SHARED_MISSING, trace_path
 
-TRACES = FIXTURES / "traces"
-CLAUDE = TRACES / "claude" / "marot__spotter__short.jsonl"
-CODEX = TRACES / "codex" / "huggingface__funes__codex_session.jsonl"
+CLAUDE = trace_path("claude/marot__spotter__short.jsonl")
+CODEX = trace_path("codex/huggingface__funes__codex_session.jsonl")
+PI = trace_path("pi/huggingface__funes__pi_session.jsonl")
 CODEX_THREAD = "019ef2fb-6574-7f83-bd99-9118713271f2"
-needs_fixtures = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/fixtures not present")
+needs_fixtures = pytest.mark.skipif(not CLAUDE.is_file(), reason=SHARED_MISSING)
 
 
 def _hook(settings: Any) -> Path:
@@ -248,7 +248,7 @@ def test_pi_extension_event_indexes_its_session(settings: Any, run) -> None:  # 
     assert run("add", "pi").exit_code == 0
     session = settings.pi_home / "sessions" / "--home-user-earth--" / "2026_session.jsonl"
     session.parent.mkdir(parents=True)
-    shutil.copy(TRACES / "pi" / "huggingface__funes__pi_session.jsonl", session)
+    shutil.copy(PI, session)
     # what the extension runs on agent_end: the event as the last argument
     event = json.dumps({"session_file": str(session), "cwd": "/home/user/earth"})
     code = _fire(settings, ["pi", "turn-end", event])

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from funes.ingest.redact import KINDS, Finding, entropy, redact, redact_turn, scan
 from funes.model.turns import Block, Turn
 from tests.builders import trace_strings
+from tests.conftest import SHARED_MISSING
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "traces"
 
@@ -288,7 +289,7 @@ MAX_FIXTURE_FINDINGS = 2
 
 def test_false_positives_on_real_fixtures() -> None:
     if not FIXTURES.exists():
-        pytest.skip("shared fixtures not available")
+        pytest.skip(SHARED_MISSING)
     strings = _fixture_strings()
     assert sum(map(len, strings)) > 1_000_000
     findings = [(f.kind, s[f.start : f.end][:12]) for s in strings for f in scan(s)]

@@ -14,7 +14,6 @@ from funes.cli.output import render
 from funes.cli.progress import progress_bar
 
 AGENTS = ("claude", "codex", "pi", "hermes", "opencode", "gemini", "cursor", "copilot")
-ASK_AGENTS = ("claude", "codex")
 
 
 
@@ -127,7 +126,7 @@ def mcp(app: App, memory: str | None) -> None:
 
 
 @click.command()
-@click.argument("agent", type=click.Choice(ASK_AGENTS))
+@click.argument("agent", metavar="AGENT")
 @click.argument("question")
 @click.option("-k", type=int, default=None, help="Passages to hand over (default: recall.k, 8).")
 @click.option("--timeout", type=float, default=300.0, show_default=True,
@@ -137,7 +136,7 @@ def mcp(app: App, memory: str | None) -> None:
 @pass_app
 def ask(app: App, agent: str, question: str, k: int | None, timeout: float,
         show_prompt: bool) -> None:
-    """Answer a question from memory through an agent, with all its tools disabled.
+    """Answer a question from memory through an agent (claude or codex), tools disabled.
 
     Recalls passages for QUESTION, hands them to `claude -p` or `codex exec` (no tools, no MCP
     servers) with the instruction to answer only from them and name the sessions used, and

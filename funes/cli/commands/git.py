@@ -39,9 +39,15 @@ def _hooks_text(r: api.HooksReport) -> str:
     return "\n".join(lines)
 
 
-@click.group()
-def hooks() -> None:
-    """Git hooks that link each commit to the agent turns behind it."""
+@click.group(invoke_without_command=True)
+@click.pass_context
+def hooks(ctx: click.Context) -> None:
+    """Git hooks that link each commit to the agent turns behind it.
+
+    With no subcommand, shows the hooks of this git repository (like `funes hooks status`).
+    """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(hooks_status)
 
 
 @hooks.command("install")

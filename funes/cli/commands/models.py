@@ -12,9 +12,15 @@ from funes.cli.app import App, pass_app
 from funes.cli.output import render
 
 
-@click.group()
-def models() -> None:
-    """Manage the GGUF models funes runs (embedding and reranking)."""
+@click.group(invoke_without_command=True)
+@click.pass_context
+def models(ctx: click.Context) -> None:
+    """Manage the GGUF models funes runs (embedding and reranking).
+
+    With no subcommand, lists them (like `funes models list`).
+    """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(models_list)
 
 
 @models.command("list")

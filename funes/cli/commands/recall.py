@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -11,6 +12,7 @@ import click
 from funes import api
 from funes.api.agent_format import where as _where
 from funes.cli.app import App, pass_app
+from funes.cli.commands.agents import AGENTS as WIRED_AGENTS
 from funes.cli.options import memory_option
 from funes.cli.output import render
 from funes.cli.progress import progress_bar
@@ -127,7 +129,17 @@ def recall(app: App, /, query: tuple[str, ...], **options: Any) -> None:
     # The warm server answers when it runs (funes.api.warm), else this process does.
     result = api.recall(app.settings, repo, api.RecallRequest(" ".join(query), **options),
                         via_server=True)
-    if result.backlog and app.fmt == "human":
+    if not result.hits:
+        given = [f"--{name.replace('_', '-')} {' '.join(values)}" for name, values in (
+            ("harness", options.get("harness") or ()),
+            ("type", options.get("block_type") or ()),
+            ("project", options.get("project") or ()),
+            ("session", options.get("session") or ()),
+            ("since", (options["since"],) if options.get("since") else ()),
+            ("until", (options["until"],) if options.get("until") else ())) if values]
+        why = api.empty_recall(repo, result, given)
+        click.echo(f"funes: no results: {why.reason} ({why.hint})", err=True)
+    if result.backlog and result.hits and app.fmt == "human":
         click.echo(f"note: {result.backlog} chunks not embedded yet (found by words only); "
                    "run `funes embed`", err=True)
     print_recall(app, result, choice.label, choice.owned, api.sync_note(repo))
@@ -211,15 +223,34 @@ def quickstart(app: App, query: str | None, budget: float) -> None:
         done = api.quickstart(app.settings, query, budget=budget, progress=progress)
     label = api.memory_label(done.memory)
     s = done.indexed
-    where = "the bundled sample memory (no agent history found here)" if done.sample else label
+    where = (f"the bundled sample memory, {label} (no agent history found here)"
+             if done.sample else label)
     say = [f"# memory: {where}",
            f"# indexed {s.sessions} sessions, {s.turns} turns, {s.added} new chunks"]
     if done.embedded is not None:
         say.append(f"# embedded {done.embedded.embedded} chunks "
                    f"({done.embedded.remaining} waiting: `funes embed` continues)")
-    say.append(f'# funes recall "{done.query}"')
+    # The command as the user can type it again: the sample is not the memory `funes recall`
+    # finds by itself, so its line names it.
+    again = ["funes", "recall", done.query] + (["--memory", label] if done.sample else [])
+    say.append(f"# {shlex.join(again)}")
     click.echo("\n".join(say), err=app.fmt == "json")
     print_recall(app, done.result, label, True)
+    click.echo("\n".join(_next_steps(done.sample)), err=app.fmt == "json")
+
+
+def _next_steps(sample: bool) -> list[str]:
+    """What to run after the quickstart (printed last, so it is what the user sees)."""
+    first = ("# next: wire funes into the agent you use; its sessions then go to your memory"
+             if sample else "# next: wire funes into your agents, so each turn is indexed")
+    return [
+        "",
+        first,
+        f"#   funes add {'|'.join(WIRED_AGENTS)}",
+        "#       index each finished turn, and give the agent a recall tool",
+        '#   funes recall "your question"       search your memory',
+        "#   funes status                       what the memory holds",
+    ]
 
 
 COMMANDS = [recall, get, embed, reindex, quickstart]

@@ -164,18 +164,50 @@ def fsck(app: App, no_rows: bool, verify: bool) -> None:
         sys.exit(1)
 
 
-@click.group()
-def config() -> None:
-    """Read and write repository settings (`funes config set user.name Ada`)."""
+def _set_global(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.meta["funes.config.global"] = True
+
+
+def global_option(func: Any) -> Any:
+    """`--global`, accepted on `config` and on each of its subcommands (same meaning)."""
+    return click.option(
+        "--global", "is_global", is_flag=True, expose_value=False, is_eager=True,
+        callback=_set_global,
+        help="The user config ($FUNES_HOME/user.config: user.name, user.email), which every "
+        "memory on this machine falls back to.",
+    )(func)
+
+
+def _is_global() -> bool:
+    """Whether `--global` was given (before or after the subcommand)."""
+    return bool(click.get_current_context().meta.get("funes.config.global"))
+
+
+@click.group(invoke_without_command=True)
+@global_option
+@click.pass_context
+def config(ctx: click.Context) -> None:
+    """Read and write settings: the memory's, or with --global the user's.
+
+    With no subcommand, lists what is set (like `funes config list`). `funes config --global
+    set user.name "Ada Lovelace"` names you in the commits of every memory on this machine.
+    """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(config_list)
 
 
 @config.command("get")
 @click.argument("key")
+@global_option
 @memory_option
 @pass_app
 def config_get(app: App, key: str) -> None:
     """Print a value (exit 1 when it is not set and has no default)."""
-    value = api.config_get(app.repo(), key)
+    if _is_global():
+        value = api.user_config_get(app.settings, key)
+    else:
+        value = api.config_get(app.repo(), key)
     if value is None:
         sys.exit(1)
     click.echo(value)
@@ -184,29 +216,39 @@ def config_get(app: App, key: str) -> None:
 @config.command("set")
 @click.argument("key")
 @click.argument("value")
+@global_option
 @memory_option
 @pass_app
 def config_set(app: App, key: str, value: str) -> None:
     """Set a value (validated against the known keys)."""
-    api.config_set(app.repo(), key, value)
+    if _is_global():
+        api.user_config_set(app.settings, key, value)
+    else:
+        api.config_set(app.repo(), key, value)
 
 
 @config.command("unset")
 @click.argument("key")
+@global_option
 @memory_option
 @pass_app
 def config_unset(app: App, key: str) -> None:
     """Remove a value."""
-    if not api.config_unset(app.repo(), key):
+    if _is_global():
+        done = api.user_config_unset(app.settings, key)
+    else:
+        done = api.config_unset(app.repo(), key)
+    if not done:
         sys.exit(1)
 
 
 @config.command("list")
+@global_option
 @memory_option
 @pass_app
 def config_list(app: App) -> None:
     """Print every value that is set, as key=value."""
-    items = api.config_list(app.repo())
+    items = api.user_config_list(app.settings) if _is_global() else api.config_list(app.repo())
     render(app.fmt, dict(items), human=lambda d: "\n".join(f"{k}={v}" for k, v in d.items()))
 
 

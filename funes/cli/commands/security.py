@@ -101,14 +101,18 @@ COMMANDS: list[click.Command] = [forget, scrub, gc]
 # -- keys ----------------------------------------------------------------------------------------
 
 
-@click.group()
-def keys() -> None:
+@click.group(invoke_without_command=True)
+@click.pass_context
+def keys(ctx: click.Context) -> None:
     """Ed25519 keys that sign commits, and the teammates' keys you trust.
 
     Keys live in $FUNES_HOME/keys/ (the private key is mode 0600). Once a key exists every
     commit this machine writes is signed; pull, clone and `fsck --verify` report unsigned
     commits and unknown or bad signatures, and --require-signed refuses them.
+    With no subcommand, lists the keys (like `funes keys list`).
     """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(keys_list)
 
 
 def _key_dict(k: sec.PublicKey) -> dict[str, Any]:

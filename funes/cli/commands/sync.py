@@ -26,13 +26,17 @@ def _size(n: int) -> str:
 # -- remote ------------------------------------------------------------------------------------
 
 
-@click.group()
-def remote() -> None:
+@click.group(invoke_without_command=True)
+@click.pass_context
+def remote(ctx: click.Context) -> None:
     """Manage remotes: where this memory is pushed to and pulled from.
 
     URL forms: ORG/NAME or hf://datasets/ORG/NAME[/FOLDER] (a Hugging Face dataset repository),
     a directory path or file://PATH. Write ./ORG/NAME for a directory that does not exist yet.
+    With no subcommand, lists the remotes (like `git remote -v`).
     """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(remote_list)
 
 
 @remote.command("add")
