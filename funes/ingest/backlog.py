@@ -23,7 +23,7 @@ from funes.storage.repo import Repository
 from funes.storage.tables import VECTOR_FILTER_COLUMNS, vector_schema
 
 if TYPE_CHECKING:
-    from funes.inference.embedder import Embedder
+    from funes.inference.protocols import EmbedderProtocol
 
 #: Chunks whose noise tag means "stored, searchable, not embedded".
 NOT_EMBEDDED = ("tool-output-body",)
@@ -53,7 +53,7 @@ class DrainResult:
     threads: int = 0
 
 
-def stamp_of(embedder: Embedder) -> ModelStamp:
+def stamp_of(embedder: EmbedderProtocol) -> ModelStamp:
     """The repository stamp for an embedder's model."""
     info = embedder.info
     if info is None:
@@ -161,7 +161,7 @@ def _vector_rows(repo: Repository, ids: list[str], vectors: Any, model: str, dim
 
 def drain(
     repo: Repository,
-    embedder: Embedder,
+    embedder: EmbedderProtocol,
     *,
     budget: float | None = None,
     limit: int | None = None,
@@ -210,7 +210,7 @@ def drain(
 
 def reindex(
     repo: Repository,
-    embedder: Embedder,
+    embedder: EmbedderProtocol,
     *,
     budget: float | None = None,
     progress: Progress | None = None,

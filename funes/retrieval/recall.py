@@ -31,8 +31,7 @@ from funes.retrieval import indexes
 from funes.storage.repo import Repository
 
 if TYPE_CHECKING:
-    from funes.inference.embedder import Embedder
-    from funes.inference.reranker import Reranker
+    from funes.inference.protocols import EmbedderProtocol, RerankerProtocol
 
 #: Reciprocal-rank-fusion constant (Cormack et al.): damps the head of each list. Orders a
 #: single signal's candidates (BM25 alone, or vectors alone); two signals are fused by score.
@@ -260,8 +259,8 @@ def recall(
     query: str,
     opts: Options,
     *,
-    embedder: Embedder | None = None,
-    reranker: Reranker | None = None,
+    embedder: EmbedderProtocol | None = None,
+    reranker: RerankerProtocol | None = None,
     backlog: int = 0,
 ) -> RecallResult:
     """Run the pipeline; see the module docstring."""
