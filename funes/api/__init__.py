@@ -45,6 +45,7 @@ from funes.api.models import (
     VerifyResult,
     models_import,
     models_install,
+    models_install_defaults,
     models_list,
     models_verify,
 )
@@ -169,6 +170,7 @@ __all__ = [
     "merge",
     "models_import",
     "models_install",
+    "models_install_defaults",
     "models_list",
     "models_verify",
     "open_memory",

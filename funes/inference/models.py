@@ -9,6 +9,7 @@ names and holds no logic of its own.
 from __future__ import annotations
 
 from funes.inference.catalog import (
+    BGE_SMALL_MODEL,
     DEFAULT_EMBED_MODEL,
     DEFAULT_RERANK_MODEL,
     KNOWN_MODELS,
@@ -22,7 +23,7 @@ from funes.inference.catalog import (
     Source,
     default_model,
 )
-from funes.inference.install import import_model, install, resolve
+from funes.inference.install import import_model, install, install_defaults, resolve
 from funes.inference.registry import (
     ModelEntry,
     ModelInfo,
@@ -36,6 +37,7 @@ from funes.inference.registry import (
 )
 
 __all__ = [
+    "BGE_SMALL_MODEL",
     "DEFAULT_EMBED_MODEL",
     "DEFAULT_RERANK_MODEL",
     "KNOWN_MODELS",
@@ -54,6 +56,7 @@ __all__ = [
     "find_installed",
     "import_model",
     "install",
+    "install_defaults",
     "installed",
     "list_models",
     "models_dir",
