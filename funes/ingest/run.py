@@ -71,6 +71,15 @@ def _since_ok(turn: Turn, since: datetime | None) -> bool:
     return ts >= since
 
 
+def _keeps_tool_results(repo: Repository, asked: bool | None, seen: dict[Path, bool]) -> bool:
+    """Whether tool output goes into `repo`: the caller's choice, else its config (cached)."""
+    if asked is not None:
+        return asked
+    if repo.path not in seen:
+        seen[repo.path] = (repo.config.get("index.toolResults") or "true") == "true"
+    return seen[repo.path]
+
+
 def index_sources(
     sources: Iterable[SourceFile],
     router: Router,
@@ -80,16 +89,22 @@ def index_sources(
     max_tokens: int = 256,
     progress: Progress | None = None,
     lock_timeout: float | None = None,
+    tool_results: bool | None = None,
 ) -> IndexSummary:
     """Read every source incrementally and commit the new chunks to their memories.
 
     With `since`, only turns at or after that time are kept, and the read positions are not
     remembered (a one-off partial run must not hide older turns from the next full run).
+    `tool_results=False` leaves tool output out (the calls stay); None asks each memory's
+    `index.toolResults` (default true). Chunk ids do not depend on it: a block's id is fixed
+    by its own position and text, so a lean memory and a full one agree on every chunk both
+    hold.
     """
     summary = IndexSummary()
     pending: dict[Path, tuple[Repository, list[Chunk]]] = {}
     sessions: dict[str, set[str]] = collections.defaultdict(set)
     source_list = list(sources)
+    keeps: dict[Path, bool] = {}
     new_states = {}
     for done, source in enumerate(source_list):
         if progress:
@@ -129,6 +144,8 @@ def index_sources(
             clean, found = redact_turn(turn)
             summary.redactions.update(found)
             chunks = chunk_turn(clean, max_tokens=max_tokens)
+            if not _keeps_tool_results(repo, tool_results, keeps):
+                chunks = [c for c in chunks if c.block_type != "tool_result"]
             summary.chunks += len(chunks)
             pending.setdefault(repo.path, (repo, []))[1].extend(chunks)
         summary.unroutable += stranded

@@ -56,6 +56,12 @@ def _count(value: str) -> str:
     return str(number)
 
 
+def _representation(value: str) -> str:
+    if value.strip() not in ("1", "2"):
+        raise ValueError("expected 1 (chunk text) or 2 (context header + chunk text)")
+    return value.strip()
+
+
 def _text(value: str) -> str:
     if "\n" in value or "\r" in value:
         raise ValueError("expected a single line")
@@ -80,6 +86,9 @@ KEYS: dict[str, Key] = {
         Key("core.lockTimeout", _positive_float, "seconds a writer waits for the lock", "5"),
         Key("core.owned", _bool, "whether this memory is yours (trusted)", "true"),
         Key("index.maxTokens", _positive_int, "chunk size in embedding-model tokens", "256"),
+        Key("index.toolResults", _bool, "index tool output (false: calls only)", "true"),
+        Key("index.representation", _representation,
+            "what is embedded: 1 = chunk text, 2 = context header + text", "1"),
         Key("recall.k", _positive_int, "passages returned by default", "8"),
         Key("recall.halfLife", _positive_float, "recency half-life in days (0 = off)", "90"),
         Key("recall.rerankPool", _count, "passages the reranker scores (0 = no reranking)", "4"),
