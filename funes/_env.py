@@ -42,6 +42,39 @@ class Settings:
     serve: str = "auto"
     #: Seconds the CLI waits for the server's answer before doing the work itself.
     serve_timeout: float = 30.0
+    #: More agents' directories (None: under `user_home`, see the properties below).
+    #: OpenCode's data (`$XDG_DATA_HOME/opencode`) and config (`$XDG_CONFIG_HOME/opencode`).
+    opencode_data: Path | None = None
+    opencode_config: Path | None = None
+    #: Gemini CLI (`~/.gemini`), Cursor (`~/.cursor`), Copilot CLI (`$COPILOT_HOME`).
+    gemini_home: Path | None = None
+    cursor_home: Path | None = None
+    copilot_home: Path | None = None
+
+    @property
+    def opencode_data_dir(self) -> Path:
+        """Where OpenCode keeps `opencode.db` and its older `storage/` tree."""
+        return self.opencode_data or self.user_home / ".local" / "share" / "opencode"
+
+    @property
+    def opencode_config_dir(self) -> Path:
+        """Where OpenCode reads `opencode.json` and global plugins."""
+        return self.opencode_config or self.user_home / ".config" / "opencode"
+
+    @property
+    def gemini_dir(self) -> Path:
+        """Gemini CLI's user directory (`settings.json`, `tmp/<project>/chats`)."""
+        return self.gemini_home or self.user_home / ".gemini"
+
+    @property
+    def cursor_dir(self) -> Path:
+        """Cursor's user directory (`mcp.json`, `hooks.json`, `projects/`, `chats/`)."""
+        return self.cursor_home or self.user_home / ".cursor"
+
+    @property
+    def copilot_dir(self) -> Path:
+        """Copilot CLI's user directory (`mcp-config.json`, `hooks/`, `session-state/`)."""
+        return self.copilot_home or self.user_home / ".copilot"
 
 
 def _truthy(value: str | None) -> bool:
@@ -93,4 +126,12 @@ def settings() -> Settings:
         hf_endpoint=env.get("HF_ENDPOINT") or None,
         serve=_choice(env.get("FUNES_SERVE"), ("auto", "use", "off"), "auto"),
         serve_timeout=_seconds(env.get("FUNES_SERVE_TIMEOUT"), 30.0),
+        opencode_data=Path(env["XDG_DATA_HOME"]) / "opencode" if env.get("XDG_DATA_HOME")
+        else None,
+        opencode_config=Path(env["XDG_CONFIG_HOME"]) / "opencode" if env.get("XDG_CONFIG_HOME")
+        else None,
+        gemini_home=Path(env["GEMINI_CLI_HOME"]) / ".gemini" if env.get("GEMINI_CLI_HOME")
+        else None,
+        cursor_home=None,
+        copilot_home=Path(env["COPILOT_HOME"]) if env.get("COPILOT_HOME") else None,
     )

@@ -1,6 +1,7 @@
 """Wiring funes into coding agents: MCP registration, per-turn hooks, `ask`, the MCP server.
 
-One module per agent (`claude`, `codex`, `pi`, `hermes`) knows where that agent keeps its
+One module per agent (`claude`, `codex`, `pi`, `hermes`, `opencode`, `gemini`, `cursor`,
+`copilot`) knows where that agent keeps its
 configuration and how to register `funes mcp` and the hook there; `wiring` holds what they
 share (backups, reversible edits, the record of what funes changed); `hook` is the tiny
 foreground half of every agent hook; `mcp_server` builds the stdio MCP server on the official
@@ -12,4 +13,6 @@ Nothing here imports `mcp` at module level except `mcp_server`, which only `fune
 from __future__ import annotations
 
 #: The agents `funes add` knows how to wire.
-AGENTS: tuple[str, ...] = ("claude", "codex", "pi", "hermes")
+AGENTS: tuple[str, ...] = (
+    "claude", "codex", "pi", "hermes", "opencode", "gemini", "cursor", "copilot"
+)

@@ -18,7 +18,6 @@ Written for Claude Code 2.1 (checked against the hooks and MCP documentation of 
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +26,6 @@ from funes.agents.wiring import (
     SERVER_NAME,
     AgentConfigError,
     Edits,
-    hook_command,
-    hook_path,
     json_dump,
     json_load,
     mcp_command,
@@ -36,6 +33,8 @@ from funes.agents.wiring import (
     run_cli,
     sha256,
     which,
+    with_grouped_hooks,
+    without_grouped_hooks,
 )
 
 CLI = "claude"
@@ -74,58 +73,6 @@ def _servers(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
     return servers
 
 
-def _is_ours(hook: Any, script: str) -> bool:
-    return isinstance(hook, dict) and script in str(hook.get("command", ""))
-
-
-def _with_hooks(data: dict[str, Any], settings: Settings) -> dict[str, Any]:
-    """settings.json with funes' hook in each event, replacing an older funes entry."""
-    script = str(hook_path(settings))
-    hooks = data.setdefault("hooks", {})
-    for event, kind in HOOK_EVENTS.items():
-        wanted = {"type": "command", "command": shlex.join(hook_command(settings, "claude", kind)),
-                  "timeout": HOOK_TIMEOUT}
-        groups = hooks.setdefault(event, [])
-        found = False
-        for group in groups:
-            inner = group.get("hooks", []) if isinstance(group, dict) else []
-            for i, hook in enumerate(inner):
-                if _is_ours(hook, script):
-                    inner[i] = wanted
-                    found = True
-        if not found:
-            groups.append({"hooks": [wanted]})
-    return data
-
-
-def _without_hooks(data: dict[str, Any], settings: Settings) -> dict[str, Any]:
-    """settings.json without funes' hooks (and without groups and events left empty)."""
-    script = str(hook_path(settings))
-    hooks = data.get("hooks")
-    if not isinstance(hooks, dict):
-        return data
-    for event in HOOK_EVENTS:
-        groups = hooks.get(event)
-        if not isinstance(groups, list):
-            continue
-        kept = []
-        for group in groups:
-            inner = group.get("hooks") if isinstance(group, dict) else None
-            if isinstance(inner, list) and any(_is_ours(h, script) for h in inner):
-                inner = [h for h in inner if not _is_ours(h, script)]
-                if not inner:
-                    continue
-                group = {**group, "hooks": inner}
-            kept.append(group)
-        if kept:
-            hooks[event] = kept
-        else:
-            del hooks[event]
-    if not hooks:
-        del data["hooks"]
-    return data
-
-
 def add(edits: Edits, memory: str | None) -> list[str]:
     """Register the MCP server and the hooks; notes for the user."""
     settings = edits.settings
@@ -150,7 +97,8 @@ def add(edits: Edits, memory: str | None) -> list[str]:
 
             edits.edit(state, put, f"registered MCP server `{SERVER_NAME}` in {state}")
     path = settings_json(settings)
-    edits.edit(path, lambda data: json_dump(_with_hooks(json_load(path, data), settings), data),
+    edits.edit(path, lambda data: json_dump(with_grouped_hooks(
+        path, json_load(path, data), settings, "claude", HOOK_EVENTS, timeout=HOOK_TIMEOUT), data),
                f"installed Stop, SubagentStop and SessionEnd hooks in {path}")
     notes.append("restart Claude Code (or run /mcp) to load the funes MCP server")
     return notes
@@ -180,7 +128,8 @@ def remove(edits: Edits) -> None:
             edits.changed.append(f"removed MCP server `{SERVER_NAME}` with `claude mcp remove`")
     edits.undo(state, strip_server, f"removed MCP server `{SERVER_NAME}` from {state}")
     path = settings_json(settings)
-    edits.undo(path, lambda data: json_dump(_without_hooks(json_load(path, data), settings), data),
+    edits.undo(path, lambda data: json_dump(without_grouped_hooks(
+        json_load(path, data), settings, HOOK_EVENTS), data),
                f"removed funes hooks from {path}")
 
 

@@ -357,6 +357,108 @@ def json_dump(value: dict[str, Any], like: bytes | None) -> bytes:
     return (text + ("\n" if newline else "")).encode("utf-8")
 
 
+def is_our_hook(hook: Any, settings: Settings, key: str = "command") -> bool:
+    """Whether a hook entry runs funes' hook script (whatever its arguments)."""
+    return isinstance(hook, dict) and str(hook_path(settings)) in str(hook.get(key, ""))
+
+
+def with_grouped_hooks(
+    path: Path, data: dict[str, Any], settings: Settings, agent: str, events: dict[str, str],
+    *, timeout: int, extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A settings object with funes' hook in each event's matcher groups.
+
+    The layout Claude Code and Gemini CLI share: ``hooks.<Event>`` is a list of groups
+    ``{matcher?, hooks: [{type: command, command, timeout}]}``. An older funes entry is
+    replaced in place; otherwise a group of its own is appended.
+    """
+    hooks = data.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise AgentConfigError(path, "`hooks` is not an object")
+    for event, kind in events.items():
+        wanted = {"type": "command", "command": shlex.join(hook_command(settings, agent, kind)),
+                  "timeout": timeout, **(extra or {})}
+        groups = hooks.setdefault(event, [])
+        found = False
+        for group in groups:
+            inner = group.get("hooks", []) if isinstance(group, dict) else []
+            for i, hook in enumerate(inner):
+                if is_our_hook(hook, settings):
+                    inner[i] = wanted
+                    found = True
+        if not found:
+            groups.append({"hooks": [wanted]})
+    return data
+
+
+def without_grouped_hooks(
+    data: dict[str, Any], settings: Settings, events: dict[str, str]
+) -> dict[str, Any]:
+    """The settings without funes' hooks (groups and events left empty go too)."""
+    hooks = data.get("hooks")
+    if not isinstance(hooks, dict):
+        return data
+    for event in events:
+        groups = hooks.get(event)
+        if not isinstance(groups, list):
+            continue
+        kept = []
+        for group in groups:
+            inner = group.get("hooks") if isinstance(group, dict) else None
+            if isinstance(inner, list) and any(is_our_hook(h, settings) for h in inner):
+                inner = [h for h in inner if not is_our_hook(h, settings)]
+                if not inner:
+                    continue
+                group = {**group, "hooks": inner}
+            kept.append(group)
+        if kept:
+            hooks[event] = kept
+        else:
+            del hooks[event]
+    if not hooks:
+        del data["hooks"]
+    return data
+
+
+def json_entry_add(edits: Edits, path: Path, keys: tuple[str, ...], entry: Any, note: str) -> None:
+    """Set ``doc[keys[0]]…[keys[-1]] = entry`` in a JSON config, creating objects on the way."""
+
+    def put(data: bytes | None) -> bytes:
+        doc = json_load(path, data)
+        node = doc
+        for key in keys[:-1]:
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                raise AgentConfigError(path, f"`{key}` is not an object")
+            node = child
+        node[keys[-1]] = entry
+        return json_dump(doc, data)
+
+    edits.edit(path, put, note)
+
+
+def json_entry_remove(edits: Edits, path: Path, keys: tuple[str, ...], note: str) -> None:
+    """Take ``doc[keys…]`` out of a JSON config (objects funes emptied go too)."""
+
+    def strip(data: bytes) -> bytes | None:
+        doc = json_load(path, data)
+        trail: list[dict[str, Any]] = [doc]
+        for key in keys[:-1]:
+            child = trail[-1].get(key)
+            if not isinstance(child, dict):
+                return data
+            trail.append(child)
+        if keys[-1] not in trail[-1]:
+            return data
+        del trail[-1][keys[-1]]
+        for depth in range(len(keys) - 1, 0, -1):
+            if not trail[depth]:
+                del trail[depth - 1][keys[depth - 1]]
+        return json_dump(doc, data)
+
+    edits.undo(path, strip, note)
+
+
 def which(name: str) -> str | None:
     """An agent's CLI on PATH, if installed."""
     import shutil

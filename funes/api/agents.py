@@ -27,7 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from funes._env import Settings
-from funes.agents import AGENTS, claude, codex, hermes, pi
+from funes.agents import AGENTS, claude, codex, copilot, cursor, gemini, hermes, opencode, pi
 from funes.agents import ask as _ask
 from funes.agents.hook import lock_path, queue_dir
 from funes.agents.wiring import (
@@ -50,14 +50,18 @@ from funes.errors import FunesError, UsageError
 from funes.ingest.run import index_sources
 from funes.ingest.sources import explicit_sources
 from funes.ingest.state import SourceStates
+from funes.model.turns import HARNESSES as _HARNESSES
 from funes.storage.lock import RepositoryBusyError, WriteLock
 from funes.storage.repo import Repository
 
 __all__ = ["AskResult", "WiringResult", "agents_add", "agents_remove", "ask", "hook_run",
            "mcp_serve"]
 
-MODULES: dict[str, ModuleType] = {"claude": claude, "codex": codex, "pi": pi, "hermes": hermes}
-HARNESSES = ("claude", "codex", "pi", "hermes", "import")
+MODULES: dict[str, ModuleType] = {
+    "claude": claude, "codex": codex, "pi": pi, "hermes": hermes, "opencode": opencode,
+    "gemini": gemini, "cursor": cursor, "copilot": copilot,
+}
+HARNESSES = _HARNESSES
 BLOCK_TYPES = ("text", "thinking", "tool_use", "tool_result")
 
 #: Seconds a detached hook run may take in all (then it is stopped; crash-safe storage).
@@ -69,7 +73,7 @@ PUSH_TIMEOUT = 60.0
 #: Agents without a session-end event push after a turn at most this often (seconds).
 PUSH_INTERVAL = 900.0
 #: Agents whose hooks never report a session end.
-NO_SESSION_END = ("codex",)
+NO_SESSION_END = ("codex", "opencode")
 
 
 def _module(agent: str) -> ModuleType:

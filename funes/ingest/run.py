@@ -16,7 +16,8 @@ from pathlib import Path
 
 from funes.errors import FunesError
 from funes.ingest.chunking import chunk_turn
-from funes.ingest.parsers.base import SourceTruncatedError, cursor_kind, parse_file
+from funes.ingest.parsers.base import SourceTruncatedError
+from funes.ingest.parsers.registry import cursor_kind, parse_file
 from funes.ingest.redact import redact_turn
 from funes.ingest.sources import SourceFile
 from funes.ingest.state import SourceStates, plan, snapshot

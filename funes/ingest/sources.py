@@ -10,7 +10,16 @@ claude      ``<CLAUDE_CONFIG_DIR or ~/.claude>/projects/<project>/<session>.json
 codex       ``<CODEX_HOME or ~/.codex>/sessions/**/rollout-*.jsonl``
 pi          ``<PI_CODING_AGENT_DIR or ~/.pi/agent>/sessions/**/*.jsonl``
 hermes      ``<HERMES_HOME or ~/.hermes>/state.db`` and ``sessions/*.jsonl``
+opencode    ``<XDG_DATA_HOME or ~/.local/share>/opencode/opencode.db`` and the older
+            ``storage/session/<project>/<session>.json`` tree
+gemini      ``<GEMINI_CLI_HOME or ~>/.gemini/tmp/<project>/chats/**/*.jsonl`` (and ``.json``)
+cursor      ``~/.cursor/projects/<project>/agent-transcripts/**/*.jsonl``
+copilot     ``<COPILOT_HOME or ~/.copilot>/session-state/<id>/events.jsonl`` (and ``<id>.jsonl``)
 ==========  =================================================================================
+
+OpenCode 1.2 moved its JSON sessions into ``opencode.db``; a JSON session the database holds
+is not listed again. Gemini CLI rewrites an old ``.json`` session as ``.jsonl`` when it is
+resumed; only the ``.jsonl`` is listed then.
 
 Hermes writes a session to both ``state.db`` and ``sessions/<session id>.jsonl``; indexing
 both would store every message twice under different turn ids, so a JSONL transcript is only
@@ -30,15 +39,13 @@ from pathlib import Path
 
 from funes._env import Settings
 from funes._env import settings as load_settings
-from funes.ingest.parsers.base import (
-    ParseError,
-    UnknownHarnessError,
-    detect_harness,
-    registered,
-)
+from funes.ingest.parsers.base import ParseError, UnknownHarnessError
+from funes.ingest.parsers.registry import detect_harness, registered
 from funes.model.turns import HARNESSES
 
-_IMPORT_SUFFIXES = (".jsonl", ".parquet", ".db", ".sqlite", ".sqlite3")
+_IMPORT_SUFFIXES = (".jsonl", ".json", ".parquet", ".db", ".sqlite", ".sqlite3")
+#: The agents whose transcripts `funes index` finds on its own.
+AGENT_SOURCES = ("claude", "codex", "pi", "hermes", "opencode", "gemini", "cursor", "copilot")
 
 
 @dataclass(frozen=True, order=True)
@@ -62,7 +69,7 @@ def default_sources(
         Sources sorted by harness, then path. Missing directories simply contribute nothing.
     """
     s = settings or load_settings()
-    wanted = set(harnesses) if harnesses is not None else {"claude", "codex", "pi", "hermes"}
+    wanted = set(harnesses) if harnesses is not None else set(AGENT_SOURCES)
     out: list[SourceFile] = []
     if "claude" in wanted:
         out += [SourceFile(p, "claude") for p in claude_files(s.claude_config_dir)]
@@ -72,6 +79,14 @@ def default_sources(
         out += [SourceFile(p, "pi") for p in pi_files(s.pi_home)]
     if "hermes" in wanted:
         out += [SourceFile(p, "hermes") for p in hermes_files(s.hermes_home)]
+    if "opencode" in wanted:
+        out += [SourceFile(p, "opencode") for p in opencode_files(s.opencode_data_dir)]
+    if "gemini" in wanted:
+        out += [SourceFile(p, "gemini") for p in gemini_files(s.gemini_dir)]
+    if "cursor" in wanted:
+        out += [SourceFile(p, "cursor") for p in cursor_files(s.cursor_dir)]
+    if "copilot" in wanted:
+        out += [SourceFile(p, "copilot") for p in copilot_files(s.copilot_dir)]
     return out
 
 
@@ -145,6 +160,55 @@ def hermes_db_session_ids(db: Path) -> set[str]:
         conn.close()
 
 
+def opencode_files(data_dir: Path) -> list[Path]:
+    """``opencode.db`` and the older JSON sessions it does not already hold."""
+    from funes.ingest.parsers.opencode import db_session_ids
+
+    out: list[Path] = []
+    db = data_dir / "opencode.db"
+    known: set[str] = set()
+    if db.is_file():
+        out.append(db)
+        known = db_session_ids(db)
+    sessions = data_dir / "storage" / "session"
+    out += [p for p in sorted(_walk(sessions))
+            if p.suffix == ".json" and p.parent.parent == sessions and p.stem not in known]
+    return out
+
+
+def gemini_files(gemini_dir: Path) -> list[Path]:
+    """Chat logs under ``tmp/<project>/chats`` (``.jsonl``, and ``.json`` not yet migrated)."""
+    out: list[Path] = []
+    tmp = gemini_dir / "tmp"
+    for path in _walk(tmp):
+        rel = path.relative_to(tmp).parts
+        if len(rel) < 3 or rel[1] != "chats" or path.suffix not in (".jsonl", ".json"):
+            continue
+        if path.suffix == ".json" and path.with_suffix(".jsonl").exists():
+            continue  # Gemini migrated it to JSONL on resume: read that one only
+        out.append(path)
+    return sorted(out)
+
+
+def cursor_files(cursor_dir: Path) -> list[Path]:
+    """Agent transcripts under ``projects/<project>/agent-transcripts`` (JSONL)."""
+    projects = cursor_dir / "projects"
+    return sorted(p for p in _walk(projects)
+                  if p.suffix == ".jsonl" and "agent-transcripts" in p.relative_to(projects).parts)
+
+
+def copilot_files(copilot_dir: Path) -> list[Path]:
+    """``session-state/<id>/events.jsonl`` and the older flat ``session-state/<id>.jsonl``."""
+    state = copilot_dir / "session-state"
+    out = []
+    for path in _walk(state):
+        rel = path.relative_to(state).parts
+        if (len(rel) == 2 and rel[1] == "events.jsonl") or (len(rel) == 1
+                                                            and path.suffix == ".jsonl"):
+            out.append(path)
+    return sorted(out)
+
+
 def explicit_sources(paths: Iterable[str | Path], harness: str | None = None) -> list[SourceFile]:
     """Sources for paths a user named: files as given, directories searched recursively.
 
@@ -184,7 +248,7 @@ def explicit_sources(paths: Iterable[str | Path], harness: str | None = None) ->
             if kind is None:
                 raise UnknownHarnessError(
                     f"cannot tell which agent wrote {path}",
-                    hint="pass the harness explicitly (claude, codex, pi, hermes or import)",
+                    hint=f"pass the harness explicitly ({', '.join(HARNESSES)})",
                 )
             seen.add(path)
             out.append(SourceFile(path, kind))

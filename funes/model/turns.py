@@ -9,8 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-Harness = Literal["claude", "codex", "pi", "hermes", "import"]
-HARNESSES: tuple[str, ...] = ("claude", "codex", "pi", "hermes", "import")
+Harness = Literal[
+    "claude", "codex", "pi", "hermes", "opencode", "gemini", "cursor", "copilot", "import"
+]
+HARNESSES: tuple[str, ...] = (
+    "claude", "codex", "pi", "hermes", "opencode", "gemini", "cursor", "copilot", "import"
+)
 
 BlockType = Literal["text", "thinking", "tool_use", "tool_result"]
 BLOCK_TYPES: tuple[str, ...] = ("text", "thinking", "tool_use", "tool_result")

@@ -737,7 +737,7 @@ def test_state_is_json_and_bounded() -> None:
 
 def test_errors(tmp_path: Path) -> None:
     with pytest.raises(UnknownHarnessError):
-        parse_file(trace("pi/huggingface__funes__pi_session.jsonl"), "cursor")
+        parse_file(trace("pi/huggingface__funes__pi_session.jsonl"), "windsurf")
     with pytest.raises(ParseError):
         parse_file(tmp_path / "missing.jsonl", "claude")
     small = tmp_path / "small.jsonl"

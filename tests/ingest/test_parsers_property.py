@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from funes.ingest.parsers import parse_file
 from tests.ingest.conftest import all_traces, comparable, line_ends, parse_growing
 
-HARNESSES = ("claude", "codex", "pi", "hermes", "import")
+HARNESSES = ("claude", "codex", "pi", "hermes", "copilot", "cursor", "import")
 MAGIC = (b"SQLite format 3\x00", b"PAR1")
 FAST = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]

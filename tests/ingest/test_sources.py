@@ -145,4 +145,47 @@ def test_explicit_files(tmp_path: Path) -> None:
     with pytest.raises(ParseError):
         explicit_sources([tmp_path / "missing.jsonl"])
     with pytest.raises(UnknownHarnessError):
-        explicit_sources([one], harness="cursor")
+        explicit_sources([one], harness="windsurf")
+
+
+def test_default_locations_of_the_newer_agents(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from funes._env import settings as load
+    from funes.ingest.sources import default_sources
+
+    home = tmp_path / "home"
+    (home / ".local/share/opencode/storage/session/p").mkdir(parents=True)
+    (home / ".local/share/opencode/storage/session/p/ses_a.json").write_text("{}")
+    chats = home / ".gemini/tmp/app/chats"
+    (chats / "parent-session").mkdir(parents=True)
+    for name in ("session-1.jsonl", "session-2.json", "session-2.jsonl", "session-3.json",
+                 "parent-session/sub.jsonl", "notes.txt"):
+        (chats / name).write_text("")
+    (home / ".gemini/tmp/app/logs.json").write_text("[]")
+    cursor = home / ".cursor/projects/Users-ada-app/agent-transcripts"
+    (cursor / "c1").mkdir(parents=True)
+    (cursor / "c1/c1.jsonl").write_text("")
+    (cursor / "old.jsonl").write_text("")
+    (home / ".cursor/projects/Users-ada-app/other.jsonl").write_text("")
+    state = home / ".copilot/session-state"
+    (state / "s1").mkdir(parents=True)
+    (state / "s1/events.jsonl").write_text("")
+    (state / "s1/workspace.yaml").write_text("")
+    (state / "flat.jsonl").write_text("")
+    settings = replace(load(), user_home=home, opencode_data=None, opencode_config=None,
+                       gemini_home=None, cursor_home=None, copilot_home=None)
+    found = {(s.harness, str(s.path.relative_to(home)))
+             for s in default_sources(settings, harnesses=["opencode", "gemini", "cursor",
+                                                           "copilot"])}
+    assert found == {
+        ("opencode", ".local/share/opencode/storage/session/p/ses_a.json"),
+        ("gemini", ".gemini/tmp/app/chats/session-1.jsonl"),
+        ("gemini", ".gemini/tmp/app/chats/session-2.jsonl"),  # its .json was migrated
+        ("gemini", ".gemini/tmp/app/chats/session-3.json"),
+        ("gemini", ".gemini/tmp/app/chats/parent-session/sub.jsonl"),
+        ("cursor", ".cursor/projects/Users-ada-app/agent-transcripts/c1/c1.jsonl"),
+        ("cursor", ".cursor/projects/Users-ada-app/agent-transcripts/old.jsonl"),
+        ("copilot", ".copilot/session-state/s1/events.jsonl"),
+        ("copilot", ".copilot/session-state/flat.jsonl"),
+    }

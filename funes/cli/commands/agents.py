@@ -13,7 +13,7 @@ from funes.cli.options import memory_option
 from funes.cli.output import render
 from funes.cli.progress import progress_bar
 
-AGENTS = ("claude", "codex", "pi", "hermes")
+AGENTS = ("claude", "codex", "pi", "hermes", "opencode", "gemini", "cursor", "copilot")
 ASK_AGENTS = ("claude", "codex")
 
 

@@ -11,7 +11,7 @@ from funes.cli.options import memory_option
 from funes.cli.output import render
 from funes.cli.progress import progress_bar
 
-AGENTS = ("claude", "codex", "pi", "hermes", "import")
+AGENTS = ("claude", "codex", "pi", "hermes", "opencode", "gemini", "cursor", "copilot", "import")
 
 
 def _summary_text(s: api.IndexSummary) -> str:
@@ -51,6 +51,7 @@ def _summary_json(s: api.IndexSummary) -> dict[str, Any]:
         "files_unchanged": s.files_unchanged,
         "files_reread": s.files_reread,
         "sessions": s.sessions,
+        "by_harness": dict(s.by_harness),
         "turns": s.turns,
         "chunks": s.chunks,
         "added": s.added,

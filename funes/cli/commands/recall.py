@@ -14,7 +14,7 @@ from funes.cli.options import memory_option
 from funes.cli.output import render
 from funes.cli.progress import progress_bar
 
-AGENTS = ("claude", "codex", "pi", "hermes", "import")
+AGENTS = ("claude", "codex", "pi", "hermes", "opencode", "gemini", "cursor", "copilot", "import")
 BLOCK_TYPES = ("text", "thinking", "tool_use", "tool_result")
 UNTRUSTED = api.UNTRUSTED
 

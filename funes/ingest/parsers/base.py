@@ -117,97 +117,8 @@ class ParserSpec:
     cursor: Callable[[Path], CursorKind] = field(default=lambda _path: _bytes_cursor(_path))
 
 
-_REGISTRY: dict[str, ParserSpec] = {}
-_builtins_loaded = False
-
-
-def register(spec: ParserSpec) -> None:
-    """Register (or replace) the parser for a harness, so :func:`parse_file` dispatches to it."""
-    _REGISTRY[spec.harness] = spec
-
-
-def registered() -> dict[str, ParserSpec]:
-    """The registered parsers, by harness name."""
-    _load_builtin_parsers()
-    return dict(_REGISTRY)
-
-
-def _load_builtin_parsers() -> None:
-    # Imported here, not at module level: the built-in parsers import this module.
-    global _builtins_loaded
-    if _builtins_loaded:
-        return
-    _builtins_loaded = True
-    from funes.ingest.parsers import claude, codex, generic, hermes, pi  # noqa: F401
-
-
-def _spec(harness: str) -> ParserSpec:
-    _load_builtin_parsers()
-    try:
-        return _REGISTRY[harness]
-    except KeyError:
-        known = ", ".join(sorted(_REGISTRY))
-        raise UnknownHarnessError(
-            f"no parser for harness {harness!r}", hint=f"use one of: {known}"
-        ) from None
-
-
-def parse_file(
-    path: Path | str,
-    harness: str | None,
-    *,
-    start_offset: int = 0,
-    state: dict[str, Any] | None = None,
-    final: bool = False,
-) -> ParseResult:
-    """Parse a transcript from ``start_offset``, resuming with ``state``.
-
-    Args:
-        path: The transcript file (or Hermes ``state.db``, or a Parquet import).
-        harness: Registered harness name; None sniffs it from the content.
-        start_offset: Where to resume: ``end_offset`` of the previous call (0 for a new file).
-        state: ``state`` of the previous call, after a JSON round trip; None for a new file.
-        final: The file is complete (an export, not a live transcript): a last line without
-            a newline is consumed too instead of being left for the next call.
-
-    Returns:
-        The turns completed since ``start_offset``, skip counts, and the resume point.
-
-    Raises:
-        UnknownHarnessError: ``harness`` is unknown, or None and the content is not recognised.
-        ParseError: The file cannot be read.
-        SourceTruncatedError: The file is shorter than ``start_offset`` (it was rewritten).
-    """
-    path = Path(path)
-    if harness is None:
-        harness = detect_harness(path)
-        if harness is None:
-            raise UnknownHarnessError(
-                f"cannot tell which agent wrote {path}", hint="name the harness explicitly"
-            )
-    spec = _spec(harness)
-    if start_offset < 0:
-        raise ValueError("start_offset must be >= 0")
-    if state is not None and state.get("parser") not in (None, harness):
-        raise ParseError(
-            f"saved parser state for {path} belongs to {state.get('parser')!r}, not {harness!r}",
-            hint="re-read the file from offset 0 without state",
-        )
-    return spec.parse(path, start_offset, state, final)
-
-
-def cursor_kind(path: Path | str, harness: str) -> CursorKind:
-    """How ``start_offset``/``end_offset`` are to be read for this source.
-
-    ``bytes`` for JSONL transcripts (fingerprint the bytes before the offset to detect a
-    rewrite), ``rowid`` for SQLite (the last message id read), ``rows`` for Parquet (a row
-    index; Parquet files are rewritten whole, so compare their size and mtime instead).
-    """
-    return _spec(harness).cursor(Path(path))
-
-
 # --------------------------------------------------------------------------------------------
-# Sniffing
+# Sniffing helpers (dispatch itself lives in funes.ingest.parsers.registry)
 # --------------------------------------------------------------------------------------------
 
 _SNIFF_BYTES = 1 << 20
@@ -234,24 +145,6 @@ def read_head_records(path: Path, max_lines: int = _SNIFF_LINES) -> list[Any] | 
         if len(records) >= max_lines:
             break
     return records
-
-
-def detect_harness(path: Path | str) -> str | None:
-    """Tell which agent wrote a file from its first lines (or its magic bytes).
-
-    Returns:
-        A registered harness name, or None when no parser recognises the content.
-    """
-    path = Path(path)
-    _load_builtin_parsers()
-    records = read_head_records(path)
-    for spec in sorted(_REGISTRY.values(), key=lambda s: (s.priority, s.harness)):
-        try:
-            if spec.sniff(path, records):
-                return spec.harness
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
-            continue
-    return None
 
 
 # --------------------------------------------------------------------------------------------

@@ -46,7 +46,6 @@ from funes.ingest.parsers.base import (
     as_str,
     bounded_put,
     make_block,
-    register,
     render_json,
     state_map,
     type_label,
@@ -467,4 +466,4 @@ def _sniff(path: Path, records: list[Any] | None) -> bool:
     return False
 
 
-register(ParserSpec("claude", _parse, _sniff, priority=20))
+SPEC = ParserSpec("claude", _parse, _sniff, priority=20)

@@ -48,7 +48,6 @@ from funes.ingest.parsers.base import (
     as_str,
     bounded_put,
     make_block,
-    register,
     render_json,
     state_map,
     type_label,
@@ -436,4 +435,4 @@ def _sniff(path: Path, records: list[Any] | None) -> bool:
     return False
 
 
-register(ParserSpec("codex", _parse, _sniff, priority=30))
+SPEC = ParserSpec("codex", _parse, _sniff, priority=30)

@@ -43,7 +43,6 @@ from funes.ingest.parsers.base import (
     as_str,
     bounded_put,
     make_block,
-    register,
     state_map,
 )
 from funes.ingest.parsers.hermes import (
@@ -339,4 +338,4 @@ def _sniff(path: Path, records: list[Any] | None) -> bool:
     return False
 
 
-register(ParserSpec("import", _parse, _sniff, priority=90, cursor=_cursor))
+SPEC = ParserSpec("import", _parse, _sniff, priority=90, cursor=_cursor)

@@ -55,7 +55,6 @@ from funes.ingest.parsers.base import (
     harness_literal,
     make_block,
     norm_ts,
-    register,
     render_json,
     state_map,
 )
@@ -560,4 +559,4 @@ def _sniff(path: Path, records: list[Any] | None) -> bool:
     return isinstance(system, str) and "<tools>" in system
 
 
-register(ParserSpec("hermes", _parse, _sniff, priority=10, cursor=_cursor))
+SPEC = ParserSpec("hermes", _parse, _sniff, priority=10, cursor=_cursor)

@@ -40,7 +40,6 @@ from funes.ingest.parsers.base import (
     as_str,
     bounded_put,
     make_block,
-    register,
     render_json,
     state_map,
     type_label,
@@ -298,4 +297,4 @@ def _sniff(path: Path, records: list[Any] | None) -> bool:
     return False
 
 
-register(ParserSpec("pi", _parse, _sniff, priority=40))
+SPEC = ParserSpec("pi", _parse, _sniff, priority=40)
