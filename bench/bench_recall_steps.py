@@ -4,7 +4,7 @@ Run:  nice -n 10 python bench/bench_recall_steps.py MEMORY   # appends to result
 
 MEMORY is a built LongMemEval memory with vectors (bench_recall.py --levers builds them under
 ~/.cache/funes-bench). Warm, in-process `api.recall` on LongMemEval questions, the new
-defaults and the previous ones (`context=False, time_hints=False`) alternating query by query,
+defaults and with the new steps on (`context=True, time_hints=True`), alternating query by query,
 with the embedding model and, when FUNES_HOME's model cache has one, a reranker loaded. The
 steps themselves (`with_context`, `timeexpr.parse` + `with_time`, `_select`) are pure Python
 over the candidate pool (at most 2 × candidates = 100 passages), so their cost does not grow
@@ -54,11 +54,12 @@ def main() -> int:
     for e in questions:
         now = lme.parse_date(e["question_date"])
         t0 = time.perf_counter()
-        result = api.recall(settings, repo, e["question"], now=now)
+        result = api.recall(settings, repo, e["question"], now=now, context=True,
+                            time_hints=True)
         new.append(time.perf_counter() - t0)
         signals |= set(result.signals)
         t0 = time.perf_counter()
-        api.recall(settings, repo, e["question"], now=now, context=False, time_hints=False)
+        api.recall(settings, repo, e["question"], now=now)
         old.append(time.perf_counter() - t0)
     # The steps alone on a 100-passage pool of real rows.
     rows = {r["id"]: r for r in repo.chunks.dataset().to_table(
@@ -85,9 +86,9 @@ def main() -> int:
         f"`nice -n 10 python bench/bench_recall_steps.py {memory}` ({chunks} chunks, signals "
         f"{', '.join(sorted(signals))}); load {started} at start, {_load()} at the end.", "",
         "| measure | p50 (ms) | p95 (ms) | n |", "|---|---:|---:|---:|",
-        f"| warm api.recall, new defaults | {p50(new):.0f} | "
+        f"| warm api.recall, context + time hints on | {p50(new):.0f} | "
         f"{1000 * sorted(new)[int(0.95 * len(new)) - 1]:.0f} | {len(new)} |",
-        f"| warm api.recall, previous defaults (context=False, time_hints=False) | "
+        f"| warm api.recall, defaults (context and time hints off) | "
         f"{p50(old):.0f} | {1000 * sorted(old)[int(0.95 * len(old)) - 1]:.0f} | {len(old)} |",
         f"| the steps alone (with_context + parse + with_time + _select), 100 passages | "
         f"{p50(steps):.2f} | {1000 * sorted(steps)[int(0.95 * len(steps)) - 1]:.2f} | "

@@ -20,6 +20,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +82,19 @@ def _answer_turn(repo: Any, session: str, seq: int) -> str | None:
     return min(rows, key=lambda r: r["seq"])["turn_id"] if rows else None
 
 
+@contextmanager
+def _factor(value: float) -> Iterator[None]:
+    """Recall with TOOL_RESULT_FACTOR set to `value` (1.0: tool output unweighted)."""
+    from funes.retrieval import recall as core
+
+    old = core.TOOL_RESULT_FACTOR
+    core.TOOL_RESULT_FACTOR = value
+    try:
+        yield
+    finally:
+        core.TOOL_RESULT_FACTOR = old
+
+
 def main() -> int:
     from funes._env import settings as load
 
@@ -87,10 +102,11 @@ def main() -> int:
     t0 = time.perf_counter()
     lines = ["# Tool output in coding traces", "",
              f"`nice -n 10 python bench/bench_tool_output.py`, 2 shared CPUs, load {started} at "
-             "start.", "", __doc__.split("\n\n", 2)[1].strip(), "",
+             "start.", "", __doc__.split("\n\n", 2)[2].strip(), "",
              "| harness | files | chunks (default → lean) | tool-output chunks | embedded "
-             "(default → lean) | characters (default → lean) | tool output in top 8 | "
-             "answer turn in top 8 (default → lean) | queries |",
+             "(default → lean) | characters (default → lean) | tool output in top 8 "
+             "(unweighted → × TOOL_RESULT_FACTOR) | answer turn in top 8 (unweighted → "
+             "weighted → lean) | queries |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     with tempfile.TemporaryDirectory(prefix="funes-tools-") as tmp:
         home = Path(tmp) / "home"
@@ -100,24 +116,32 @@ def main() -> int:
             full = _memory(settings, Path(tmp) / f"{harness}-full", harness, files, True)
             lean = _memory(settings, Path(tmp) / f"{harness}-lean", harness, files, False)
             a, b = _stats(full), _stats(lean)
-            shares, found_full, found_lean, asked = [], 0, 0, 0
+            shares, weighted, found_full, found_w, found_lean, asked = [], [], 0, 0, 0, 0
             for query, session, seq in _requests(full):
                 want = _answer_turn(full, session, seq)
-                hits_full = api.recall(settings, full, query, k=8, neighbors=0, vector=False).hits
+                with _factor(1.0):
+                    hits_full = api.recall(settings, full, query, k=8, neighbors=0,
+                                           vector=False).hits
+                hits_w = api.recall(settings, full, query, k=8, neighbors=0, vector=False).hits
                 hits_lean = api.recall(settings, lean, query, k=8, neighbors=0, vector=False).hits
                 if not hits_full:
                     continue
                 asked += 1
                 shares.append(sum(h.row["block_type"] == "tool_result" for h in hits_full)
                               / len(hits_full))
+                weighted.append(sum(h.row["block_type"] == "tool_result" for h in hits_w)
+                                / max(1, len(hits_w)))
                 if want is not None:
                     found_full += any(h.row["turn_id"] == want for h in hits_full)
+                    found_w += any(h.row["turn_id"] == want for h in hits_w)
                     found_lean += any(h.row["turn_id"] == want for h in hits_lean)
             share = statistics.mean(shares) if shares else 0.0
+            wshare = statistics.mean(weighted) if weighted else 0.0
             lines.append(
                 f"| {harness} | {len(files)} | {a['chunks']} → {b['chunks']} | {a['tool']} | "
                 f"{a['embedded']} → {b['embedded']} | {a['chars']:,} → {b['chars']:,} | "
-                f"{share:.0%} | {found_full} → {found_lean} | {asked} |")
+                f"{share:.0%} → {wshare:.0%} | {found_full} → {found_w} → {found_lean} | "
+                f"{asked} |")
     lines += ["", f"Wall {time.perf_counter() - t0:.0f} s; load at the end {_load()}.", ""]
     text = "\n".join(lines)
     print(text)

@@ -5,9 +5,9 @@ Run:  nice -n 10 python bench/bench_recall.py --levers [--lexical] [--per-type N
 
 Every variant is `api.recall` on the same memories (bench/longmemeval.py builds and caches
 them), asked for 50 chunks and scored as bench_recall.py scores (session R@1/R@5, turn R@10).
-"Previous defaults" is the pipeline as it was before the levers (fusion + recency), obtained by
-switching the new steps off (`context=False, time_hints=False`): the same code path, so a
-difference is the lever's and nothing else's.
+"Previous defaults" is the pipeline as it was before the levers (fusion + recency): the same
+code with the new steps off (`context=False, time_hints=False`, which the measurements here
+made the defaults again), so a difference is the lever's and nothing else's.
 
 Noise is not progress: each difference comes with a paired bootstrap over questions (2,000
 resamples of the question set, the same resample for both systems, seed 0): the 95% interval
@@ -39,16 +39,11 @@ BASELINE = "previous defaults (fusion + recency)"
 #: (label, api.recall keyword arguments)
 VARIANTS: list[tuple[str, dict[str, Any]]] = [
     (BASELINE, {"context": False, "time_hints": False}),
-    ("+ context only (neighbours, session evidence, session diversity)", {"time_hints": False}),
-    ("+ time hints only", {"context": False}),
-    ("new defaults (context + time hints)", {}),
+    ("+ context only (neighbours, session evidence, session diversity)",
+     {"context": True, "time_hints": False}),
+    ("+ time hints only", {"context": False, "time_hints": True}),
+    ("+ context + time hints", {"context": True, "time_hints": True}),
 ]
-BM25_VARIANTS: list[tuple[str, dict[str, Any]]] = [
-    ("BM25 path, previous defaults", {"vector": False, "context": False, "time_hints": False}),
-    ("BM25 path, new defaults", {"vector": False}),
-]
-
-
 @dataclass
 class Run:
     """Per-question scores of one variant on one dataset."""
@@ -119,9 +114,10 @@ def table(name: str, runs: Sequence[Run], types: dict[str, str], base_label: str
 
 
 def _variants(lexical: bool) -> list[tuple[str, dict[str, Any]]]:
+    """Every lever on the signals the memories have (`--lexical`: BM25 alone)."""
     if lexical:
         return [(label, {**kwargs, "vector": False}) for label, kwargs in VARIANTS]
-    return [*VARIANTS, *BM25_VARIANTS]
+    return list(VARIANTS)
 
 
 def main(args: Any, settings: Any, build_cpus: Callable[[int], Any], load_now: Callable[[], str],
@@ -182,7 +178,8 @@ def main(args: Any, settings: Any, build_cpus: Callable[[int], Any], load_now: C
             log(f"{name}: {label}: {run.seconds:.0f} s (load {load_now()})")
             runs.append(run)
         if rep2 is not None and name == datasets[0][0]:
-            for label, kwargs in [("representation 2, new defaults", {}),
+            for label, kwargs in [("representation 2, + context + time hints",
+                                   {"context": True, "time_hints": True}),
                                   ("representation 2, previous defaults",
                                    {"context": False, "time_hints": False})]:
                 run = run_variant(settings, label, kwargs, [(e, rep2) for e, _ in plan])

@@ -78,17 +78,17 @@ def recall(
     vector: bool = True,
     bm25: bool = True,
     now: datetime | None = None,
-    context: bool = True,
-    time_hints: bool = True,
+    context: bool = False,
+    time_hints: bool = False,
 ) -> RecallResult:
     """Hybrid recall over one memory (DESIGN §8).
 
     `rerank_pool` (default: config `recall.rerankPool`, 4) is how many fused passages the
     cross-encoder re-scores: each costs about 40 ms on 2 cores, so it is the knob that trades
     latency for precision (bench/results/recall.md); 0 skips reranking like `rerank=False`.
-    `context=False` and `time_hints=False` switch off the neighbour/session evidence and the
-    question's time window (funes.retrieval.recall), for comparisons against the pipeline
-    without them.
+    `context=True` and `time_hints=True` add the neighbour/session evidence and the question's
+    time window (funes.retrieval.recall); both are off by default because neither beat the
+    pipeline without them on LongMemEval (bench/results/recall-levers.md).
     """
     filters = Filters(
         harness=tuple(harness), block_type=tuple(block_type), project=tuple(project),

@@ -12,14 +12,16 @@ lead where BM25 is weak (S sample) and stops a weak vector signal from dragging 
 BM25 one (pooled oracle), over a flat range of weights (0.35–0.425): bench/results/
 fusion-study.md and the knob sweep in bench/results/recall.md.
 
-Around the fused score (`with_context`, `with_time`): a passage is also judged by where it
-sits. Its neighbouring turns in the candidate pool lend it part of their score (an answer is
-found through the question it answers, and the other way round), and a session with several
-good passages lends each of them part of its second- and third-best scores, so a session that
-holds the answer in several places beats a lone lucky match. When the question names a time
-("last week", "three days ago", `timeexpr`), passages from then are boosted (never filtered).
-In the final top k, every further passage of a session that already has one counts a little
-less, so one long session cannot crowd the others out.
+Around the fused score, on request (`Options.context`, `Options.time_hints`; both off by
+default, because neither beat the pipeline without them on LongMemEval, bench/results/recall-
+levers.md): a passage is also judged by where it sits. Its neighbouring turns in the candidate
+pool lend it part of their score (an answer is found through the question it answers, and the
+other way round), and a session with several good passages lends each of them part of its
+second- and third-best scores, so a session that holds the answer in several places beats a lone
+lucky match. When the question names a time ("last week", "three days ago", `timeexpr`),
+passages from then are boosted (never filtered). In the final top k, every further passage of a
+session that already has one counts a little less, so one long session cannot crowd the others
+out.
 
 Each signal can be missing without breaking the others: chunks still waiting for embeddings
 take part through BM25, a memory with no vectors at all answers through BM25 alone, and with
@@ -53,6 +55,11 @@ BM25_WEIGHT = 0.4
 RECENCY_WEIGHT = 0.10
 #: Scaffolding (system reminders, injected context) counts this much of its score.
 NOISE_FACTOR = 0.6
+#: Tool output counts this much of its score: on real coding traces it took 12-35% of the top 8
+#: for the users' own requests asked back, and the turn that answered was found more often
+#: without it (bench/results/tool-output.md). It stays searchable: an error message or an
+#: identifier only tool output holds still ranks first on its words.
+TOOL_RESULT_FACTOR = 0.8
 #: Share of the best neighbouring turn's fused score a passage borrows (see `with_context`).
 NEIGHBOR_WEIGHT = 0.15
 #: Share of its session's second- and third-best fused scores a passage borrows.
@@ -169,10 +176,13 @@ class Options:
     now: datetime | None = None
     vector: bool = True
     bm25: bool = True
-    #: Neighbouring turns and session evidence (`with_context`) and session diversity.
-    context: bool = True
-    #: Boost passages from the time the question names (`timeexpr`).
-    time_hints: bool = True
+    #: Neighbouring turns and session evidence (`with_context`) and session diversity. Off by
+    #: default: measured against the pipeline without it, it lowered R@1 on LongMemEval
+    #: (bench/results/recall-levers.md).
+    context: bool = False
+    #: Boost passages from the time the question names (`timeexpr`). Off by default: level
+    #: within noise on LongMemEval (bench/results/recall-levers.md).
+    time_hints: bool = False
 
     def check(self) -> None:
         """Refuse options that cannot make sense, with the bound in the message."""
@@ -355,6 +365,8 @@ def recall(
         score = base[cid] * recency_factor(_age_days(row, now), opts.half_life_days)
         if row.get("noise"):
             score *= NOISE_FACTOR
+        if row.get("block_type") == "tool_result":
+            score *= TOOL_RESULT_FACTOR
         hits.append(Hit(row, score, seen_bm25.get(cid), seen_vec.get(cid),
                         rerank_scores.get(cid)))
     hits.sort(key=lambda h: h.score, reverse=True)

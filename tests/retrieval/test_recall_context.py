@@ -91,7 +91,7 @@ def test_time_in_the_question_boosts_passages_from_then(memory: Repository) -> N
     query = "what did we decide about caching the embeddings last saturday"
     plain = core.recall(memory, query, core.Options(k=6, neighbors=0, now=NOW, time_hints=False,
                                                     half_life_days=0))
-    timed = core.recall(memory, query, core.Options(k=6, neighbors=0, now=NOW,
+    timed = core.recall(memory, query, core.Options(k=6, neighbors=0, now=NOW, time_hints=True,
                                                     half_life_days=0))
     assert "time" in timed.signals and "time" not in plain.signals
     assert timed.hits[0].row["session_id"] == "new"
@@ -133,10 +133,10 @@ def test_one_long_session_does_not_crowd_out_the_rest() -> None:
     assert "b" in [h.id for h in diverse] and diverse[0].id == "a0"
 
 
-def test_context_can_be_switched_off(memory: Repository) -> None:
-    on = core.recall(memory, "login redirect", core.Options(k=3, neighbors=0, now=NOW))
-    off = core.recall(memory, "login redirect", core.Options(k=3, neighbors=0, now=NOW,
-                                                             context=False))
+def test_context_is_off_unless_asked_for(memory: Repository) -> None:
+    off = core.recall(memory, "login redirect", core.Options(k=3, neighbors=0, now=NOW))
+    on = core.recall(memory, "login redirect", core.Options(k=3, neighbors=0, now=NOW,
+                                                            context=True))
     assert "context" in on.signals and "context" not in off.signals
 
 
