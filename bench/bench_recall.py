@@ -1,4 +1,6 @@
-"""Recall benchmark: quality on LongMemEval and latency at 10k / 100k chunks (DESIGN §8, §14).
+"""Recall benchmark: quality on LongMemEval and latency at 10k / 100k chunks.
+
+Targets: docs/design.md §8 and bench/results/recall.md.
 
 Run:  python bench/bench_recall.py            # everything; writes bench/results/recall.md
       python bench/bench_recall.py --quick    # 6 S questions, a small pooled memory, 10k only;

@@ -83,3 +83,19 @@ def trace_strings() -> list[str]:
             except ValueError:
                 continue
     return out
+
+
+def tool_log(lines: int = 4000) -> str:
+    """A log-like tool output (4,000 lines make about 400 KB), ending in a failure line."""
+    import random
+
+    rng = random.Random(42)
+    out = []
+    for i in range(lines):
+        out.append(
+            f"2026-05-11T11:{i // 60 % 60:02d}:{i % 60:02d}Z INFO worker-{rng.randint(1, 8)} "
+            f"processed batch {i} in {rng.random() * 100:.2f} ms "
+            f"({rng.choice(['ok', 'retry', 'cached'])}) "
+            f"path=/srv/data/{rng.randint(0, 999):03d}.parquet"
+        )
+    return "\n".join(out) + "\nFAILED: 1 error\n"

@@ -46,3 +46,14 @@ def test_every_command_has_help_and_is_in_the_cli_doc() -> None:
         assert command.help and command.help.strip(), f"{path} has no help"
         top = " ".join(path.split()[:2])
         assert f"`{top}" in doc, f"{top} is not documented in docs/cli.md"
+
+
+def test_cited_test_and_bench_files_exist() -> None:
+    """A document that names a test as the evidence for a claim must name one that runs."""
+    cited = re.compile(r"\b((?:tests|bench)/[\w/.-]+\.py)\b")
+    docs = [REPO_ROOT / "README.md", REPO_ROOT / "SECURITY.md",
+            *sorted((REPO_ROOT / "docs").glob("*.md"))]
+    missing = [f"{doc.name}: {path}" for doc in docs if doc.exists()
+               for path in cited.findall(doc.read_text("utf-8"))
+               if not (REPO_ROOT / path).is_file()]
+    assert not missing, missing

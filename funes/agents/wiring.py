@@ -31,6 +31,7 @@ from typing import Any
 
 from funes._env import Settings
 from funes.errors import FunesError
+from funes.storage.atomic import write_atomic
 
 #: The per-turn hook script (package file `funes/hooks/agent-turn-end`).
 HOOK_NAME = "agent-turn-end"
@@ -113,19 +114,7 @@ def replace_file(path: Path, data: bytes, mode: int | None = None) -> None:
             mode = target.stat().st_mode & 0o7777
         except FileNotFoundError:
             mode = 0o644
-    tmp = target.with_name(f".{target.name}.funes-{os.getpid()}-{os.urandom(3).hex()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
+    write_atomic(target, data, mode=mode)
 
 
 @dataclass

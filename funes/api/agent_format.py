@@ -30,6 +30,22 @@ def _short(oid: str | None) -> str:
     return oid[:12] if oid else "(none)"
 
 
+def tag(block_type: str, tool_name: str | None) -> str:
+    """`<block_type>[ <tool_name>]`: what a block is, as the bracket above its text says."""
+    return block_type + (f" {tool_name}" if tool_name else "")
+
+
+def body(text: str, block_type: str, tool_name: str | None) -> str:
+    """A block's text without the `[<tag>] ` label it starts with, when it does.
+
+    Chunking prefixes tool calls and results with their label (funes.ingest.chunking,
+    `render_block`) so that a passage says what it is to BM25 and the embedder; where a line
+    already names the block, printing the label again would say it twice.
+    """
+    label = f"[{tag(block_type, tool_name)}] "
+    return text[len(label):] if text.startswith(label) else text
+
+
 def where(row: dict[str, Any]) -> str:
     """`<project-or-workdir>/<session8>`, as a hit header names its session."""
     place = row.get("project") or row.get("workdir") or "-"
@@ -37,7 +53,7 @@ def where(row: dict[str, Any]) -> str:
 
 
 def recall_text(result: RecallResult, label: str, trusted: bool) -> str:
-    """Recall hits in the stable agent format of DESIGN §8 (`no results` when empty)."""
+    """Recall hits in the stable agent format of docs/design.md §8 (`no results` when empty)."""
     if not result.hits:
         return "no results"
     lines = []
@@ -53,8 +69,10 @@ def recall_text(result: RecallResult, label: str, trusted: bool) -> str:
         lines.append(f"  → funes get {r['session_id']} {r['turn_id']} --memory {label}")
         lines.append(r["text"])
         for n in hit.neighbors:
-            first = " ".join(str(n["text"]).split())[:160]
-            lines.append(f"  ~ [{n['role']} {n['block_type']} seq{n['seq']}] {first}")
+            kind = tag(n["block_type"], n.get("tool_name"))
+            text = body(str(n["text"]), n["block_type"], n.get("tool_name"))
+            first = " ".join(text.split())[:160]
+            lines.append(f"  ~ [{n['role']} {kind} seq{n['seq']}] {first}")
         lines.append("---")
     return "\n".join(lines)
 
@@ -67,10 +85,9 @@ def turns_text(turns: list[TurnView], head: Callable[[str], str] | None = None) 
         line = f"{marker} [{t.ts or '-'}] {t.harness} {t.role} seq{t.seq} turn {t.turn_id}"
         lines.append(head(line) if head else line)
         for b in t.blocks:
-            tag = b.block_type + (f" {b.tool_name}" if b.tool_name else "")
-            tag += f" noise={b.noise}" if b.noise else ""
-            lines.append(f"[{tag}]")
-            lines.append(b.text)
+            noise = f" noise={b.noise}" if b.noise else ""
+            lines.append(f"[{tag(b.block_type, b.tool_name)}{noise}]")
+            lines.append(body(b.text, b.block_type, b.tool_name))
         lines.append("---")
     return "\n".join(lines)
 
@@ -86,6 +103,9 @@ def status_text(r: StatusResult, search: SearchStatus) -> str:
     for harness, counts in r.by_harness.items():
         lines.append(f"  {harness:<8} {counts['chunks']} chunks, {counts['sessions']} sessions")
     lines.append(f"model    {r.model or '(not stamped yet: set on first embed)'}")
+    if r.redaction_outdated:
+        lines.append(f"redact   stored chunks met older rules ({r.redaction_outdated}) than "
+                     f"the installed {r.redaction_rules}: run `funes scrub`")
     lines.append(
         f"vectors  {search.embedded} embedded, {search.backlog} waiting"
         + (" (run `funes embed`)" if search.backlog else "")

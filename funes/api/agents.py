@@ -358,6 +358,22 @@ def _embed_some(settings: Settings, repo: Repository, say: Callable[[str], None]
         f"thread{'s' if done.threads > 1 else ''}), {done.remaining} waiting in {repo.path}")
 
 
+def maintain(repo: Repository, say: Callable[[str], None]) -> None:
+    """Pack the memory and fold new rows into its indexes when due; never fails the hook."""
+    from funes.retrieval.indexes import maintain as upkeep
+
+    try:
+        done = upkeep(repo)
+    except (FunesError, OSError, RuntimeError, ValueError) as exc:  # Lance errors too
+        say(f"pack: {repo.path}: {exc}")
+        return
+    if done.packed is not None and done.packed.did_pack:
+        say(f"pack: {sum(done.packed.packed.values())} fragments packed in "
+            f"{done.packed.seconds:.1f}s in {repo.path}")
+    if done.folded:
+        say(f"index: {done.folded} rows folded into the search indexes of {repo.path}")
+
+
 def _push(settings: Settings, repo: Repository, say: Callable[[str], None]) -> None:
     """`funes push` for a memory with a remote, bounded in time, never failing the hook."""
     from funes.gitlink.hook import run_bounded
@@ -414,6 +430,7 @@ def _handle(settings: Settings, requests: list[_Request], say: Callable[[str], N
             say(f"embed: {repo.path} is busy; the next hook continues")
         except FunesError as exc:
             say(f"embed: {repo.path}: {exc}")
+        maintain(repo, say)
     pushed: set[Path] = set()
     for r in requests:
         due = r.event == "session-end" or r.agent in NO_SESSION_END

@@ -10,10 +10,11 @@ from pathlib import Path
 from funes._env import Settings
 from funes.api.repo import open_memory
 from funes.errors import UsageError
-from funes.ingest.run import IndexSummary, index_sources
+from funes.ingest.run import BATCH_BYTES, BATCH_CHUNKS, IndexSummary, index_sources
 from funes.ingest.sources import default_sources, explicit_sources
 from funes.ingest.state import SourceStates
 from funes.model.turns import Turn
+from funes.retrieval.indexes import maintain
 from funes.storage.repo import PROJECT_DIR, Repository
 
 __all__ = ["IndexSummary", "index", "parse_since"]
@@ -40,7 +41,7 @@ def parse_since(value: str, now: datetime | None = None) -> datetime:
 
 
 class _ProjectRouter:
-    """Route sessions as DESIGN §7 says.
+    """Route sessions as docs/design.md §7 says.
 
     A session inside a project with its own `.funes/` goes to that memory; every other session
     goes to the global memory (or nowhere, if there is none).
@@ -106,13 +107,21 @@ def index(
         router = lambda _turn: repo  # noqa: E731
         states = SourceStates(repo.path / "index" / "sources.json")
         max_tokens = int(repo.config.get("index.maxTokens") or 256)
+        configured = repo
     else:
-        Repository.discover(settings)  # like every command: refuse when there is no memory
+        # like every command: refuse when there is no memory
+        configured = Repository.discover(settings)
         sources = default_sources(settings, harnesses=agents or None)
         router = _ProjectRouter(settings)
         states = SourceStates(settings.home / "state" / "sources.json")
         max_tokens = 256
-    return index_sources(
+    summary = index_sources(
         sources, router, states, since=when, max_tokens=max_tokens, progress=progress,
         tool_results=tool_results,
+        batch_chunks=int(configured.config.get("index.batchChunks") or BATCH_CHUNKS),
+        batch_bytes=int(configured.config.get("index.batchBytes") or BATCH_BYTES),
     )
+    for path, committed in summary.commits.items():
+        if committed.added:  # like `git gc --auto` after a commit: cheap unless due
+            maintain(Repository.open(Path(path), settings))
+    return summary

@@ -81,7 +81,7 @@ def recall(
     context: bool = False,
     time_hints: bool = False,
 ) -> RecallResult:
-    """Hybrid recall over one memory (DESIGN §8).
+    """Hybrid recall over one memory (docs/design.md §8).
 
     `rerank_pool` (default: config `recall.rerankPool`, 4) is how many fused passages the
     cross-encoder re-scores: each costs about 40 ms on 2 cores, so it is the knob that trades

@@ -131,10 +131,16 @@ class StatusResult:
     sessions: int
     by_harness: dict[str, dict[str, int]] = field(default_factory=dict)
     model: ModelStamp | None = None
+    #: The redaction rules the stored chunks met, when older than the installed ones.
+    redaction_outdated: str | None = None
+    redaction_rules: str = ""
 
 
 def status(repo: Repository) -> StatusResult:
-    """Repository, HEAD, counts by agent and the model stamp."""
+    """Repository, HEAD, counts by agent, the model stamp, and whether to run scrub."""
+    from funes.ingest.redact import rules_version
+    from funes.ingest.scrub import rules_outdated
+
     head = repo.head()
     commit = repo.objects.commit(head) if head else None
     stats = repo.stats()
@@ -148,6 +154,8 @@ def status(repo: Repository) -> StatusResult:
         sessions=stats.sessions,
         by_harness=stats.by_harness,
         model=commit.model if commit else None,
+        redaction_outdated=rules_outdated(repo),
+        redaction_rules=rules_version(),
     )
 
 

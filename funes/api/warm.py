@@ -356,9 +356,9 @@ def recall(settings: Settings, repo: Repository, query: str, **kwargs: Any) -> R
         try:
             data = request(settings, repo.path, "recall", {"query": query, **kwargs})
             return decode_recall(data)
-        except (ServerUnavailable, TypeError, KeyError) as exc:
-            # TypeError, KeyError: an argument that cannot travel, or an answer this code
-            # cannot rebuild (a server running other code): either way, work alone.
+        except (ServerUnavailable, TypeError, KeyError, ValueError) as exc:
+            # TypeError, KeyError, ValueError: an argument that cannot travel, or an answer
+            # this code cannot rebuild (a server running other code): either way, work alone.
             if isinstance(exc, ServerOutdated):
                 stop_server(settings, repo, wait=0)  # the next recall starts a current one
             elif settings.serve == "auto":
@@ -374,7 +374,7 @@ def get(settings: Settings, repo: Repository, session_id: str, turn_id: str,
             data = request(settings, repo.path, "get",
                            {"session_id": session_id, "turn_id": turn_id, "window": window})
             return decode_turns(data)
-        except (ServerUnavailable, TypeError, KeyError):
+        except (ServerUnavailable, TypeError, KeyError, ValueError):
             pass
     return _local_get(repo, session_id, turn_id, window)
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from funes.errors import FunesError
 from funes.gitlink.coderepo import CodeRepo
+from funes.storage.atomic import write_atomic
 
 #: The hooks funes can install, in the order `status` lists them.
 HOOK_NAMES: tuple[str, ...] = ("post-commit", "pre-push")
@@ -141,15 +142,7 @@ def install(code: CodeRepo, *, push: bool = False, python: str | None = None) ->
 
 def _write_script(path: Path, text: str) -> None:
     """Replace `path` with an executable script in one rename (git never sees half a hook)."""
-    tmp = path.with_name(f".{path.name}.funes-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o755)
-    try:
-        os.write(fd, text.encode("utf-8"))
-        os.fchmod(fd, 0o755)  # whatever the umask
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    write_atomic(path, text.encode("utf-8"), mode=0o755)
 
 
 def uninstall(code: CodeRepo) -> list[HookState]:

@@ -27,7 +27,6 @@ The pitfalls below were each measured to abort the process or to change results:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import struct
@@ -41,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from funes.inference.errors import ConversionError
+from funes.storage.atomic import sha256_file
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -180,12 +180,8 @@ def read_safetensors(path: Path) -> dict[str, npt.NDArray[Any]]:
 
 
 def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB blocks so large models never sit in memory twice."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """Hex sha256 of a file (a model's identity is its GGUF file's digest)."""
+    return sha256_file(path)[1]
 
 
 # --------------------------------------------------------------------------------------------

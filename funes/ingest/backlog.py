@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from funes.errors import FunesError
 from funes.ingest.represent import embed_texts, label, representation, vector_label
 from funes.model.objects import ModelStamp
+from funes.storage.atomic import sha256_file
 from funes.storage.repo import Repository
 from funes.storage.tables import VECTOR_FILTER_COLUMNS, vector_schema
 
@@ -60,18 +61,9 @@ def stamp_of(embedder: EmbedderProtocol) -> ModelStamp:
     if info is None:
         from pathlib import Path
 
-        return ModelStamp(Path(embedder.path).stem, _file_sha256(embedder.path), embedder.dim)
+        return ModelStamp(Path(embedder.path).stem, sha256_file(Path(embedder.path))[1],
+                          embedder.dim)
     return ModelStamp(info.name, info.sha256, embedder.dim)
-
-
-def _file_sha256(path: Any) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _embedded_ids(repo: Repository, model: str | None) -> set[str]:

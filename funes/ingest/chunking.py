@@ -2,8 +2,8 @@
 
 Chunks are the unit that is stored, searched (BM25 and vectors) and recalled, and their ids hash
 their text, so the rules here are part of the on-disk contract: the same turn must give the same
-chunks, byte for byte, on any machine and any Python (DESIGN §2, §5). They are written out in
-docs/chunking.md; this docstring only says why they are shaped the way they are.
+chunks, byte for byte, on any machine and any Python (docs/design.md §2, §5). They are
+written out in docs/chunking.md; this docstring only says why they are shaped the way they are.
 
 * **Measured in the model's tokens.** Windows are sized with the model's own WordPiece tokenizer
   (:mod:`funes.ingest.tokenizer`), [CLS] and [SEP] included, so every chunk embeds whole:

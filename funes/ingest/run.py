@@ -1,8 +1,14 @@
-"""One indexing run: sources → turns → redacted blocks → chunks → one commit per memory.
+"""One indexing run: sources → turns → redacted blocks → chunks → commits in bounded batches.
 
 Deterministic and incremental: each source is resumed where the last run stopped (see
 funes.ingest.state), secrets are redacted before anything is chunked or stored, and the
 repository skips chunks it already holds, so running twice adds nothing.
+
+Bounded: chunks are committed whenever `batch_chunks` chunks or `batch_bytes` bytes of text
+are pending (and at the end), and the read positions of the files finished by then are saved
+right after each commit. So memory stays bounded whatever the history's size, and a run
+killed at any point loses at most the batch in flight: the next run resumes from the saved
+positions (a file cut across two batches is read again; chunk ids make that idempotent).
 """
 
 from __future__ import annotations
@@ -19,16 +25,23 @@ from funes.ingest.chunking import chunk_turn
 from funes.ingest.parsers.base import SourceTruncatedError
 from funes.ingest.parsers.registry import cursor_kind, parse_file
 from funes.ingest.redact import redact_turn
+from funes.ingest.scrub import note_ingest
 from funes.ingest.sources import SourceFile
-from funes.ingest.state import SourceStates, plan, snapshot
+from funes.ingest.state import FileState, SourceStates, plan, snapshot
 from funes.model.chunk import Chunk
 from funes.model.turns import Turn
 from funes.storage.repo import CommitResult, Repository
 
 #: (files done, files total, path being read)
 Progress = Callable[[int, int, str], None]
-#: Which memory a turn belongs in (DESIGN §7 routing); None means "nowhere: count it skipped".
+#: Which memory a turn belongs in (docs/design.md §7 routing); None means "nowhere: count it
+#: skipped".
 Router = Callable[[Turn], Repository | None]
+
+#: Default batch bounds (config `index.batchChunks`, `index.batchBytes`): about 150 MB of peak
+#: memory for a batch of ordinary chunks.
+BATCH_CHUNKS = 20_000
+BATCH_BYTES = 64 << 20
 
 
 @dataclass
@@ -81,6 +94,19 @@ def _keeps_tool_results(repo: Repository, asked: bool | None, seen: dict[Path, b
     return seen[repo.path]
 
 
+def _combined(before: CommitResult | None, after: CommitResult) -> CommitResult:
+    """One memory's commits of a run, summed (the run reports once, at the end)."""
+    if before is None:
+        return after
+    return CommitResult(
+        after.commit or before.commit,
+        before.added + after.added,
+        before.duplicates + after.duplicates,
+        before.collisions + after.collisions,
+        after.chunk_count,
+    )
+
+
 def index_sources(
     sources: Iterable[SourceFile],
     router: Router,
@@ -90,23 +116,44 @@ def index_sources(
     max_tokens: int = 256,
     progress: Progress | None = None,
     lock_timeout: float | None = None,
+    batch_chunks: int = BATCH_CHUNKS,
+    batch_bytes: int = BATCH_BYTES,
     tool_results: bool | None = None,
 ) -> IndexSummary:
     """Read every source incrementally and commit the new chunks to their memories.
 
-    With `since`, only turns at or after that time are kept, and the read positions are not
-    remembered (a one-off partial run must not hide older turns from the next full run).
-    `tool_results=False` leaves tool output out (the calls stay); None asks each memory's
-    `index.toolResults` (default true). Chunk ids do not depend on it: a block's id is fixed
-    by its own position and text, so a lean memory and a full one agree on every chunk both
-    hold.
+    Commits happen in batches (see the module docstring). With `since`, only turns at or
+    after that time are kept, and the read positions are not remembered (a one-off partial
+    run must not hide older turns from the next full run). `tool_results=False` leaves tool
+    output out (the calls stay); None asks each memory's `index.toolResults` (default true).
+    Chunk ids do not depend on it: a lean memory and a full one agree on every chunk both hold.
     """
     summary = IndexSummary()
     pending: dict[Path, tuple[Repository, list[Chunk]]] = {}
+    pending_chunks = pending_bytes = 0
     sessions: dict[str, set[str]] = collections.defaultdict(set)
     source_list = list(sources)
     keeps: dict[Path, bool] = {}
-    new_states = {}
+    new_states: dict[Path, FileState] = {}
+
+    def flush() -> None:
+        nonlocal pending_chunks, pending_bytes
+        for repo, chunks in pending.values():
+            note_ingest(repo)  # which redaction rules the stored chunks met (funes status)
+            committed = repo.commit_chunks(
+                chunks, functools.partial(commit_message, chunks), lock_timeout=lock_timeout
+            )
+            key = str(repo.path)
+            summary.commits[key] = _combined(summary.commits.get(key), committed)
+            summary.added += committed.added
+        pending.clear()
+        pending_chunks = pending_bytes = 0
+        if since is None and new_states:
+            for path, state in new_states.items():
+                states.put(path, state)
+            states.save()
+            new_states.clear()
+
     for done, source in enumerate(source_list):
         if progress:
             progress(done, len(source_list), str(source.path))
@@ -149,23 +196,21 @@ def index_sources(
                 chunks = [c for c in chunks if c.block_type != "tool_result"]
             summary.chunks += len(chunks)
             pending.setdefault(repo.path, (repo, []))[1].extend(chunks)
+            pending_chunks += len(chunks)
+            pending_bytes += sum(len(c.text) for c in chunks)
+            if pending_chunks >= batch_chunks or pending_bytes >= batch_bytes:
+                flush()  # this file's position is saved only once all of it is committed
         summary.unroutable += stranded
         if not stranded:  # keep turns with nowhere to go for a later run (e.g. after init)
             new_states[source.path] = snapshot(
                 source.path, source.harness, cursor, planned, result.end_offset, result.state
             )
+        del result
     if progress:
         progress(len(source_list), len(source_list), "")
     summary.by_harness = collections.Counter({h: len(s) for h, s in sessions.items()})
     summary.sessions = sum(summary.by_harness.values())
-    for repo, chunks in pending.values():
-        committed = repo.commit_chunks(
-            chunks, functools.partial(commit_message, chunks), lock_timeout=lock_timeout
-        )
-        summary.commits[str(repo.path)] = committed
-        summary.added += committed.added
+    flush()
     if since is None:
-        for path, state in new_states.items():
-            states.put(path, state)
         states.save()
     return summary

@@ -1,6 +1,6 @@
 """Where transcripts live: default discovery per agent, and explicit paths.
 
-Default locations (DESIGN section 4), each rooted at a directory from
+Default locations (docs/design.md §4), each rooted at a directory from
 :func:`funes._env.settings`, which honours the agents' own variables:
 
 ==========  =================================================================================

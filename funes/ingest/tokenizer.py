@@ -1,9 +1,10 @@
 """The embedding model's own tokenizer (BERT uncased WordPiece), in pure Python.
 
-Chunking must measure text in the embedding model's tokens (DESIGN §5): a window that fits in
-characters can still overflow all-MiniLM-L6-v2's 256-token context, and llama.cpp aborts the
-process rather than truncating. Pulling in the Rust `tokenizers` package for that would make
-ingest heavy, so this module reimplements exactly what the model's `tokenizer.json` does:
+Chunking must measure text in the embedding model's tokens (docs/design.md §5): a window
+that fits in characters can still overflow all-MiniLM-L6-v2's 256-token context, and
+llama.cpp aborts the process rather than truncating. Pulling in the Rust `tokenizers` package
+for that would make ingest heavy, so this module reimplements exactly what the model's
+`tokenizer.json` does:
 
 1. **Normalise** each character (BertNormalizer): drop NUL, U+FFFD and control/format/private-use
    characters, map whitespace to a space, put spaces around CJK ideographs, decompose (NFD) and

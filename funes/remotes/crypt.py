@@ -40,6 +40,7 @@ from funes.remotes.base import (
     RemoteState,
 )
 from funes.remotes.layout import object_path, table_file
+from funes.storage.atomic import write_atomic
 from funes.storage.signing import read_key_argument
 
 MAGIC = b"FUNESENC1\n"
@@ -79,13 +80,7 @@ def _write_key(settings: Settings, url: str, key: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(OSError):
         path.parent.parent.chmod(0o700)
-    tmp = path.with_name(path.name + ".tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(f"{key.hex()} {url}\n")
-    os.replace(tmp, path)
+    write_atomic(path, f"{key.hex()} {url}\n".encode(), mode=0o600)
     return path
 
 

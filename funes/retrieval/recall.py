@@ -1,4 +1,4 @@
-"""Recall: the hybrid retrieval pipeline of DESIGN §8.
+"""Recall: the hybrid retrieval pipeline of docs/design.md §8.
 
 Filters → BM25 and vector candidates → score fusion → rerank → recency → dedup → top-k →
 neighbouring context.
@@ -555,8 +555,8 @@ def attach_neighbors(repo: Repository, hits: list[Hit], window: int) -> None:
             f"AND seq <= {seq + window} AND seq != {seq})"
         )
     table = repo.chunks.dataset().to_table(
-        columns=["id", "session_id", "seq", "role", "block_type", "block_idx", "split_idx",
-                 "text", "turn_id"],
+        columns=["id", "session_id", "seq", "role", "block_type", "tool_name", "block_idx",
+                 "split_idx", "text", "turn_id"],
         filter=" OR ".join(clauses),
     )
     by_session: dict[str, dict[int, dict[str, Any]]] = {}

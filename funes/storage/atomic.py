@@ -9,8 +9,20 @@ calls on an O_APPEND descriptor, so concurrent appenders never interleave within
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 from pathlib import Path
+
+
+def sha256_file(path: Path) -> tuple[int, str]:
+    """Size and hex SHA-256 of a file, read in 1 MiB blocks (models and fragments are large)."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+            size += len(block)
+    return size, h.hexdigest()
 
 
 def fsync_dir(path: Path) -> None:
@@ -22,12 +34,22 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Replace `path` with `data` all at once."""
+def write_atomic(
+    path: Path, data: bytes, *, durable: bool = True, mode: int | None = None
+) -> None:
+    """Replace `path` with `data` all at once.
+
+    With `mode`, the file has exactly that mode (whatever the umask) from the moment it
+    appears: a key or a hook script is never visible with the wrong permissions.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}-{os.urandom(4).hex()}")
     try:
-        with open(tmp, "wb") as fh:
+        # Without a mode the umask decides, as for open(); with one, 0600 until fchmod sets it.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)
             fh.write(data)
             if durable:
                 fh.flush()

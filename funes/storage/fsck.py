@@ -12,9 +12,9 @@ from funes.errors import FunesError
 from funes.model.chunk import id_from_fields
 from funes.model.ids import ObjectId
 from funes.model.objects import Commit, Manifest
+from funes.storage.atomic import sha256_file
 from funes.storage.refs import CorruptRefError
 from funes.storage.repo import Repository
-from funes.storage.tables import _sha256_file
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ def _check_files(repo: Repository, manifests: dict[str, Manifest], report: FsckR
         table = repo.table(table_name)
         if table.exists():
             try:
-                included[table_name] = table.file_paths()
+                included[table_name] = table.logical_paths()  # packs as the files they hold
             except Exception as exc:  # a damaged Lance manifest surfaces as many error types
                 report.problems.append(Problem("file", f"{table_name}.lance", str(exc)[:200]))
                 included[table_name] = set()
@@ -172,7 +172,7 @@ def _check_files(repo: Repository, manifests: dict[str, Manifest], report: FsckR
                 if not path.is_file():
                     report.problems.append(Problem("file", str(path), f"missing (manifest {mid})"))
                     continue
-                size, digest = _sha256_file(path)
+                size, digest = sha256_file(path)
                 if (size, digest) != (f.size, f.sha256):
                     report.problems.append(
                         Problem("file", str(path), f"content does not match manifest {mid}")

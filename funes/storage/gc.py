@@ -23,11 +23,11 @@ import contextlib
 import json
 import shutil
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from funes.model.ids import ObjectId
+from funes.storage import pack
 from funes.storage.atomic import write_atomic
 from funes.storage.repo import Repository
 from funes.storage.tables import LanceTable
@@ -79,6 +79,7 @@ class GcResult:
     files_deleted: int
     objects_deleted: int
     bytes_freed: int
+    fragments_packed: int = 0  # small fragments packed into few (funes.storage.pack)
 
 
 def _tips(repo: Repository) -> list[ObjectId]:
@@ -119,6 +120,8 @@ def gc(repo: Repository) -> GcResult:
             if table.exists():
                 r, w, b = _rewrite_table(name, table, hidden, collected)
                 rows, rewritten, freed = rows + r, rewritten + w, freed + b
+                r, w, b = _rewrite_packed(repo, name, table, hidden, collected)
+                rows, rewritten, freed = rows + r, rewritten + w, freed + b
         if rewritten:
             collected.ids |= hidden
             _save_collected(repo, collected)
@@ -134,7 +137,11 @@ def gc(repo: Repository) -> GcResult:
                         entry.unlink(missing_ok=True)
         with contextlib.suppress(FileNotFoundError):
             (repo.path / "index" / "ids.sqlite").unlink()
-        return GcResult(rows, rewritten, files, objects, freed + obj_bytes + file_bytes)
+    # After the rewrite (which leaves the layout as it found it), outside its lock: pack
+    # takes the lock itself.
+    packed = pack.pack(repo, force=True)
+    return GcResult(rows, rewritten, files, objects, freed + obj_bytes + file_bytes,
+                    sum(packed.packed.values()))
 
 
 def _rewrite_table(
@@ -149,6 +156,7 @@ def _rewrite_table(
     schema = ds.schema
     metas: list[dict[str, Any]] = []
     removed = rewritten = 0
+    this_run: dict[str, list[str]] = {}  # data/x.lance → its replacements, this run
     value_set = pa.array(sorted(hidden), pa.string())
     for frag in ds.get_fragments():
         meta: dict[str, Any] = dict(frag.metadata.to_json())
@@ -167,6 +175,8 @@ def _rewrite_table(
         new = table.write_fragments(clean) if clean.num_rows else []
         old_files = [f"{name}/data/{f['path']}" for f in meta["files"]]
         new_files = [f"{name}/{f.path}" for rec in new for f in rec.files]
+        for f in meta["files"]:
+            this_run[f"data/{f['path']}"] = [f.path for rec in new for f in rec.files]
         for old in old_files:
             collected.files[old] = new_files
         # Replacements of files an earlier gc made: point the originals at the newest files.
@@ -182,11 +192,57 @@ def _rewrite_table(
         meta["id"] = index
         frags.append(FragmentMetadata.from_json(json.dumps(meta)))
     before = _size(table.path)
-    new_ds = lance.LanceDataset.commit(
+    physical_before = table.file_paths()
+    lance.LanceDataset.commit(
         str(table.path), lance.LanceOperation.Overwrite(schema, frags), read_version=ds.version
     )
-    new_ds.cleanup_old_versions(older_than=timedelta(0), delete_unverified=False)
+    # Not Lance's cleanup: it would also delete the packed originals, which manifests name.
+    # The files just rewritten go now (they hold the hidden rows); so do the old versions.
+    after = table.file_paths()
+    pack.rename_packs(table.path.parent, name, this_run)
+    for rel in physical_before - after:
+        (table.path / rel).unlink(missing_ok=True)
+    pack.prune_versions(table, grace=0)
     return removed, rewritten, max(0, before - _size(table.path))
+
+
+def _rewrite_packed(
+    repo: Repository, name: str, table: LanceTable, hidden: set[str], collected: Collected
+) -> tuple[int, int, int]:
+    """Packed originals (outside the dataset version) that hold hidden rows: rewritten too.
+
+    The pack holding their rows was rewritten with the dataset; the original files are what
+    a push reads for the manifests that name them, so they get the same treatment as any
+    fragment: survivors to a new file, the mapping in `collected.json`, the original deleted.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from lance.file import LanceFileReader
+
+    if not hidden:
+        return 0, 0, 0
+    value_set = pa.array(sorted(hidden), pa.string())
+    removed = rewritten = freed = 0
+    schema = table.dataset().schema
+    for rel in sorted(pack.record(repo.path, table, table.file_paths())["files"]):
+        key = f"{name}/{rel}"
+        path = table.path / rel
+        if key in collected.files or not path.is_file():
+            continue
+        rows = LanceFileReader(str(path)).read_all().to_table()
+        mask = pc.is_in(rows.column("id"), value_set=value_set)
+        if not pc.any(mask).as_py():
+            continue
+        clean = rows.filter(pc.invert(mask))
+        clean = pa.table({n: clean.column(n) for n in schema.names if n in clean.column_names})
+        new = table.write_fragments(clean.cast(pa.schema(
+            [schema.field(n) for n in clean.column_names]))) if clean.num_rows else []
+        collected.files[key] = [f"{name}/{f.path}" for rec in new for f in rec.files]
+        removed += rows.num_rows - clean.num_rows
+        rewritten += 1
+        freed += path.stat().st_size
+        path.unlink()
+    return removed, rewritten, freed
 
 
 def _size(path: Path) -> int:

@@ -39,7 +39,7 @@ from funes.model.objects import Commit, Link, Manifest, ModelStamp, Tombstone
 from funes.model.refs import DEFAULT_BRANCH, HEAD, RefName, branch_ref, check_ref_name
 from funes.storage.atomic import write_atomic
 from funes.storage.config import Config
-from funes.storage.idindex import IdIndex
+from funes.storage.idindex import HiddenCache, IdIndex
 from funes.storage.lock import WriteLock
 from funes.storage.objects import ObjectStore
 from funes.storage.refs import RefStore
@@ -123,6 +123,7 @@ class Repository:
         self.chunks = LanceTable(path / "chunks.lance")
         self.vectors = LanceTable(path / "vectors.lance")
         self.ids = IdIndex(path / "index" / "ids.sqlite")
+        self.hidden = HiddenCache(path / "index" / "hidden.json")
 
     # -- creation and discovery ------------------------------------------------------------
 
@@ -194,6 +195,9 @@ class Repository:
             timeout = float(configured) if configured else self.settings.lock_timeout
         with WriteLock(self.path / "lock", timeout):
             self._recover()
+            from funes.storage import pack
+
+            pack.recover(self)  # a pack a crash interrupted (funes.storage.pack)
             yield
 
     def _recover(self) -> None:
@@ -223,7 +227,7 @@ class Repository:
         """True if every journaled fragment file made it into its dataset."""
         for name, files in tables.items():
             table = self.table(name)
-            if not table.exists() or not set(files) <= table.file_paths():
+            if not table.exists() or not set(files) <= table.logical_paths():
                 return False
         return True
 
@@ -323,12 +327,12 @@ class Repository:
         return set(ids.to_pylist())
 
     def tombstoned_ids(self, start: ObjectId | None = None) -> set[str]:
-        """Chunk ids hidden by tombstones reachable from `start` (HEAD)."""
-        hidden: set[str] = set()
-        for _, commit in self.walk(start):
-            for tid in commit.tombstones:
-                hidden.update(self.objects.tombstone(tid).targets)
-        return hidden
+        """Chunk ids hidden by tombstones reachable from `start` (HEAD).
+
+        Cached per commit (funes.storage.idindex.HiddenCache): a read walks back only to the
+        nearest commit whose set is known, not through the whole history.
+        """
+        return self.hidden.hidden(self, start if start is not None else self.head())
 
     def stats(self) -> RepoStats:
         """Chunk and session counts by harness, from the chunk table."""

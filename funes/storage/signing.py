@@ -25,7 +25,6 @@ import base64
 import binascii
 import contextlib
 import hashlib
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from funes._env import Settings
 from funes.errors import FunesError, UsageError
 from funes.model.ids import ObjectId, canonical_json
 from funes.model.objects import Commit, kind_of
+from funes.storage.atomic import write_atomic
 
 if TYPE_CHECKING:
     from funes.storage.repo import Repository
@@ -50,7 +50,7 @@ class SignatureError(FunesError):
     """Commits whose signatures are required and missing, unknown or bad."""
 
 
-class KeyError_(UsageError):
+class SigningKeyError(UsageError):
     """A key that cannot be read, generated or trusted."""
 
 
@@ -83,16 +83,16 @@ def parse_public(text: str) -> PublicKey:
     """Read an exported public key line."""
     parts = text.strip().split(None, 2)
     if len(parts) < 2 or parts[0] != PREFIX:
-        raise KeyError_(
+        raise SigningKeyError(
             "not a funes public key", hint=f"expected `{PREFIX} <base64> [comment]` "
             "(what `funes keys export` prints)",
         )
     try:
         raw = base64.b64decode(parts[1], validate=True)
     except (binascii.Error, ValueError):
-        raise KeyError_("the public key is not valid base64") from None
+        raise SigningKeyError("the public key is not valid base64") from None
     if len(raw) != 32:
-        raise KeyError_("an Ed25519 public key is 32 bytes")
+        raise SigningKeyError("an Ed25519 public key is 32 bytes")
     return PublicKey(key_id(raw), raw, parts[2] if len(parts) > 2 else "")
 
 
@@ -107,7 +107,7 @@ def generate(settings: Settings, comment: str, *, force: bool = False) -> Public
 
     path = _private_path(settings)
     if path.exists() and not force:
-        raise KeyError_(
+        raise SigningKeyError(
             f"a signing key already exists ({path})",
             hint="`funes keys list` shows it; --force replaces it (old signatures then read "
             "as unknown unless you trust the old public key)",
@@ -123,13 +123,7 @@ def generate(settings: Settings, comment: str, *, force: bool = False) -> Public
     raw_pub = key.public_key().public_bytes(
         serialization.Encoding.Raw, serialization.PublicFormat.Raw
     )
-    tmp = path.with_name(path.name + ".tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(raw_priv.hex() + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, (raw_priv.hex() + "\n").encode("ascii"), mode=0o600)
     public = PublicKey(key_id(raw_pub), raw_pub, comment, own=True)
     (path.parent / "signing.pub").write_text(public.export() + "\n", "utf-8")
     return public
@@ -146,11 +140,11 @@ def _private(settings: Settings) -> Any | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise KeyError_(f"cannot read the signing key {path}: {exc.strerror}") from None
+        raise SigningKeyError(f"cannot read the signing key {path}: {exc.strerror}") from None
     try:
         return Ed25519PrivateKey.from_private_bytes(bytes.fromhex(text))
     except ValueError:
-        raise KeyError_(f"the signing key {path} is damaged",
+        raise SigningKeyError(f"the signing key {path} is damaged",
                         hint="`funes keys generate --force` makes a new one") from None
 
 

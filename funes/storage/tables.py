@@ -14,7 +14,6 @@ here is ever rewritten. Any Lance reader can open either dataset; `vectors.lance
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from funes.model.chunk import Chunk
 from funes.model.objects import DataFile, FragmentRecord
+from funes.storage.atomic import sha256_file
 
 if TYPE_CHECKING:
     import lance
@@ -137,16 +137,6 @@ def chunks_to_arrow(chunks: Sequence[Chunk]) -> pa.Table:
     return pa.Table.from_pydict(cols, schema=chunk_schema())
 
 
-def _sha256_file(path: Path) -> tuple[int, str]:
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-            size += len(block)
-    return size, h.hexdigest()
-
-
 class LanceTable:
     """One append-only Lance dataset inside the repository."""
 
@@ -180,7 +170,7 @@ class LanceTable:
             files = []
             for f in meta["files"]:
                 rel = f"data/{f['path']}"
-                size, digest = _sha256_file(self.path / rel)
+                size, digest = sha256_file(self.path / rel)
                 files.append(DataFile(rel, size, digest))
             records.append(FragmentRecord(meta, tuple(files)))
         return records
@@ -203,3 +193,13 @@ class LanceTable:
         """Data files (relative paths) that a dataset version includes."""
         ds = self.dataset(version)
         return {f"data/{f.path}" for frag in ds.get_fragments() for f in frag.metadata.files}
+
+    def logical_paths(self) -> set[str]:
+        """The files the latest version holds as manifests name them.
+
+        A pack (funes.storage.pack) is listed by the dataset in place of the files it holds;
+        merge, crash recovery and fsck ask about the files manifests name, so they ask here.
+        """
+        from funes.storage.pack import logical_paths
+
+        return logical_paths(self.path.parent, self, self.file_paths())

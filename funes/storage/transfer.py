@@ -25,7 +25,6 @@ as an ordinary commit, so a crash at any point is finished or undone by the next
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -48,7 +47,7 @@ from funes.model.objects import (
 )
 from funes.model.objects import decode as decode_object
 from funes.model.refs import HEAD
-from funes.storage.atomic import fsync_dir, write_atomic
+from funes.storage.atomic import fsync_dir, sha256_file, write_atomic
 from funes.storage.repo import ModelMismatchError, Repository, now_iso
 from funes.storage.signing import sign_commit
 from funes.storage.tables import LanceTable
@@ -204,15 +203,7 @@ def check_record(record: FragmentRecord, where: str) -> None:
         raise TransferError(f"{where}: fragment metadata does not parse ({exc})") from None
 
 
-def sha256_file(path: Path) -> tuple[int, str]:
-    """Size and SHA-256 of a file, read in blocks."""
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-            size += len(block)
-    return size, h.hexdigest()
+
 
 
 def install_data_file(table: LanceTable, expected: DataFile, src: Path, source: str) -> int:
@@ -420,7 +411,7 @@ def _fragments_to_append(
             manifest = repo.objects.manifest(mid)
             table = repo.table(manifest.table)
             if manifest.table not in present:
-                present[manifest.table] = table.file_paths() if table.exists() else set()
+                present[manifest.table] = table.logical_paths() if table.exists() else set()
             for record in manifest.fragments:
                 check_record(record, f"manifest {mid[:12]}")
                 paths = [f.path for f in record.files]

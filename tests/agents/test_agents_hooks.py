@@ -1,4 +1,9 @@
-"""Agent hooks: back within a second, exit 0 whatever happens, index the new turn detached."""
+"""Agent hooks: exit 0 whatever happens, say nothing, index the new turn detached.
+
+How fast the hook returns is measured by bench/bench_agent_hook.py (the target: under a
+second); the tests here check behaviour, with time bounds only where a wrong behaviour would
+show as waiting (for a held lock, for stdin that never closes).
+"""
 
 from __future__ import annotations
 
@@ -29,13 +34,12 @@ def _hook(settings: Any) -> Path:
     return settings.home / "agents" / "agent-turn-end"
 
 
-def _fire(settings: Any, args: list[str], stdin: str = "") -> tuple[int, float]:
-    """Run the installed hook script as the agent would: (exit code, seconds)."""
-    start = time.monotonic()
+def _fire(settings: Any, args: list[str], stdin: str = "") -> int:
+    """Run the installed hook script as the agent would; its exit code (it prints nothing)."""
     done = subprocess.run([str(_hook(settings)), *args], input=stdin, text=True,
                           capture_output=True, env=child_env(), timeout=30, check=False)
     assert done.stdout == "" and done.stderr == ""
-    return done.returncode, time.monotonic() - start
+    return done.returncode
 
 
 def _log(settings: Any) -> str:
@@ -84,8 +88,8 @@ def test_hook_scripts_ship_in_the_package_and_match() -> None:
 
 @needs_fixtures
 def test_hook_indexes_the_new_turn(settings: Any, claude_session: Path, run) -> None:  # type: ignore[no-untyped-def]
-    code, seconds = _fire(settings, ["claude", "turn-end"], _stop_event(claude_session))
-    assert code == 0 and seconds < 1.0
+    code = _fire(settings, ["claude", "turn-end"], _stop_event(claude_session))
+    assert code == 0
     wait_for(lambda: _settled(settings, 0), what="the first hook run")
     assert "tool use was rejected" not in _recall(run, "tool use was rejected")
 
@@ -93,8 +97,8 @@ def test_hook_indexes_the_new_turn(settings: Any, claude_session: Path, run) -> 
     lines = CLAUDE.read_text().splitlines(keepends=True)
     with claude_session.open("a") as fh:
         fh.write("".join(lines[7:]))
-    code, seconds = _fire(settings, ["claude", "turn-end"], _stop_event(claude_session))
-    assert code == 0 and seconds < 1.0
+    code = _fire(settings, ["claude", "turn-end"], _stop_event(claude_session))
+    assert code == 0
     wait_for(lambda: _settled(settings, 1), what="the second hook run")
     found = _recall(run, "tool use was rejected")
     assert "The tool use was rejected" in found
@@ -107,15 +111,18 @@ def test_hook_with_the_repository_locked_returns_at_once(settings: Any, claude_s
     lock = WriteLock(settings.home / "lock", 0)  # another writer holds the global memory
     lock.acquire()
     try:
-        code, seconds = _fire(settings, ["claude", "turn-end"], _stop_event(claude_session))
-        assert code == 0 and seconds < 1.0
+        code = _fire(settings, ["claude", "turn-end"], _stop_event(claude_session))
+        assert code == 0
+        # Returned before anyone gave up on the lock (after its 5 s timeout): the foreground
+        # never waits for it, the detached run does.
+        assert "memory is busy" not in _log(settings)
         wait_for(lambda: _settled(settings, 0), what="the hook run to give up")
         assert "memory is busy" in _log(settings)
     finally:
         lock.release()
     assert "no results" in _recall(run, "phx server start")
     # nothing was lost: the next turn's hook indexes what the busy one skipped
-    code, _ = _fire(settings, ["claude", "turn-end"], _stop_event(claude_session))
+    code = _fire(settings, ["claude", "turn-end"], _stop_event(claude_session))
     wait_for(lambda: _settled(settings, 1), what="the next hook run")
     assert "mix phx.server" in _recall(run, "phx server start")
 
@@ -145,24 +152,21 @@ def test_hook_never_fails_even_when_funes_is_broken(settings: Any, run, tmp_path
     # FUNES_HOME is a file: the foreground cannot queue anything, and must still say nothing
     blocked = tmp_path / "not-a-dir"
     blocked.write_text("")
-    start = time.monotonic()
     done = subprocess.run([str(hook), "claude", "turn-end"], input="{not json", text=True,
                           capture_output=True, env=child_env({"FUNES_HOME": str(blocked)}),
                           timeout=30, check=False)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
-    assert time.monotonic() - start < 1.0
     # the Python it points at is gone (funes uninstalled): still exit 0, at once
     text = hook.read_text()
     hook.write_text(text.replace(f"FUNES_PYTHON={sys.executable}",
                                  "FUNES_PYTHON=/nonexistent/python"))
-    code, seconds = _fire(settings, ["claude", "session-end"], "{}")
-    assert code == 0 and seconds < 1.0
+    code = _fire(settings, ["claude", "session-end"], "{}")
+    assert code == 0
     # stdin never closes (a misbehaving caller): the foreground gives up on its own
-    start = time.monotonic()
     hook.write_text(text)
     proc = subprocess.Popen([str(hook), "claude", "turn-end"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env())
-    assert proc.wait(timeout=5) == 0 and time.monotonic() - start < 1.5
+    assert proc.wait(timeout=10) == 0
     assert proc.stdin is not None
     proc.stdin.close()
 
@@ -190,9 +194,8 @@ def test_codex_notify_indexes_and_runs_the_users_previous_program(settings: Any,
                         "turn-id": "1", "cwd": "/home/user/portfolio",
                         "input-messages": ["make me a portfolio website"],
                         "last-assistant-message": "done"})
-    start = time.monotonic()
     done = subprocess.run([*notify, event], env=child_env(), timeout=30, check=False)
-    assert done.returncode == 0 and time.monotonic() - start < 1.0
+    assert done.returncode == 0
     wait_for(lambda: _settled(settings, 0), what="the codex hook run")
     wait_for(seen.exists, what="the previous notify program")
     assert seen.read_text().splitlines() == ["--from-codex", event]
@@ -206,9 +209,9 @@ def test_session_end_pushes_a_memory_with_a_remote(settings: Any, claude_session
     added = run("--memory", str(settings.home), "remote", "add", "origin", str(remote))
     assert added.exit_code == 0, added.stderr
     event = json.loads(_stop_event(claude_session))
-    code, seconds = _fire(settings, ["claude", "session-end"],
-                          json.dumps({**event, "hook_event_name": "SessionEnd"}))
-    assert code == 0 and seconds < 1.0
+    code = _fire(settings, ["claude", "session-end"],
+                 json.dumps({**event, "hook_event_name": "SessionEnd"}))
+    assert code == 0
     wait_for(lambda: _settled(settings, 0), what="the session-end hook run")
     assert "push: " in _log(settings) and "not pushed" not in _log(settings)
     clone = run("clone", str(remote), str(tmp_path / "copy"))
@@ -226,8 +229,8 @@ def test_pi_extension_event_indexes_its_session(settings: Any, run) -> None:  # 
     shutil.copy(TRACES / "pi" / "huggingface__funes__pi_session.jsonl", session)
     # what the extension runs on agent_end: the event as the last argument
     event = json.dumps({"session_file": str(session), "cwd": "/home/user/earth"})
-    code, seconds = _fire(settings, ["pi", "turn-end", event])
-    assert code == 0 and seconds < 1.0
+    code = _fire(settings, ["pi", "turn-end", event])
+    assert code == 0
     wait_for(lambda: _settled(settings, 0), what="the pi hook run")
     assert " pi: " in _log(settings) and "new chunks" in _log(settings)
     assert run("--format", "json", "status").stdout.count('"pi"') >= 1
@@ -236,7 +239,7 @@ def test_pi_extension_event_indexes_its_session(settings: Any, run) -> None:  # 
 @needs_fixtures
 def test_hook_embeds_some_of_the_backlog(settings: Any, with_models: Path, claude_session: Path,
                                          run) -> None:  # type: ignore[no-untyped-def]
-    code, _ = _fire(settings, ["claude", "turn-end"], _stop_event(claude_session))
+    code = _fire(settings, ["claude", "turn-end"], _stop_event(claude_session))
     assert code == 0
     wait_for(lambda: _settled(settings, 0), timeout=120, what="the hook run with embedding")
     assert "embed: 3 chunks" in _log(settings)
@@ -257,3 +260,24 @@ def test_add_index_runs_the_first_index(settings: Any, run) -> None:  # type: ig
     assert out.exit_code == 0, out.stderr
     assert "indexed 1 sessions" in out.stdout
     assert "mix phx.server" in _recall(run, "phx server start")
+
+
+@needs_fixtures
+def test_hook_worker_packs_the_memory_once_it_is_due(settings: Any, claude_session: Path,
+                                                     run) -> None:  # type: ignore[no-untyped-def]
+    from funes.storage.fsck import fsck
+    from funes.storage.repo import Repository
+
+    assert run("config", "set", "pack.threshold", "3").exit_code == 0
+    lines = CLAUDE.read_text().splitlines(keepends=True)
+    cuts = [*list(range(8, len(lines), max(1, (len(lines) - 8) // 5)))[:5], len(lines)]
+    for done, cut in enumerate(cuts):
+        claude_session.write_text("".join(lines[:cut]))  # the agent finished another turn
+        code = _fire(settings, ["claude", "turn-end"], _stop_event(claude_session))
+        assert code == 0
+        wait_for(lambda done=done: _settled(settings, done), what=f"hook run {done + 1}")
+    assert "pack: " in _log(settings)  # no command from the user
+    repo = Repository.open(settings.home, settings)
+    commits = len(list(repo.walk()))
+    assert commits >= 4 and len(repo.chunks.dataset().get_fragments()) < commits
+    assert fsck(repo).ok

@@ -239,10 +239,11 @@ def _seed_sessions(home: Path, project: Path) -> None:
 
 
 def test_index_finds_all_eight_agents_and_recall_names_each(
-    home: Path, tmp_path: Path, run  # type: ignore[no-untyped-def]
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run  # type: ignore[no-untyped-def]
 ) -> None:
     project = tmp_path / "work" / "app"
     project.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)  # outside any project memory: recall reads the global one
     _seed_sessions(home, project)
     assert run("init", "--global").exit_code == 0
     first = run("--format", "json", "index")
@@ -263,7 +264,7 @@ def test_index_finds_all_eight_agents_and_recall_names_each(
     hits = json.loads(found.stdout)["hits"]
     harnesses = {h["harness"] for h in hits}
     assert harnesses == {"claude", "codex", "pi", "hermes", "opencode", "gemini", "cursor",
-                         "copilot"}
+                         "copilot"}, [(h["harness"], h["text"][:60]) for h in hits]
     for hit in hits:
         assert hit["text"].startswith(hit["harness"]) or "streaming parser" not in hit["text"]
     status = json.loads(run("--format", "json", "status").stdout)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -86,20 +85,6 @@ def test_a_locked_memory_delays_the_link_but_not_the_commit(
     wait_for_note(code_repo, sha, hook_log())  # linked once the lock was free
     reopened = Repository.open(memory.path, settings)
     assert api.linked_turns(reopened, "HEAD")
-
-
-def test_the_hook_returns_quickly(code_repo: Path) -> None:
-    api.init(settings_at(code_repo))
-    install(find_code_repo(code_repo))
-    git_commit(code_repo, {"a.txt": "a\n"}, "one", T0)
-    hook = code_repo / ".git" / "hooks" / "post-commit"
-    times = []
-    for _ in range(3):
-        started = time.monotonic()
-        subprocess.run([str(hook)], cwd=code_repo, check=True, capture_output=True, timeout=30)
-        times.append(time.monotonic() - started)
-    # bench/bench_git_hook.py measures this properly; here only a bound a loaded CI box meets
-    assert sorted(times)[1] < 2.0, times
 
 
 def test_pre_push_never_stops_the_push(tmp_path: Path, code_repo: Path) -> None:

@@ -163,7 +163,7 @@ def minilm_reference(minilm_dir: Path) -> BertReference:
 @pytest.fixture(scope="session")
 def hf_tokenizer(minilm_dir: Path) -> Any:
     """The reference WordPiece tokenizer; special-token text is plain text, as in funes."""
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers
     tok = tokenizers.Tokenizer.from_file(str(minilm_dir / "tokenizer.json"))
     tok.no_truncation()
     tok.no_padding()

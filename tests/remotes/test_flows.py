@@ -1,4 +1,4 @@
-"""DESIGN §1 flow 2 end to end, with chunks from the real ingest path and recall by BM25.
+"""docs/design.md §1 flow 2 end to end, with chunks from the real ingest path and recall by BM25.
 
 Two repositories stand for two machines; both kinds of remote.
 """

@@ -17,6 +17,7 @@ from funes.errors import FunesError
 from funes.model.ids import canonical_json, hash_bytes
 from funes.remotes.base import parse_url
 from funes.remotes.layout import branch_of, lance_version, latest_manifest, parse_ref_file
+from funes.storage.fsck import fsck
 from funes.storage.transfer import parse_received
 from tests.builders import make_batch
 
@@ -59,6 +60,54 @@ def _valid_objects() -> list[dict[str, Any]]:
 
 VALID = _valid_objects()
 FIELDS = sorted({k for obj in VALID for k in obj} | {"fragments", "files", "meta", "path"})
+
+
+def assert_well_formed(obj: Any, kind: str | None) -> None:
+    """What parse_received accepted is what its kind promises: the checks fetch relies on.
+
+    The requested kind; every id it names is an object id; a manifest's fragments name only
+    `data/<name>.lance` files with a size and a SHA-256, and metadata that agrees with them;
+    and it encodes to bytes that decode to the same object (what is stored reads back).
+    """
+    from funes.model.ids import is_object_id
+    from funes.model.objects import Commit, Link, Manifest, Tombstone, decode, encode
+    from funes.storage.transfer import DATA_PATH_RE
+
+    kinds = {"commit": Commit, "manifest": Manifest, "tombstone": Tombstone, "link": Link}
+    assert isinstance(obj, tuple(kinds.values()))
+    if kind is not None:
+        assert isinstance(obj, kinds[kind])
+    _, raw = encode(obj)
+    assert decode(raw) == obj
+    if isinstance(obj, Commit):
+        named = (*obj.parents, *obj.manifests, *obj.tombstones, *obj.links)
+        assert all(is_object_id(oid) for oid in named)
+    elif isinstance(obj, Tombstone):
+        assert all(is_object_id(t) for t in obj.targets)  # none is harmless: it hides nothing
+    elif isinstance(obj, Manifest):
+        assert all(is_object_id(i) for i in obj.ids)
+        for record in obj.fragments:
+            assert record.files
+            names = [f.get("path") for f in record.meta["files"]]
+            assert names == [f.path.removeprefix("data/") for f in record.files]
+            for f in record.files:
+                assert DATA_PATH_RE.match(f.path) and ".." not in f.path
+                assert len(f.sha256) == 64 and set(f.sha256) <= set(HEX) and f.size >= 0
+            assert record.meta.get("deletion_file") is None
+            assert all(f.get("base_id") is None for f in record.meta["files"])
+            rows = record.meta["physical_rows"]
+            assert isinstance(rows, int) and not isinstance(rows, bool) and rows >= 0
+    elif isinstance(obj, Link):
+        assert len(obj.commit) in (40, 64) and set(obj.commit) <= set(HEX)
+        assert all(all(isinstance(v, str) and v for v in t) for t in obj.turns)
+
+
+def assert_refused_clearly(exc: FunesError, source: str) -> None:
+    """A refusal is the transfer's own error and names where the bad object came from."""
+    from funes.storage.transfer import TransferError
+
+    assert isinstance(exc, TransferError), repr(exc)
+    assert source in exc.message
 
 
 def _h(text: str) -> int:
@@ -128,9 +177,87 @@ def test_objects_parse_or_refuse(which: int, path: list[str], value: Any, kind: 
         return
     try:
         obj = parse_received(hash_bytes(raw), raw, kind, "fuzz")
-    except FunesError:
+    except FunesError as exc:
+        assert_refused_clearly(exc, "fuzz")
         return
-    assert obj is not None
+    assert_well_formed(obj, kind)
+
+
+def _paths(obj: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a JSON value: each dict key and list index, at every depth."""
+    out = [prefix] if prefix else []
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            out += _paths(value, (*prefix, key))
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            out += _paths(value, (*prefix, i))
+    return out
+
+
+def _set(obj: Any, path: tuple[Any, ...], value: Any, delete: bool) -> Any:
+    """A copy of `obj` with the value at `path` replaced (or its key deleted)."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(obj, dict):
+        copy = dict(obj)
+        if delete and not rest:
+            copy.pop(head, None)
+        else:
+            copy[head] = _set(obj[head], rest, value, delete)
+        return copy
+    copy_list = list(obj)
+    copy_list[head] = _set(obj[head], rest, value, delete)
+    return copy_list
+
+
+STRUCTURE = [(which, path) for which, obj in enumerate(VALID) for path in _paths(obj)]
+
+
+#: Values that are nearly right, where a missing check would let them through.
+NEAR_MISSES: list[Any] = [
+    -1, 0, True, 1.5, 2**64, "", "0" * 63 + "g", "A" * 64, "0" * 65, "data/x.lance",
+    "data/../x.lance", "x.lance", "../x.lance", "data/.lance", [], {}, None, ["a" * 64],
+    {"path": "x"},
+]
+
+
+def test_every_field_of_real_objects_with_every_near_miss() -> None:
+    """Exhaustively: every field of a real commit and manifest deleted, or set to each value
+    that is nearly right. Random values rarely hit these; a dropped check would let one in."""
+    for which, path in STRUCTURE:
+        for value, delete in [(None, True), *((v, False) for v in NEAR_MISSES)]:
+            data = _set(VALID[which], path, value, delete)
+            raw = canonical_json(data)
+            try:
+                obj = parse_received(hash_bytes(raw), raw, None, "fuzz")
+            except FunesError as exc:
+                assert_refused_clearly(exc, "fuzz")
+                continue
+            assert_well_formed(obj, None)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(STRUCTURE), json_value, st.booleans(),
+       st.sampled_from([None, "commit", "manifest"]))
+def test_every_field_of_real_objects_parse_or_refuse(
+    where: tuple[int, tuple[Any, ...]], value: Any, delete: bool, kind: str | None
+) -> None:
+    """Each field of a real commit and manifest, at any depth (a fragment's file names, sizes,
+    hashes, Lance metadata), replaced by any JSON value or deleted: refused, or well formed."""
+    which, path = where
+    data = _set(VALID[which], path, value, delete)
+    try:
+        raw = canonical_json(data)
+    except (TypeError, ValueError):
+        return
+    try:
+        obj = parse_received(hash_bytes(raw), raw, kind, "fuzz")
+    except FunesError as exc:
+        assert_refused_clearly(exc, "fuzz")
+        return
+    assert_well_formed(obj, kind)
 
 
 @settings(max_examples=200, deadline=None)
@@ -190,8 +317,30 @@ def test_fetching_fuzzed_objects_writes_nothing_outside(
     repo = Repository.init(base / "local" / ".funes", load())
     api.remote_add(repo, "origin", str(remote))
     before = {p for p in base.rglob("*") if not p.is_relative_to(repo.path)}
-    with contextlib.suppress(FunesError):
+    inside = repository_state(repo)
+    try:
         api.pull(repo)
+    except FunesError:
+        # Refused: the memory is as it was (no object, file, ref or table of the fuzzed data).
+        assert repository_state(repo) == inside
+    else:
+        # Accepted: what came in is whole and checks out.
+        assert repo.head() == cid
+        assert fsck(repo).ok
     after = {p for p in base.rglob("*") if not p.is_relative_to(repo.path)}
     assert after == before
     assert not Path("/tmp/escaped-abs.lance").exists()
+
+
+def repository_state(repo: Any) -> dict[str, Any]:
+    """Every file of a repository that a refused fetch must leave alone, with its bytes' hash.
+
+    Left out: `tmp/` (staging, emptied after each fetch) and `logs/`.
+    """
+    out = {}
+    for path in sorted(repo.path.rglob("*")):
+        rel = path.relative_to(repo.path)
+        if rel.parts[0] in ("tmp", "logs") or not path.is_file():
+            continue
+        out[str(rel)] = hash_bytes(path.read_bytes())
+    return out

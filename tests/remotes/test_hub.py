@@ -1,5 +1,5 @@
 """The Hub remote against the loopback Hub: efficiency from the request log, faults, the Lance
-view of a pushed memory, dataset cards, and public memories (DESIGN §1 flow 4)."""
+view of a pushed memory, dataset cards, and public memories (docs/design.md §1 flow 4)."""
 
 from __future__ import annotations
 

@@ -86,8 +86,11 @@ def test_filters_restrict_exactly(settings, small: Repository) -> None:  # type:
     assert none.hits == []
     typed = api.recall(settings, small, "scheduler login parser", block_type=["tool_use"], now=NOW)
     assert typed.hits and all(h.row["block_type"] == "tool_use" for h in typed.hits)
-    by_session = api.recall(settings, small, "the", session=["sess-a"], now=NOW, k=50)
-    assert all(h.row["session_id"] == "sess-a" for h in by_session.hits)
+    both = api.recall(settings, small, "scheduler parser login", now=NOW, k=50)
+    assert {h.row["session_id"] for h in both.hits} == {"sess-a", "sess-b"}
+    by_session = api.recall(settings, small, "scheduler parser login", session=["sess-a"],
+                            now=NOW, k=50)
+    assert by_session.hits and all(h.row["session_id"] == "sess-a" for h in by_session.hits)
     windowed = api.recall(settings, small, "parser login dashboard weather cache", k=50,
                           since="2026-10-01", until="2026-10-29", now=NOW)
     times = {h.row["ts"] for h in windowed.hits}
@@ -122,7 +125,7 @@ def test_bad_input_is_refused(run, settings, small: Repository) -> None:  # type
     mem = str(small.path)
     for args in (["recall", ""], ["recall", "   "], ["recall", "x", "-k", "0"],
                  ["recall", "x", "-k", "100000"], ["recall", "x", "--half-life", "-1"],
-                 ["recall", "x", "--harness", "cursor"], ["recall", "x", "--since", "yesterday"],
+                 ["recall", "x", "--harness", "notepad"], ["recall", "x", "--since", "yesterday"],
                  ["recall", "x", "--candidates", "0"], ["recall", "x", "--rerank-pool", "-1"]):
         result = run("--memory", mem, *args)
         assert result.exit_code == 2, (args, result.stderr)

@@ -21,7 +21,13 @@ from funes.model.objects import Commit, Link, Tombstone, encode
 from funes.remotes import crypt
 from funes.storage import signing
 from funes.storage.transfer import parse_received
-from tests.remotes.test_fuzz import _mutate, json_value
+from tests.remotes.test_fuzz import (
+    _mutate,
+    assert_refused_clearly,
+    assert_well_formed,
+    json_value,
+    repository_state,
+)
 
 TOMBSTONE = json.loads(
     encode(Tombstone(("a" * 64,), "forget", "T <t@x>", "2026-01-01T00:00:00Z"))[1]
@@ -51,8 +57,12 @@ def test_tombstones_and_links_parse_or_refuse(
         raw = canonical_json(data)
     except (TypeError, ValueError):
         return
-    with contextlib.suppress(FunesError):
-        assert parse_received(hash_bytes(raw), raw, kind, "fuzz") is not None
+    try:
+        obj = parse_received(hash_bytes(raw), raw, kind, "fuzz")
+    except FunesError as exc:
+        assert_refused_clearly(exc, "fuzz")
+        return
+    assert_well_formed(obj, kind)
 
 
 @settings(max_examples=300, deadline=None)
@@ -78,22 +88,48 @@ def test_sealed_blobs_open_or_refuse(raw: bytes, with_magic: bool) -> None:
         crypt.open_sealed(b"\x02" * 32, "c" * 64, blob, "fuzz")
 
 
+def _tree(root: Path) -> dict[str, tuple[bool, int, int]]:
+    """Every path under `root` (and the entries of its parent), with kind, size and mode."""
+    out = {}
+    for p in [*root.parent.iterdir(), *root.rglob("*")]:
+        info = p.lstat()
+        out[str(p)] = (p.is_dir(), info.st_size if p.is_file() else 0, info.st_mode)
+    return out
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
           HealthCheck.function_scoped_fixture])
 @given(st.text(max_size=120))
 def test_key_lines_parse_or_refuse(tmp_path: Path, text: str) -> None:
+    """Any text as a key line, and as the URL of a well-formed one: refused with a FunesError,
+    or stored as a key that reads back; either way nothing is written but that key file."""
+    import base64
+
     from funes._env import settings as load
 
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    cfg = replace(load(), home=home, cwd=tmp_path)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir(exist_ok=True)
+    cfg = replace(load(), home=home, cwd=cwd)
+    key = bytes(range(32))
+    well_formed = f"{crypt.PREFIX} {base64.b64encode(key).decode()} {text}"
+    before = _tree(tmp_path)
     for attempt in (lambda: signing.parse_public(text),
                     lambda: crypt.import_key(cfg, text, "hf://datasets/org/x"),
                     lambda: signing.parse_public(signing.PREFIX + " " + text)):
         with contextlib.suppress(FunesError):
             attempt()
-    written = {p for p in tmp_path.rglob("*")}
-    assert all(p.is_relative_to(tmp_path) for p in written)
+    try:
+        target = crypt.import_key(cfg, well_formed)
+    except FunesError:
+        assert not text.strip(), "a key line with a URL is accepted"
+    else:
+        assert target == text.strip() and crypt.load_key(cfg, target) == key
+    after = _tree(tmp_path)
+    keys = home / "keys"
+    changed = {p for p in after if before.get(p) != after[p]} | (set(before) - set(after))
+    assert all(Path(p) == keys or Path(p).is_relative_to(keys) for p in changed), changed
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -143,8 +179,10 @@ def test_fetching_from_a_fuzzed_encrypted_remote_writes_nothing(
     b = Repository.init(base / "b" / ".funes", cfg)
     api.remote_add(b, "origin", str(base / "remote"))
     before = {p: p.stat().st_mtime_ns for p in base.rglob("*") if not p.is_relative_to(b.path)}
-    with contextlib.suppress(FunesError):
+    inside = repository_state(b)
+    with pytest.raises(FunesError):
         api.pull(b)
     after = {p: p.stat().st_mtime_ns for p in base.rglob("*") if not p.is_relative_to(b.path)}
     assert after == before
+    assert repository_state(b) == inside
     assert b.head() is None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import stat
 from dataclasses import replace
 from pathlib import Path
@@ -116,8 +115,10 @@ def test_require_signed_refuses_unsigned_pull_and_clone(world: World) -> None:
     assert not (world.tmp / "c").exists()
 
 
-def test_keys_cli(run: object, settings: object, repo: Repository, tmp_path: Path) -> None:
-    os.chdir(repo.path.parent)
+def test_keys_cli(run: object, settings: object, repo: Repository, tmp_path: Path,
+                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # monkeypatch restores the directory: a later test must not find this project memory
+    monkeypatch.chdir(repo.path.parent)
     r = run("keys", "generate", "--comment", "Ada")  # type: ignore[operator]
     assert r.exit_code == 0 and "generated signing key" in r.stdout
     r = run("keys", "export")  # type: ignore[operator]

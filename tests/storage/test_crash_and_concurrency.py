@@ -50,15 +50,22 @@ def test_sigkill_at_random_points_never_damages_the_repository(
 ) -> None:
     rng = random.Random(1234)
     acknowledged: list[str] = []
+    by_killed = 0  # commits the killed writers themselves acknowledged
     rounds = int(os.environ.get("FUNES_CRASH_ROUNDS", "12"))
     for round_no in range(rounds):
         log = tmp_path / f"log{round_no}"
         proc = _spawn(repo, log, f"r{round_no}", 10_000, 30)
         _wait_started(log, proc)  # imports done, commits flowing
         time.sleep(rng.uniform(0.0, 0.15))
+        # Killed while still writing, after committing: else this round proves nothing.
+        assert proc.poll() is None, proc.communicate()[1].decode()
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        acknowledged += _acknowledged(log)
+        assert proc.returncode == -signal.SIGKILL
+        theirs = _acknowledged(log)
+        assert theirs, f"round {round_no}: the writer acknowledged no commit before the kill"
+        by_killed += len(theirs)
+        acknowledged += theirs
 
         report = fsck(repo)
         assert report.ok, [str(p) for p in report.problems]
@@ -70,7 +77,9 @@ def test_sigkill_at_random_points_never_damages_the_repository(
         assert after.commit is not None
         acknowledged.append(after.commit)
     assert fsck(repo).ok
-    assert len(acknowledged) >= rounds
+    assert by_killed >= rounds
+    reachable = {oid for oid, _ in repo.walk()}
+    assert set(acknowledged) <= reachable
 
 
 def test_two_writers_serialise_or_get_busy_and_refs_never_go_back(

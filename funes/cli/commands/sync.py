@@ -143,10 +143,10 @@ def push(
     (`funes pull`), or --force. Only what the remote lacks is uploaded; on the Hub a push is
     one commit, and a push with nothing new makes none.
 
-    Every outgoing chunk passes the publish gate (the redaction detectors again, plus gitleaks
-    or trufflehog when installed): chunks that still look secret are held back, listed
-    (session, turn, detector; never the secret), and the push exits 1 after sending the rest.
-    If a scanner fails, nothing is sent.
+    Every outgoing chunk passes the publish gate (the redaction detectors again, the
+    Betterleaks engine, plus gitleaks or trufflehog when installed): chunks that still look
+    secret are held back, listed (session, turn, engine:rule; never the secret), and the push
+    exits 1 after sending the rest. If a scanner fails, nothing is sent.
     """
     app = _app(ctx)
     with progress_bar("pushing") as progress:
