@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from funes._env import Settings
-from funes.api.repo import open_memory
+from funes.api.memory import writable_memory
 from funes.errors import UsageError
 from funes.ingest.run import BATCH_BYTES, BATCH_CHUNKS, IndexSummary, index_sources
 from funes.ingest.sources import default_sources, explicit_sources
@@ -29,7 +29,13 @@ def parse_since(value: str, now: datetime | None = None) -> datetime:
     m = _RELATIVE.match(value.strip().lower())
     if m:
         unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
-        return now - timedelta(**{unit: int(m.group(1))})
+        try:
+            return now - timedelta(**{unit: int(m.group(1))})
+        except (OverflowError, ValueError):  # before year 1: no date can say it
+            raise UsageError(
+                f"--since {value!r} reaches back past year 1",
+                hint="use a smaller span (e.g. 5000w) or an ISO date",
+            ) from None
     try:
         when = datetime.fromisoformat(value.strip())
     except ValueError:
@@ -98,7 +104,7 @@ def index(
     harness = agents[0] if len(agents) == 1 else None
     router: Callable[[Turn], Repository | None]
     if paths or memory:
-        repo = open_memory(settings, memory)
+        repo = writable_memory(settings, memory, command="index")
         if paths:
             sources = explicit_sources(paths, harness=harness)
             sources = [s for s in sources if not agents or s.harness in agents]

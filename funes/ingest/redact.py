@@ -243,7 +243,7 @@ def _looks_like_code(value: str, text: str, end: int) -> bool:
 #: (`KxQmTrLpWvNz`, `aB3dE5fG7h`) breaks into one-letter parts, so after a key name in YAML,
 #: INI or a properties file it is taken for the literal it is, not for code.
 _WORDY_RE: Final = re.compile(
-    r"(?:(?:[A-Z][a-z]+|[a-z]{2,})|[A-Z]{2,}(?![a-z])|[0-9]{1,6}|_+)+"
+    r"(?:[A-Z]?[a-z]{2,}|[A-Z][a-z](?=[0-9])|[A-Z]{2,}(?![a-z])|[0-9]{1,6}|_+)+"
 )
 _WORD_PART_RE: Final = re.compile(r"[A-Z]?[a-z]{2,}|[A-Z][a-z]")
 _VOWELS: Final = frozenset("aeiouy")

@@ -192,8 +192,9 @@ class Options:
             raise InvalidQueryError(
                 f"--candidates must be between 1 and {MAX_CANDIDATES}, not {self.candidates}"
             )
-        if self.half_life_days < 0:
-            raise InvalidQueryError("--half-life must be ≥ 0 days (0 turns recency off)")
+        if not math.isfinite(self.half_life_days) or self.half_life_days < 0:
+            raise InvalidQueryError(
+                "--half-life must be a finite number ≥ 0 days (0 turns recency off)")
         if not 0 <= self.rerank_pool <= MAX_RERANK_POOL:
             raise InvalidQueryError(
                 f"--rerank-pool must be between 0 and {MAX_RERANK_POOL}, not {self.rerank_pool}"
@@ -350,12 +351,14 @@ def recall(
     if reranker is not None and opts.rerank_pool:
         head = pool[: opts.rerank_pool]
         scores = reranker.score(query, [rows[c]["text"] for c in head])
-        for cid, s in zip(head, scores, strict=True):
+        # A time-budgeted reranker (funes.api.recall.Budgeted) may score only the first few.
+        for cid, s in zip(head[: len(scores)], scores, strict=True):
             rerank_scores[cid] = s
         # Reranked passages lead, ordered by the cross-encoder; the rest keep fused order.
         probs = {c: 1.0 / (1.0 + math.exp(-s)) for c, s in rerank_scores.items()}
         base = {c: (1.0 + probs[c]) if c in probs else base[c] for c in pool}
-        signals.append("rerank")
+        if scores:
+            signals.append("rerank")
     if opts.half_life_days > 0:
         signals.append("recency")
 

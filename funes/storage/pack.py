@@ -129,6 +129,17 @@ def rename_packs(repo_path: Path, table: str, replaced: dict[str, list[str]]) ->
     _save(repo_path, packs)
 
 
+def forget_packs(repo_path: Path, table: str) -> None:
+    """Record that `table`'s packs left its dataset version (`funes reset` unpacked it)."""
+    packs = _load(repo_path)
+    entry = packs.get(table)
+    if entry and (entry["packs"] or entry["files"]):
+        now = int(time.time())
+        entry["retired"] = entry.get("retired", set()) | {f"{now} {p}" for p in entry["packs"]}
+        entry["packs"], entry["files"] = set(), set()
+        _save(repo_path, packs)
+
+
 def _journaled(repo_path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads((repo_path / JOURNAL).read_text("utf-8"))

@@ -203,7 +203,7 @@ def test_codex_notify_indexes_and_runs_the_users_previous_program(settings: Any,
 
 
 @needs_fixtures
-def test_session_end_pushes_a_memory_with_a_remote(settings: Any, claude_session: Path,
+def test_session_end_syncs_a_memory_with_a_remote(settings: Any, claude_session: Path,
                                                    tmp_path: Path, run) -> None:  # type: ignore[no-untyped-def]
     remote = tmp_path / "remote"
     added = run("--memory", str(settings.home), "remote", "add", "origin", str(remote))
@@ -213,12 +213,34 @@ def test_session_end_pushes_a_memory_with_a_remote(settings: Any, claude_session
                  json.dumps({**event, "hook_event_name": "SessionEnd"}))
     assert code == 0
     wait_for(lambda: _settled(settings, 0), what="the session-end hook run")
-    assert "push: " in _log(settings) and "not pushed" not in _log(settings)
+    assert "sync: " in _log(settings) and "not synced" not in _log(settings)
     clone = run("clone", str(remote), str(tmp_path / "copy"))
     assert clone.exit_code == 0, clone.stderr
     out = run("--format", "agent", "recall", "phx server start", "--memory",
               str(tmp_path / "copy"))
     assert "mix phx.server" in out.stdout
+
+
+def test_session_start_brings_the_memory_up_to_date(settings: Any, tmp_path: Path,
+                                                     run) -> None:  # type: ignore[no-untyped-def]
+    from funes import api
+    from funes.storage.repo import Repository
+    from tests.builders import make_chunk
+
+    assert run("add", "claude").exit_code == 0
+    remote = tmp_path / "remote"
+    other = Repository.init(tmp_path / "other-machine" / ".funes", settings)
+    other.commit_chunks([make_chunk(1, text="written on the other machine")], "index")
+    api.remote_add(other, "origin", str(remote))
+    api.push(other)
+    assert run("--memory", str(settings.home), "remote", "add", "origin",
+               str(remote)).exit_code == 0
+    event = {"session_id": "55604662-cf2a-4331-851a-ec234028f8ca", "cwd": str(tmp_path),
+             "hook_event_name": "SessionStart", "source": "startup"}
+    assert _fire(settings, ["claude", "session-start"], json.dumps(event)) == 0
+    wait_for(lambda: _settled(settings, 0), what="the session-start hook run")
+    assert "sync: " in _log(settings) and "no transcript" not in _log(settings)
+    assert "written on the other machine" in _recall(run, "written on the other machine")
 
 
 @needs_fixtures

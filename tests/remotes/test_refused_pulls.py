@@ -201,9 +201,7 @@ def _garble_field_ids(meta: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("garble", [
     _drop_field_ids,
-    pytest.param(_garble_field_ids, marks=pytest.mark.xfail(
-        strict=True, reason="issue 14: metadata Lance's from_json accepts but cannot commit "
-        "crashes the merge (TypeError) and leaves PENDING behind")),
+    _garble_field_ids,
 ], ids=["missing", "mistyped"])
 def test_metadata_lance_cannot_read_is_refused(remote: Remote, mine: Repository, run: Any,
                                                garble: Callable[[dict[str, Any]], None]) -> None:
@@ -244,8 +242,6 @@ def test_fragments_of_another_schema_never_reach_the_table(remote: Remote, mine:
     assert rows == [make_chunk(10, session="mine").id]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14: refused at merge time with exit 1, not 5, "
-                   "and the merge journal (PENDING) is left behind")
 def test_fragments_of_another_schema_are_refused(remote: Remote, mine: Repository,
                                                  run: Any, tmp_path: Path) -> None:
     _other_schema(remote, tmp_path)

@@ -11,7 +11,7 @@ from funes.cli.options import memory_option
 from funes.cli.output import render
 from funes.cli.progress import progress_bar
 
-AGENTS = ("claude", "codex", "pi", "hermes", "opencode", "gemini", "cursor", "copilot", "import")
+AGENTS = api.HARNESSES
 
 
 def _summary_text(s: api.IndexSummary) -> str:

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
 from funes import api
+from funes.cli.app import App, pass_app
 from funes.cli.output import render
-
-
-def _app(ctx: click.Context) -> Any:
-    return ctx.find_root().obj
 
 
 @click.group()
@@ -22,10 +18,9 @@ def models() -> None:
 
 
 @models.command("list")
-@click.pass_context
-def models_list(ctx: click.Context) -> None:
+@pass_app
+def models_list(app: App) -> None:
     """Known and installed models."""
-    app = _app(ctx)
     entries = api.models_list(app.settings)
 
     def text(items: list[api.ModelEntry]) -> str:
@@ -42,14 +37,12 @@ def models_list(ctx: click.Context) -> None:
 
 @models.command("install")
 @click.argument("name", required=False)
-@click.pass_context
-def models_install(ctx: click.Context, name: str | None) -> None:
+@pass_app
+def models_install(app: App, name: str | None) -> None:
     """Install a known model (cache, pinned download, or local conversion).
 
     Without NAME, install the defaults: the embedding model and the reranker.
     """
-    app = _app(ctx)
-
     def say(line: str) -> None:
         if sys.stderr.isatty():
             click.echo(line, err=True)
@@ -68,19 +61,17 @@ def models_install(ctx: click.Context, name: str | None) -> None:
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 @click.option("--name", default=None, help="Cache name (default: the file or directory name).")
 @click.option("--kind", type=click.Choice(["embed", "rerank"]), default=None)
-@click.pass_context
-def models_import(ctx: click.Context, path: Path, name: str | None, kind: str | None) -> None:
+@pass_app
+def models_import(app: App, path: Path, name: str | None, kind: str | None) -> None:
     """Import a GGUF file, or convert a BERT safetensors directory."""
-    app = _app(ctx)
     info = api.models_import(app.settings, path, name=name, kind=kind)
     render(app.fmt, info, human=lambda i: f"{i.name} {i.kind} sha256 {i.sha256}")
 
 
 @models.command("verify")
-@click.pass_context
-def models_verify(ctx: click.Context) -> None:
+@pass_app
+def models_verify(app: App) -> None:
     """Re-hash every cached model; exit 1 if any is damaged."""
-    app = _app(ctx)
     results = api.models_verify(app.settings)
     render(app.fmt, results,
            human=lambda rs: "\n".join(f"{'ok ' if r.ok else 'BAD'} {r.name} {r.detail}"
