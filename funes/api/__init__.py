@@ -58,6 +58,7 @@ from funes.api.models import (
     VerifyResult,
     models_import,
     models_install,
+    models_install_defaults,
     models_list,
     models_verify,
 )
@@ -239,6 +240,7 @@ __all__ = [
     "merge",
     "models_import",
     "models_install",
+    "models_install_defaults",
     "models_list",
     "models_verify",
     "open_memory",

@@ -91,12 +91,14 @@ def index(
     agents: Sequence[str] = (),
     since: str | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    tool_results: bool | None = None,
 ) -> IndexSummary:
     """Index agent transcripts.
 
     Named paths go into the current memory (like `git add`); without paths, the agents'
     default locations are read and each session is routed to its project memory or the global
-    memory.
+    memory. `tool_results=False` leaves tool output out; None follows each memory's
+    `index.toolResults`.
     """
     when = parse_since(since) if since else None
     harness = agents[0] if len(agents) == 1 else None
@@ -121,6 +123,7 @@ def index(
         max_tokens = 256
     summary = index_sources(
         sources, router, states, since=when, max_tokens=max_tokens, progress=progress,
+        tool_results=tool_results,
         batch_chunks=int(configured.config.get("index.batchChunks") or BATCH_CHUNKS),
         batch_bytes=int(configured.config.get("index.batchBytes") or BATCH_BYTES),
     )

@@ -83,6 +83,9 @@ class RecallRequest:
     vector: bool = True
     bm25: bool = True
     now: datetime | None = None
+    #: Neighbour/session evidence and the question's time window (off: measured not to help).
+    context: bool = False
+    time_hints: bool = False
     #: Milliseconds the whole recall may take before reranking stops (score what fits, in
     #: order); 0 never stops it early.
     budget_ms: float | None = None
@@ -128,7 +131,10 @@ def recall(
     else this process does; the result is the same either way. `rerank_pool` (default: config
     `recall.rerankPool`, 4) is how many fused passages the cross-encoder re-scores: each costs
     about 40 ms on 2 cores, so it is the knob that trades latency for precision
-    (bench/results/recall.md); 0 skips reranking like `rerank=False`.
+    (bench/results/recall.md); 0 skips reranking like `rerank=False`. `context=True` and
+    `time_hints=True` add the neighbour/session evidence and the question's time window
+    (funes.retrieval.recall); both are off by default because neither beat the pipeline
+    without them on LongMemEval (bench/results/recall-levers.md).
 
     Raises:
         TypeError: an option `RecallRequest` does not have.
@@ -162,6 +168,8 @@ def run_recall(settings: Settings, repo: Repository, request: RecallRequest) -> 
         now=r.now,
         vector=r.vector,
         bm25=r.bm25,
+        context=r.context,
+        time_hints=r.time_hints,
     )
     opts.check()
     budget = r.budget_ms if r.budget_ms is not None else _config_budget(repo)

@@ -63,6 +63,12 @@ def _ranged_int(low: int, high: int) -> Callable[[str], str]:
     return parse
 
 
+def _representation(value: str) -> str:
+    if value.strip() not in ("1", "2"):
+        raise ValueError("expected 1 (chunk text) or 2 (context header + chunk text)")
+    return value.strip()
+
+
 def _text(value: str) -> str:
     if "\n" in value or "\r" in value:
         raise ValueError("expected a single line")
@@ -88,6 +94,9 @@ KEYS: dict[str, Key] = {
         Key("core.owned", _bool, "whether this memory is yours (trusted)", "true"),
         Key("index.maxTokens", _ranged_int(16, 8192), "chunk size in embedding-model tokens",
             "256"),
+        Key("index.toolResults", _bool, "index tool output (false: calls only)", "true"),
+        Key("index.representation", _representation,
+            "what is embedded: 1 = chunk text, 2 = context header + text", "1"),
         Key("index.batchChunks", _ranged_int(1, 10_000_000), "chunks per commit of an index run",
             "20000"),
         Key("index.batchBytes", _ranged_int(1, 1 << 40), "text bytes per commit of an index run",

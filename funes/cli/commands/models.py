@@ -42,14 +42,25 @@ def models_list(app: App) -> None:
 
 
 @models.command("install")
-@click.argument("name")
+@click.argument("name", required=False)
 @pass_app
-def models_install(app: App, name: str) -> None:
-    """Install a known model: cache, pinned download, or local conversion."""
-    info = api.models_install(app.settings, name,
-                              lambda line: click.echo(line, err=True) if sys.stderr.isatty()
-                              else None)
-    render(app.fmt, info, human=lambda i: f"{i.name} {i.kind} sha256 {i.sha256} ({i.source})")
+def models_install(app: App, name: str | None) -> None:
+    """Install a known model (cache, pinned download, or local conversion).
+
+    Without NAME, install the defaults: the embedding model and the reranker.
+    """
+    def say(line: str) -> None:
+        if sys.stderr.isatty():
+            click.echo(line, err=True)
+
+    def line(i: api.ModelInfo) -> str:
+        return f"{i.name} {i.kind} sha256 {i.sha256} ({i.source})"
+
+    if name is None:
+        infos = api.models_install_defaults(app.settings, say)
+        render(app.fmt, infos, human=lambda items: "\n".join(line(i) for i in items))
+        return
+    render(app.fmt, api.models_install(app.settings, name, say), human=line)
 
 
 @models.command("import")
