@@ -943,6 +943,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--build-cpus", type=int, default=1,
                         help="CPUs (hence llama.cpp threads) for embedding the memories; 1 is "
                              "several times faster than 2 on a 2-core machine others share")
+    parser.add_argument("--levers", action="store_true",
+                        help="each recall lever against the previous defaults, per question "
+                             "type, with a paired bootstrap (bench/recall_levers.py)")
+    parser.add_argument("--no-s", action="store_true", help="--levers: pooled oracle only")
+    parser.add_argument("--rep2", action="store_true",
+                        help="--levers: also upgrade a copy of the oracle memory to "
+                             "representation 2 and measure it")
+    parser.add_argument("--lexical", action="store_true",
+                        help="--levers: memories without vectors, every variant on BM25 alone")
+    parser.add_argument("--per-type", type=int, default=0,
+                        help="--levers: a pooled oracle subset of N questions per type (and "
+                             "only their sessions) instead of all 470")
+    parser.add_argument("--build-only", action="store_true",
+                        help="--levers: build (and upgrade) the memories, measure nothing")
     args = parser.parse_args(argv)
     t_start = time.perf_counter()
     started = load_now()
@@ -951,6 +965,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{time.strftime('%H:%M:%S')} {msg}", flush=True)
 
     settings = lme.bench_settings()
+    if args.levers:
+        import recall_levers
+
+        return recall_levers.main(args, settings, build_cpus, load_now,
+                                  args.out or ROOT / "bench" / "results" / "recall-levers.md",
+                                  log)
     s_all = lme.load(lme.S_FILE)
     oracle = lme.load(lme.ORACLE_FILE)
     s_entries = [e for e in s_all if not lme.is_abstention(e)]

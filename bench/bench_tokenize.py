@@ -3,11 +3,12 @@
 Run: python bench/bench_tokenize.py [--repeat 5]
 Measures CPU time (process time, so the machine's other load matters less than for wall time):
 
-- the WordPiece tokenizer's word spans over 200 KB of a real transcript, per KB, once its word
-  cache is warm (target: under 1 ms per KB; a 1 KB chunk must count in well under a
-  millisecond, since ingest counts every chunk's tokens);
-- chunking one 200 KB tool output (a 4,000-line log) into 256-token chunks (target: under 2 s;
-  long tool output is common and is chunked in the hook's detached run).
+- the WordPiece tokenizer's word spans over a real transcript (the first 200 KB of the shared
+  tool-heavy Claude session, which holds 39 KB), per KB, once its word cache is warm (target:
+  under 1 ms per KB; a 1 KB chunk must count in well under a millisecond, since ingest counts
+  every chunk's tokens);
+- chunking one long tool output (a 4,000-line log, about 400 KB) into 256-token chunks
+  (target: under 2 s; long tool output is common and is chunked in the hook's detached run).
 
 The unit tests keep only bounds against pathological inputs (quadratic blowups), far from
 these targets. Writes bench/results/tokenize.md.
@@ -34,11 +35,12 @@ from tests.builders import tool_log  # noqa: E402
 TRACES = ROOT.parent / "shared" / "fixtures" / "traces"
 TRANSCRIPT = TRACES / "claude" / "marot__spotter__tool_heavy.jsonl"
 TOKENIZER_TARGET = 1e-3  # seconds of CPU per KB
-CHUNKING_TARGET = 2.0  # seconds of CPU for 200 KB
+CHUNKING_TARGET = 2.0  # seconds of CPU for the 400 KB log
 
 
 def transcript_text() -> str:
-    """200 KB of a real transcript, or the synthetic log when the shared fixtures are absent."""
+    """Up to 200 KB of a real transcript, or the synthetic log when the shared fixtures are
+    absent."""
     if TRANSCRIPT.exists():
         return TRANSCRIPT.read_text("utf-8")[:200_000]
     return tool_log()
@@ -85,9 +87,9 @@ def main() -> None:
          f"{tok_median * 1e6:.0f} µs (target < {TOKENIZER_TARGET * 1e6:.0f} µs)",
          "ok" if tok_median < TOKENIZER_TARGET else "MISSED"),
         (f"chunking {len(output) // 1000} KB of tool output into {chunks} chunks, CPU "
-         f"(median of {args.repeat})",
-         f"{chunk_median:.2f} s (target < {CHUNKING_TARGET:.0f} s)",
-         "ok" if chunk_median < CHUNKING_TARGET else "MISSED"),
+         f"(first run, words never seen; median of {args.repeat})",
+         f"{chunking[0]:.2f} s; {chunk_median:.2f} s (target < {CHUNKING_TARGET:.0f} s)",
+         "ok" if chunking[0] < CHUNKING_TARGET else "MISSED"),
     ]
     load = os.getloadavg()
     lines = [

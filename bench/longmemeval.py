@@ -246,7 +246,7 @@ class BuildInfo:
 
 
 def build_memory(settings: Any, target: Path, sessions: Sequence[tuple[str, str, Any]],
-                 *, embed: bool = True) -> BuildInfo:
+                 *, embed: bool = True, config: dict[str, str] | None = None) -> BuildInfo:
     """Import `sessions` into a fresh memory at `target` (index, then embed); cached by marker.
 
     An interrupted build resumes (indexing is idempotent and the embedding backlog drains
@@ -264,6 +264,10 @@ def build_memory(settings: Any, target: Path, sessions: Sequence[tuple[str, str,
     lines = write_import(src, sessions)
     mem = target / ".funes"
     api.init(settings, target)
+    if config:
+        fresh = api.open_memory(settings, str(target / ".funes"))
+        for key, value in config.items():
+            fresh.config.set(key, value)
     t0 = time.perf_counter()
     summary = api.index(settings, memory=str(mem), paths=[str(src)], agents=["import"])
     index_s = time.perf_counter() - t0
@@ -333,15 +337,31 @@ def quick_s(entries: Sequence[Entry]) -> list[Entry]:
     return list(out.values())
 
 
+def stratified(entries: Sequence[Entry], per_type: int) -> list[Entry]:
+    """`per_type` non-abstention questions of each type, spread evenly over the (sorted) file."""
+    by_type: dict[str, list[Entry]] = {}
+    for e in entries:
+        if not is_abstention(e):
+            by_type.setdefault(e["question_type"], []).append(e)
+    out: list[Entry] = []
+    for qs in by_type.values():
+        step = max(1, len(qs) // per_type)
+        out += qs[::step][:per_type]
+    return out
+
+
 def s_memory_dir(settings: Any, entry: Entry) -> Path:
     """Where the S-sample memory of one question lives."""
     return cache_root() / f"s-{cache_key(S_FILE, model_sha(settings))}" / str(entry["question_id"])
 
 
-def oracle_dir(settings: Any, questions: Sequence[Entry] | None = None) -> Path:
+def oracle_dir(settings: Any, questions: Sequence[Entry] | None = None, *,
+               representation: int = 1) -> Path:
     """The pooled oracle memory (all 940 sessions), or a pooled subset for --quick."""
     extra = "" if questions is None else ",".join(sorted(q["question_id"] for q in questions))
     name = "oracle" if questions is None else "oracle-quick"
+    if representation != 1:
+        name += f"-rep{representation}"
     return cache_root() / f"{name}-{cache_key(ORACLE_FILE, model_sha(settings), extra)}"
 
 

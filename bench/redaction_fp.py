@@ -73,6 +73,27 @@ _add_reviews(
         ("secret", "cdac0a6c84930371", "tp", "pyarrow tests: token = 'token1234'"),
     ]
 )
+# Reviewed after the gitleaks rules and the new syntaxes (issue #13): the code corpus is now
+# this project's virtualenv site-packages plus the standard library's text files (97 MB).
+_add_reviews(
+    [
+        ('password', '72879fba78af6373', 'tp', 'stdlib test_config.py: test credential'),
+        ('netrc-password', 'ae00c331f17e2fa8', 'tp', 'stdlib test_netrc: test password'),
+        ('netrc-password', '9a4043e2be0d7698', 'tp', 'stdlib test_netrc: test password'),
+        ('netrc-password', '5fe02d78cb2478cb', 'tp', 'stdlib test_netrc: test password'),
+        ('netrc-password', '84aa57d562f037ed', 'tp', 'stdlib test_netrc: test password'),
+        ('password', '11a4a60b518bf249', 'tp', 'stdlib test_nntplib.py: test credential'),
+        ('password', 'd04c2516ef4fe6d6', 'tp', 'stdlib test_smtplib.py: test credential'),
+        ('password', '842643933c323aca', 'tp', 'stdlib test_ssl.py: test credential'),
+        ('password', '4f630a1c0c7dd182', 'tp', 'stdlib test_ssl.py: test credential'),
+        ('password', '9f094f11ab5c8d7f', 'tp', "urllib2 test: user, password = wile, coyote"),
+        ('password', 'af0426e71dd57c0f', 'tp', 'stdlib test_urllib2_localnet.py: test credential'),
+        ('password', 'a8a57dbc076774bf', 'tp', 'stdlib test_urllib2_localnet.py: test credential'),
+        ('password', 'ecd71870d1963316', 'tp', 'stdlib test_urllib2_localnet.py: test credential'),
+        ('password', '8b7df143d91c716e', 'tp', 'stdlib test_urllib2net.py: test credential'),
+        ('url-password', '5de94d691ae3039a', 'tp', 'stdlib test_urllib2net.py: http://evil:thing@example.com'),
+    ]
+)
 
 
 def walk_strings(value: Any) -> Iterator[str]:

@@ -20,9 +20,11 @@ class Settings:
     home: Path
     #: Show tracebacks instead of one-line errors.
     debug: bool
-    #: Author identity recorded in commits.
-    author_name: str
-    author_email: str
+    #: Author identity from FUNES_AUTHOR_NAME / FUNES_AUTHOR_EMAIL (None when unset); the
+    #: identity a commit records is resolved by funes.storage.identity (repository config,
+    #: these, the user config, git's global config, then the login name).
+    author_name: str | None
+    author_email: str | None
     #: Working directory the process started in (discovery starts here).
     cwd: Path
     #: Agent configuration directories, honouring each agent's own variables.
@@ -42,6 +44,11 @@ class Settings:
     serve: str = "auto"
     #: Seconds the CLI waits for the server's answer before doing the work itself.
     serve_timeout: float = 30.0
+    #: The login name ($USER, $LOGNAME): the author of last resort, as `<login>@localhost`.
+    login: str = "unknown"
+    #: git's global configuration files, lowest priority first (git reads them in this order:
+    #: $XDG_CONFIG_HOME/git/config, then ~/.gitconfig; $GIT_CONFIG_GLOBAL replaces both).
+    git_config_files: tuple[Path, ...] = ()
     #: More agents' directories (None: under `user_home`, see the properties below).
     #: OpenCode's data (`$XDG_DATA_HOME/opencode`) and config (`$XDG_CONFIG_HOME/opencode`).
     opencode_data: Path | None = None
@@ -96,6 +103,18 @@ def _seconds(value: str | None, default: float) -> float:
     return number if number > 0 else default
 
 
+def color_default() -> bool | None:
+    """False when NO_COLOR is set to anything non-empty (no-color.org), else None (auto)."""
+    return False if os.environ.get("NO_COLOR") else None
+
+
+def _git_config_files(env: os._Environ[str], user_home: Path) -> tuple[Path, ...]:
+    if env.get("GIT_CONFIG_GLOBAL"):
+        return (Path(env["GIT_CONFIG_GLOBAL"]),)
+    xdg = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else user_home / ".config"
+    return (xdg / "git" / "config", user_home / ".gitconfig")
+
+
 def debug_enabled() -> bool:
     """FUNES_DEBUG, readable even when the rest of the environment is broken (error path)."""
     return _truthy(os.environ.get("FUNES_DEBUG"))
@@ -114,8 +133,8 @@ def settings() -> Settings:
     return Settings(
         home=funes_home,
         debug=_truthy(env.get("FUNES_DEBUG")),
-        author_name=env.get("FUNES_AUTHOR_NAME") or login,
-        author_email=env.get("FUNES_AUTHOR_EMAIL") or f"{login}@localhost",
+        author_name=env.get("FUNES_AUTHOR_NAME") or None,
+        author_email=env.get("FUNES_AUTHOR_EMAIL") or None,
         cwd=Path.cwd(),
         claude_config_dir=Path(env.get("CLAUDE_CONFIG_DIR") or user_home / ".claude"),
         codex_home=Path(env.get("CODEX_HOME") or user_home / ".codex"),
@@ -126,6 +145,8 @@ def settings() -> Settings:
         hf_endpoint=env.get("HF_ENDPOINT") or None,
         serve=_choice(env.get("FUNES_SERVE"), ("auto", "use", "off"), "auto"),
         serve_timeout=_seconds(env.get("FUNES_SERVE_TIMEOUT"), 30.0),
+        login=login,
+        git_config_files=_git_config_files(env, user_home),
         opencode_data=Path(env["XDG_DATA_HOME"]) / "opencode" if env.get("XDG_DATA_HOME")
         else None,
         opencode_config=Path(env["XDG_CONFIG_HOME"]) / "opencode" if env.get("XDG_CONFIG_HOME")

@@ -26,6 +26,15 @@ class FunesError(Exception):
         return self.message
 
 
+def describe(exc: FunesError) -> str:
+    """The one line the CLI prints for an error: `funes: <message> (<hint>)`.
+
+    Here rather than in the CLI because the warm server prints it too, for the thin client.
+    """
+    suffix = f" ({exc.hint})" if exc.hint else ""
+    return f"funes: {exc.message}{suffix}"
+
+
 class NotARepositoryError(FunesError):
     """No `.funes` repository where one was needed."""
 

@@ -86,7 +86,7 @@ def trace_strings() -> list[str]:
 
 
 def tool_log(lines: int = 4000) -> str:
-    """A log-like tool output, about 200 KB for 4,000 lines, ending in a failure line."""
+    """A log-like tool output (4,000 lines make about 400 KB), ending in a failure line."""
     import random
 
     rng = random.Random(42)

@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("funes.cli",),
 )
 #: Importable from every layer.
-SHARED = ("funes.errors", "funes._env", "funes")
+SHARED = ("funes.errors", "funes._env", "funes.protocol", "funes")
 
 HEAVY = ("lance", "lancedb", "llama_cpp", "huggingface_hub", "mcp", "pyarrow", "numpy", "rich")
 
@@ -83,7 +83,7 @@ def test_layers_import_downward_only() -> None:
 
 
 def test_cli_reaches_the_library_only_through_the_api() -> None:
-    allowed = ("funes.api", "funes.errors", "funes._env", "funes.cli", "funes")
+    allowed = ("funes.api", "funes.errors", "funes._env", "funes.protocol", "funes.cli", "funes")
     bad = []
     for path in sorted((PACKAGE / "cli").rglob("*.py")):
         for lineno, target in _imports(path):
@@ -112,16 +112,83 @@ def test_help_and_version_load_no_heavy_modules() -> None:
     probe = (
         "import sys\n"
         "from funes.cli.main import main\n"
-        "for argv in (['--help'], ['--version'], ['log', '--help'], ['status', '--help']):\n"
-        "    try:\n"
-        "        main(argv)\n"
-        "    except SystemExit:\n"
-        "        pass\n"
+        "def run(*argvs):\n"
+        "    for argv in argvs:\n"
+        "        try:\n"
+        "            main(argv)\n"
+        "        except SystemExit:\n"
+        "            pass\n"
+        "run(['--help'], ['--version'])\n"
+        "lazy = [m for m in sys.modules if m.startswith(('funes.api', 'funes.cli.commands.'))]\n"
+        "print('LAZY', lazy, file=sys.stderr)\n"
+        "run(['log', '--help'], ['status', '--help'], ['recall', '--help'])\n"
         f"heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
         "print('HEAVY', heavy, file=sys.stderr)\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert "HEAVY []" in out.stderr, out.stderr
+    # The lazy command group: `--help` and `--version` import no command, nor the library.
+    assert "LAZY []" in out.stderr, out.stderr
+
+
+#: Everything of funes a `funes recall` answered by the warm server may import.
+THIN_PATH = ["funes", "funes._env", "funes.cli", "funes.cli.main", "funes.cli.thin",
+             "funes.protocol"]
+
+
+def test_thin_path_imports_only_the_protocol(tmp_path: Path) -> None:
+    """A cold interpreter answering through a server loads no click, no library, no model."""
+    import os
+    import socket
+    import threading
+
+    from funes import protocol
+
+    home = tmp_path / "home"
+    home.mkdir()
+    ep = protocol.endpoint(home)
+    asked: list[dict[str, object]] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        ep.socket.unlink(missing_ok=True)
+        listener.bind(str(ep.socket))
+        listener.listen(1)
+        listener.settimeout(60)
+
+        def answer() -> None:  # the protocol, as a server speaks it
+            conn, _ = listener.accept()
+            with conn:
+                asked.append(protocol.loads(protocol.read_line(conn, protocol.MAX_REQUEST)))
+                conn.sendall(protocol.dumps({"v": protocol.PROTOCOL, "ok": True, "result": {
+                    "stdout": "the answer\n", "stderr": "", "exit": 0}}))
+
+        server = threading.Thread(target=answer)
+        server.start()
+        probe = (
+            "import sys\n"
+            "from funes.cli.main import main\n"
+            "try:\n"
+            "    main(['recall', 'why', 'did', 'we', 'drop', 'it', '--format', 'json'])\n"
+            "except SystemExit as exc:\n"
+            "    print('EXIT', exc.code, file=sys.stderr)\n"
+            "mods = sorted(m for m in sys.modules if m == 'funes' or m.startswith('funes.'))\n"
+            "print('FUNES', mods, file=sys.stderr)\n"
+            f"print('OTHER', [m for m in {(*HEAVY, 'click')!r} if m in sys.modules],"
+            " file=sys.stderr)\n"
+        )
+        env = {**os.environ, "FUNES_HOME": str(home), "FUNES_SERVE": "use",
+               "PYTHONPATH": str(REPO_ROOT)}
+        env.pop("FUNES_DEBUG", None)
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                             check=True, env=env, timeout=60)
+        server.join(60)
+    ep.socket.unlink(missing_ok=True)
+    assert out.stdout == "the answer\n", out.stderr
+    assert "EXIT 0" in out.stderr
+    assert f"FUNES {THIN_PATH!r}" in out.stderr, out.stderr
+    assert "OTHER []" in out.stderr, out.stderr
+    assert asked and asked[0]["op"] == "run"
+    args = asked[0]["args"]
+    assert isinstance(args, dict) and args["request"] == {"query": "why did we drop it"}
 
 
 def test_hooks_directory_and_layout_exist() -> None:
@@ -213,3 +280,16 @@ def test_large_modules_say_why_they_are_one_file() -> None:
         if "One file because" not in doc:
             big.append(f"{_module_name(path)}: {lines} lines and no 'One file because' reason")
     assert not big, "\n".join(big)
+def test_hooks_first_step_is_light() -> None:
+    """What an agent's or git's hook runs in the foreground imports no CLI, library or model."""
+    probe = (
+        "import sys\n"
+        "import funes.agents.hook, funes.gitlink.hook\n"
+        "print(sorted(m for m in sys.modules if m.startswith('funes')))\n"
+        f"print([m for m in {(*HEAVY, 'click', 'dulwich')!r} if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True)
+    funes_modules, others = out.stdout.splitlines()
+    assert others == "[]", out.stdout
+    assert "funes.api" not in funes_modules and "funes.cli" not in funes_modules, funes_modules

@@ -16,12 +16,33 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from funes.errors import FunesError
+from funes.agents import AGENTS
+from funes.errors import FunesError, UsageError
 
 #: Agents `funes ask` can run, and the executable each one is.
 ASK_AGENTS = {"claude": "claude", "codex": "codex"}
+#: Agents funes wires (`funes add`) that `funes ask` cannot run.
+WIRED_ONLY = tuple(a for a in AGENTS if a not in ASK_AGENTS)
 #: Seconds an agent may take to answer.
 DEFAULT_TIMEOUT = 300.0
+
+
+class CannotAskError(UsageError):
+    """An agent `funes ask` does not run (pi, hermes, or a name funes does not know)."""
+
+    def __init__(self, agent: str) -> None:
+        known = " or ".join(ASK_AGENTS)
+        if agent in WIRED_ONLY:
+            reason = (f"{agent} reads funes through MCP but is not one of the agents `funes ask` "
+                      f"runs: ask needs a CLI that answers one prompt with every tool and MCP "
+                      f"server turned off, which funes knows how to do for {known} only")
+            hint = f"use `funes ask claude` or `funes ask codex`; in {agent}, `funes add " \
+                   f"{agent}` gives it the recall tool"
+        else:
+            reason = f"funes ask cannot run {agent!r}: it runs {known}"
+            hint = "use `funes ask claude \"…\"` or `funes ask codex \"…\"`"
+        super().__init__(reason, hint=hint)
+        self.agent = agent
 
 
 class AgentNotFoundError(FunesError):

@@ -8,8 +8,9 @@ Written for Claude Code 2.1 (checked against the hooks and MCP documentation of 
   `claude mcp add --scope user funes -- <python> -m funes mcp [MEMORY]` (and removes with
   `claude mcp remove --scope user funes`); without it, funes edits the JSON itself.
 - **Hooks** (settings.json `hooks`): `Stop` and `SubagentStop` index the finished turn,
-  `SessionEnd` also pushes. Claude Code passes `session_id`, `transcript_path` and `cwd` as
-  JSON on stdin; a Stop hook that exits 2 would keep Claude going, ours always exits 0.
+  `SessionEnd` also syncs a memory that has a remote, `SessionStart` brings it up to date.
+  Claude Code passes `session_id`, `transcript_path` and `cwd` as JSON on stdin; a Stop hook
+  that exits 2 would keep Claude going, ours always exits 0.
 - **ask**: `claude -p` with `--tools ""` (no built-in tools), `--strict-mcp-config` and an
   empty `--mcp-config` (no MCP servers), `--no-session-persistence` (the question does not
   become a session funes would index) and hooks off; the prompt goes on stdin.
@@ -39,7 +40,8 @@ from funes.agents.wiring import (
 
 CLI = "claude"
 #: Hook events and what they mean to funes.
-HOOK_EVENTS = {"Stop": "turn-end", "SubagentStop": "turn-end", "SessionEnd": "session-end"}
+HOOK_EVENTS = {"Stop": "turn-end", "SubagentStop": "turn-end", "SessionEnd": "session-end",
+               "SessionStart": "session-start"}
 HOOK_TIMEOUT = 10
 
 
@@ -99,7 +101,7 @@ def add(edits: Edits, memory: str | None) -> list[str]:
     path = settings_json(settings)
     edits.edit(path, lambda data: json_dump(with_grouped_hooks(
         path, json_load(path, data), settings, "claude", HOOK_EVENTS, timeout=HOOK_TIMEOUT), data),
-               f"installed Stop, SubagentStop and SessionEnd hooks in {path}")
+               f"installed Stop, SubagentStop, SessionEnd and SessionStart hooks in {path}")
     notes.append("restart Claude Code (or run /mcp) to load the funes MCP server")
     return notes
 

@@ -11,8 +11,8 @@ against the config documentation and `codex exec` of 0.113–0.147):
   argument (`type: agent-turn-complete`, `thread-id`, `cwd`, …). funes sets
   `notify = [hook, "codex", "turn-end", <the user's previous notify…>]`; the hook runs the
   previous program with the same event, so nothing the user had stops working, and `remove`
-  puts the previous value back. Codex has no session-end event: the hook pushes a memory with
-  a remote after a turn at most every `PUSH_INTERVAL` seconds instead (funes.api.agents).
+  puts the previous value back. Codex has no session-end event: the hook syncs a memory with
+  a remote after a turn at most every `sync.interval` seconds instead (funes.api.hookworker).
 - **ask**: `codex exec` in a read-only sandbox, ephemeral (no rollout file to index), with the
   shell tool, web search, every MCP server and `notify` switched off through `-c` overrides;
   the prompt goes on stdin (`-`).

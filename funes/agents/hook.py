@@ -38,7 +38,7 @@ MAX_PAYLOAD = 1 << 20
 #: The log of hook work, foreground and detached (`funes hook run` writes here too).
 LOG_NAME = "agent-hooks.log"
 LOG_LIMIT = 1 << 20
-EVENTS = ("turn-end", "session-end")
+EVENTS = ("turn-end", "session-end", "session-start")
 #: Agents whose event arrives as the last argument instead of on stdin.
 ARGV_PAYLOAD = ("codex", "pi")
 

@@ -11,7 +11,7 @@ documentation): the user's configuration is `~/.config/opencode/opencode.json`
 - **Hooks**: OpenCode has no hook command, but plugins receive its events; funes installs
   `plugin/funes.js` (package file `funes/hooks/agent-opencode-plugin.js`), which runs the hook
   on `session.idle` (a turn finished). A plugin sees no dependable session end, so a memory
-  with a remote is pushed after a turn at most every `PUSH_INTERVAL`, as for Codex.
+  with a remote is synced after a turn at most every `sync.interval` seconds, as for Codex.
 - **ask**: not offered: `opencode run` has no mode verified to keep every tool off.
 """
 

@@ -9,10 +9,12 @@ purpose, and update docs/agents.md with it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from funes.api.recall import RecallResult, SearchStatus, TurnView
 from funes.api.repo import StatusResult
+from funes.api.syncstate import RemoteStatus
 
 __all__ = ["UNTRUSTED", "UNTRUSTED_PASSAGES", "recall_text", "status_text", "turns_text"]
 
@@ -52,11 +54,15 @@ def where(row: dict[str, Any]) -> str:
     return f"{place}/{str(row['session_id'])[:8]}"
 
 
-def recall_text(result: RecallResult, label: str, trusted: bool) -> str:
-    """Recall hits in the stable agent format of docs/design.md §8 (`no results` when empty)."""
+def recall_text(result: RecallResult, label: str, trusted: bool, note: str | None = None) -> str:
+    """Recall hits in the stable agent format of docs/design.md §8 (`no results` when empty).
+
+    `note` is one `# note: …` line put first (a memory that has not synced for long,
+    funes.api.syncstate.sync_note).
+    """
+    lines = [note] if note else []
     if not result.hits:
-        return "no results"
-    lines = []
+        return "\n".join([*lines, "no results"])
     if not trusted:
         lines.append(UNTRUSTED.format(label=label))
     elif any(hit.row.get("untrusted") for hit in result.hits):
@@ -103,6 +109,9 @@ def status_text(r: StatusResult, search: SearchStatus) -> str:
     for harness, counts in r.by_harness.items():
         lines.append(f"  {harness:<8} {counts['chunks']} chunks, {counts['sessions']} sessions")
     lines.append(f"model    {r.model or '(not stamped yet: set on first embed)'}")
+    if r.redaction_outdated:
+        lines.append(f"redact   stored chunks met older rules ({r.redaction_outdated}) than "
+                     f"the installed {r.redaction_rules}: run `funes scrub`")
     lines.append(
         f"vectors  {search.embedded} embedded, {search.backlog} waiting"
         + (" (run `funes embed`)" if search.backlog else "")
@@ -121,4 +130,27 @@ def status_text(r: StatusResult, search: SearchStatus) -> str:
         else "reranker none installed: recall ranks without one "
         "(`funes models install ms-marco-minilm-l6-v2` when online)"
     )
+    lines += [_remote_line(remote) for remote in r.remotes]
     return "\n".join(lines)
+
+
+def _when(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _remote_line(r: RemoteStatus) -> str:
+    """`remote   origin (url): 2 ahead, 0 behind; last sync … ok|failed: why; fix: `cmd``."""
+    if r.ahead is None or r.behind is None:
+        apart = "never fetched"
+    elif r.ahead or r.behind:
+        apart = f"{r.ahead} ahead, {r.behind} behind"
+    else:
+        apart = "up to date"
+    line = f"remote   {r.name} ({r.url}): {apart}"
+    if r.last is None:
+        return line + "; never synced (`funes sync`)"
+    if r.last.ok:
+        return line + f"; last sync {_when(r.last.time)} ok ({r.last.detail})"
+    ok = f", last ok {_when(r.last.last_ok)}" if r.last.last_ok else ", never succeeded"
+    return (line + f"; last sync {_when(r.last.time)} FAILED: {r.last.detail}{ok}; "
+            f"fix: `{r.last.fix}`")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from funes._env import Settings
 from funes.api.ingest import index as _index
-from funes.api.repo import open_memory
+from funes.api.memory import open_memory
 from funes.errors import FunesError, UsageError
 from funes.gitlink import hooks as _hooks
 from funes.gitlink.coderepo import (

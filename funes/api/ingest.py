@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from funes._env import Settings
-from funes.api.repo import open_memory
+from funes.api.memory import writable_memory
 from funes.errors import UsageError
 from funes.ingest.run import BATCH_BYTES, BATCH_CHUNKS, IndexSummary, index_sources
 from funes.ingest.sources import default_sources, explicit_sources
@@ -29,7 +29,13 @@ def parse_since(value: str, now: datetime | None = None) -> datetime:
     m = _RELATIVE.match(value.strip().lower())
     if m:
         unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
-        return now - timedelta(**{unit: int(m.group(1))})
+        try:
+            return now - timedelta(**{unit: int(m.group(1))})
+        except (OverflowError, ValueError):  # before year 1: no date can say it
+            raise UsageError(
+                f"--since {value!r} reaches back past year 1",
+                hint="use a smaller span (e.g. 5000w) or an ISO date",
+            ) from None
     try:
         when = datetime.fromisoformat(value.strip())
     except ValueError:
@@ -85,18 +91,20 @@ def index(
     agents: Sequence[str] = (),
     since: str | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    tool_results: bool | None = None,
 ) -> IndexSummary:
     """Index agent transcripts.
 
     Named paths go into the current memory (like `git add`); without paths, the agents'
     default locations are read and each session is routed to its project memory or the global
-    memory.
+    memory. `tool_results=False` leaves tool output out; None follows each memory's
+    `index.toolResults`.
     """
     when = parse_since(since) if since else None
     harness = agents[0] if len(agents) == 1 else None
     router: Callable[[Turn], Repository | None]
     if paths or memory:
-        repo = open_memory(settings, memory)
+        repo = writable_memory(settings, memory, command="index")
         if paths:
             sources = explicit_sources(paths, harness=harness)
             sources = [s for s in sources if not agents or s.harness in agents]
@@ -115,6 +123,7 @@ def index(
         max_tokens = 256
     summary = index_sources(
         sources, router, states, since=when, max_tokens=max_tokens, progress=progress,
+        tool_results=tool_results,
         batch_chunks=int(configured.config.get("index.batchChunks") or BATCH_CHUNKS),
         batch_bytes=int(configured.config.get("index.batchBytes") or BATCH_BYTES),
     )

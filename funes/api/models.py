@@ -10,7 +10,7 @@ from funes.inference import models as _models
 from funes.inference.models import ModelEntry, ModelInfo, VerifyResult
 
 __all__ = ["ModelEntry", "ModelInfo", "VerifyResult", "models_import", "models_install",
-           "models_list", "models_verify"]
+           "models_install_defaults", "models_list", "models_verify"]
 
 
 def models_list(settings: Settings) -> list[ModelEntry]:
@@ -23,6 +23,13 @@ def models_install(
 ) -> ModelInfo:
     """Install a known model (cache, pinned download, or local conversion)."""
     return _models.install(name, settings, progress)
+
+
+def models_install_defaults(
+    settings: Settings, progress: Callable[[str], None] | None = None
+) -> list[ModelInfo]:
+    """Install the default embedding model and reranker (`funes models install` with no name)."""
+    return _models.install_defaults(settings, progress)
 
 
 def models_import(

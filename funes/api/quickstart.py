@@ -19,7 +19,10 @@ from funes.api.recall import DrainResult, RecallResult, embed, recall
 from funes.api.repo import init
 from funes.storage.repo import Repository
 
-SAMPLE_QUERY = "why did we drop the streaming parser"
+#: The sample's demo question. It shares almost no words with its answer (a decision and its
+#: reason, "Keep every stored value in metres … convert only at the edges"), so the top hit
+#: shows recall by meaning rather than an echo of the question.
+SAMPLE_QUERY = "how are heights stored"
 DEFAULT_QUERY = "what did we decide and why"
 
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from funes._env import Settings
 from funes.api.ingest import parse_since
+from funes.api.memory import check_writable
 from funes.ingest import backlog as _backlog
+from funes.model.turns import HARNESSES
 from funes.retrieval import indexes
 from funes.retrieval.get import TurnView, get_turns
 from funes.retrieval.recall import Filters, Options, RecallResult
@@ -21,22 +25,17 @@ if TYPE_CHECKING:
     from funes.inference.embedder import Embedder
     from funes.inference.reranker import Reranker
 
-__all__ = ["DrainResult", "RecallResult", "SearchStatus", "TurnView", "embed", "get",
-           "memory_label", "recall", "reindex", "search_status"]
+__all__ = ["BLOCK_TYPES", "DEFAULT_BUDGET_MS", "HARNESSES", "DrainResult", "RecallRequest",
+           "RecallResult", "SearchStatus", "TurnView", "embed", "get", "recall", "reindex",
+           "run_recall", "search_status"]
 
 DrainResult = _backlog.DrainResult
-
-
-def memory_label(repo: Repository) -> str:
-    """How output names a memory: what `--memory` takes to open it again."""
-    from funes.api.sync import remote_label
-
-    return remote_label(repo) or str(repo.path)
-
-
-def owned(repo: Repository) -> bool:
-    """Whether the memory is the user's own (recall marks others' passages untrusted)."""
-    return (repo.config.get("core.owned") or "true") == "true"
+#: What `--harness` and `--type` accept: the vocabularies of recall's filters, for the CLI,
+#: MCP and the warm server alike (the harnesses are funes.model.turns's).
+BLOCK_TYPES = ("text", "thinking", "tool_use", "tool_result")
+#: Milliseconds a recall may take before reranking stops (config `recall.budget`): agents
+#: wait for every recall, and 300 ms is where a tool call starts to feel slow.
+DEFAULT_BUDGET_MS = 300.0
 
 
 def _embedder_for(repo: Repository, settings: Settings) -> Embedder | None:
@@ -57,69 +56,224 @@ def _reranker(settings: Settings, repo: Repository) -> Reranker | None:
     return load_reranker(settings, repo.config.get("model.rerank"), max_tokens=256)
 
 
+@dataclass(frozen=True)
+class RecallRequest:
+    """One recall's question and knobs: spelled once, for the CLI, the server and the library.
+
+    The CLI builds it from its options, `funes.api.warm` sends it to the warm server as JSON
+    (`encode`/`decode`), and `recall` runs it. `None` means "the memory's config, else the
+    default" (`recall.k`, `recall.rerankPool`, `recall.halfLife`, `recall.budget`).
+    """
+
+    query: str
+    k: int | None = None
+    candidates: int = 50
+    #: Fused passages the cross-encoder re-scores (each ≈ 40 ms on 2 cores); 0 skips it.
+    rerank_pool: int | None = None
+    half_life: float | None = None
+    neighbors: int = 1
+    harness: tuple[str, ...] = ()
+    block_type: tuple[str, ...] = ()
+    project: tuple[str, ...] = ()
+    session: tuple[str, ...] = ()
+    since: str | None = None
+    until: str | None = None
+    turns: frozenset[tuple[str, str]] | None = None
+    rerank: bool = True
+    vector: bool = True
+    bm25: bool = True
+    now: datetime | None = None
+    #: Neighbour/session evidence and the question's time window (off: measured not to help).
+    context: bool = False
+    time_hints: bool = False
+    #: Milliseconds the whole recall may take before reranking stops (score what fits, in
+    #: order); 0 never stops it early.
+    budget_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("harness", "block_type", "project", "session"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple):
+                object.__setattr__(self, name, tuple(value))  # lists from callers or the wire
+        if self.turns is not None and not isinstance(self.turns, frozenset):
+            object.__setattr__(self, "turns", frozenset(tuple(p) for p in self.turns))
+
+    def encode(self) -> dict[str, Any]:
+        """The request as JSON-able data (funes.protocol tags the datetime)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.turns is not None:
+            out["turns"] = sorted(list(pair) for pair in self.turns)
+        return out
+
+    @classmethod
+    def decode(cls, data: dict[str, Any]) -> RecallRequest:
+        """The request `encode` described.
+
+        Raises:
+            TypeError: a field this code does not know (a client running other code).
+        """
+        return cls(**data)
+
+
 def recall(
     settings: Settings,
     repo: Repository,
-    query: str,
+    query: str | RecallRequest,
     *,
-    k: int | None = None,
-    candidates: int = 50,
-    rerank_pool: int | None = None,
-    half_life: float | None = None,
-    neighbors: int = 1,
-    harness: Sequence[str] = (),
-    block_type: Sequence[str] = (),
-    project: Sequence[str] = (),
-    session: Sequence[str] = (),
-    since: str | None = None,
-    until: str | None = None,
-    turns: frozenset[tuple[str, str]] | None = None,
-    rerank: bool = True,
-    vector: bool = True,
-    bm25: bool = True,
-    now: datetime | None = None,
+    via_server: bool = False,
+    **options: Any,
 ) -> RecallResult:
     """Hybrid recall over one memory (docs/design.md §8).
 
-    `rerank_pool` (default: config `recall.rerankPool`, 4) is how many fused passages the
-    cross-encoder re-scores: each costs about 40 ms on 2 cores, so it is the knob that trades
-    latency for precision (bench/results/recall.md); 0 skips reranking like `rerank=False`.
+    Takes `query` and, as keywords, the fields of `RecallRequest` (or one whole request).
+
+    With `via_server`, a running warm server answers (funes.api.warm; the CLI asks for it),
+    else this process does; the result is the same either way. `rerank_pool` (default: config
+    `recall.rerankPool`, 4) is how many fused passages the cross-encoder re-scores: each costs
+    about 40 ms on 2 cores, so it is the knob that trades latency for precision
+    (bench/results/recall.md); 0 skips reranking like `rerank=False`. `context=True` and
+    `time_hints=True` add the neighbour/session evidence and the question's time window
+    (funes.retrieval.recall); both are off by default because neither beat the pipeline
+    without them on LongMemEval (bench/results/recall-levers.md).
+
+    Raises:
+        TypeError: an option `RecallRequest` does not have.
     """
+    request = query if isinstance(query, RecallRequest) else RecallRequest(query, **options)
+    if via_server:
+        from funes.api import warm
+
+        return warm.recall(settings, repo, request, lambda: run_recall(settings, repo, request))
+    return run_recall(settings, repo, request)
+
+
+def run_recall(settings: Settings, repo: Repository, request: RecallRequest) -> RecallResult:
+    """`recall` in this process (the warm server calls it with its pinned snapshot)."""
+    r = request
     filters = Filters(
-        harness=tuple(harness), block_type=tuple(block_type), project=tuple(project),
-        session=tuple(session),
-        since=parse_since(since) if since else None,
-        until=parse_since(until) if until else None,
-        turns=turns,
+        harness=r.harness, block_type=r.block_type, project=r.project, session=r.session,
+        since=parse_since(r.since) if r.since else None,
+        until=parse_since(r.until) if r.until else None,
+        turns=r.turns,
     )
     opts = Options(
-        k=k if k is not None else int(repo.config.get("recall.k") or 8),
-        candidates=candidates,
-        rerank_pool=rerank_pool if rerank_pool is not None
+        k=r.k if r.k is not None else int(repo.config.get("recall.k") or 8),
+        candidates=r.candidates,
+        rerank_pool=r.rerank_pool if r.rerank_pool is not None
         else int(repo.config.get("recall.rerankPool") or Options.rerank_pool),
-        half_life_days=half_life if half_life is not None
+        half_life_days=r.half_life if r.half_life is not None
         else float(repo.config.get("recall.halfLife") or 90),
-        neighbors=neighbors,
+        neighbors=r.neighbors,
         filters=filters,
-        now=now,
-        vector=vector,
-        bm25=bm25,
+        now=r.now,
+        vector=r.vector,
+        bm25=r.bm25,
+        context=r.context,
+        time_hints=r.time_hints,
     )
     opts.check()
+    budget = r.budget_ms if r.budget_ms is not None else _config_budget(repo)
     if not isinstance(repo, Snapshot):  # the warm server hands in its own, made the same way
-        if bm25 and repo.chunks.exists():
+        if r.bm25 and repo.chunks.exists():
             indexes.ensure(repo)  # index maintenance writes: on the live repository, first
         # One HEAD and one version of each table for the whole query, even while an index
         # run commits (funes.storage.snapshot).
         repo = snapshot(repo)
-    embedder = _embedder_for(repo, settings) if vector else None
-    reranker = _reranker(settings, repo) if rerank and opts.rerank_pool else None
+    embedder = _embedder_for(repo, settings) if r.vector else None
+    reranker = _reranker(settings, repo) if r.rerank and opts.rerank_pool else None
+    # The budget counts the search, not loading models (a cold process's one-off cost).
+    started = time.monotonic()
+    timed = None
+    if reranker is not None and budget > 0:
+        timed = Budgeted(reranker, started + budget / 1000.0)
+    # The query embedding runs beside BM25 (llama.cpp and Lance both release the GIL).
+    ahead = Prefetched(embedder, r.query) if embedder is not None else None
     # The exact backlog scans every id (≈0.45 s at 100k chunks); a recall only needs to say
     # roughly how much is not embedded yet.
-    waiting = _backlog.estimate(repo) if vector else 0
-    result = _recall(repo, query, opts, embedder=embedder, reranker=reranker, backlog=waiting)
+    waiting = _backlog.estimate(repo) if r.vector else 0
+    # Both wrappers do what retrieval asks of an embedder and a reranker (duck-typed).
+    result = _recall(repo, r.query, opts, embedder=cast("Embedder | None", ahead),
+                     reranker=cast("Reranker | None", timed or reranker), backlog=waiting)
+    if timed is not None:
+        timed.report(result.signals)
     _mark_untrusted(repo, result)
     return result
+
+
+def _config_budget(repo: Repository) -> float:
+    value = repo.config.get("recall.budget")
+    try:
+        return float(value) if value else DEFAULT_BUDGET_MS
+    except ValueError:
+        return DEFAULT_BUDGET_MS
+
+
+class Prefetched:
+    """An embedder whose query vector is being computed already, in a thread of its own.
+
+    Retrieval asks for the vector after BM25 has run; by then it is usually ready, so the two
+    overlap instead of adding up. Any other text is embedded the ordinary way.
+    """
+
+    def __init__(self, embedder: Embedder, query: str) -> None:
+        self._embedder = embedder
+        self._query = query
+        self._vector: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="embed-query", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._vector = self._embedder.embed_query(self._query)
+        except BaseException as exc:  # re-raised in the caller's thread
+            self._error = exc
+
+    def embed_query(self, text: str) -> Any:
+        if text != self._query:
+            return self._embedder.embed_query(text)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._vector
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._embedder, name)
+
+
+class Budgeted:
+    """A reranker that scores passages in order until the recall's deadline, then stops.
+
+    The cross-encoder costs about 40 ms a passage on a quiet 2-core machine and twice that
+    when the other core is busy; a deadline keeps the recall's latency where agents feel it
+    and spends what is left on the best-fused passages first. A passage is started only when
+    the time the previous one took still fits. `report` then says in the result's signals how
+    many of the pool were scored (`rerank budget: 2/4`; `rerank` is there when any was).
+    """
+
+    def __init__(self, reranker: Reranker, deadline: float) -> None:
+        self._reranker = reranker
+        self._deadline = deadline
+        self.asked = 0
+        self.scored = 0
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        self.asked = len(passages)
+        scores: list[float] = []
+        cost = 0.0
+        for passage in passages:
+            now = time.monotonic()
+            if now + cost > self._deadline:
+                break
+            scores.extend(self._reranker.score(query, [passage]))
+            cost = time.monotonic() - now
+        self.scored = len(scores)
+        return scores
+
+    def report(self, signals: list[str]) -> None:
+        """Add `rerank budget: scored/asked` to the signals when the deadline cut the pool."""
+        if self.asked and self.scored < self.asked:
+            signals.append(f"rerank budget: {self.scored}/{self.asked}")
 
 
 def _mark_untrusted(repo: Repository, result: RecallResult) -> None:
@@ -134,8 +288,16 @@ def _mark_untrusted(repo: Repository, result: RecallResult) -> None:
             hit.row["untrusted"] = True
 
 
-def get(repo: Repository, session_id: str, turn_id: str, window: int = 0) -> list[TurnView]:
-    """A turn and its neighbours, whole."""
+def get(repo: Repository, session_id: str, turn_id: str, window: int = 0, *,
+        via_server: bool = False) -> list[TurnView]:
+    """A turn and its neighbours, whole.
+
+    With `via_server`, a running warm server answers (funes.api.warm), else this process.
+    """
+    if via_server:
+        from funes.api import warm
+
+        return warm.get(repo.settings, repo, session_id, turn_id, window)
     return get_turns(repo, session_id, turn_id, window)
 
 
@@ -157,6 +319,7 @@ def embed(
     """
     from funes.inference.embedder import load_embedder
 
+    check_writable(repo, command="embed")
     stamp = repo.model_stamp()
     name = model or (stamp.name if stamp else None) or repo.config.get("model.embed")
     embedder = load_embedder(settings, name, n_threads=n_threads)
@@ -177,6 +340,7 @@ def reindex(
     """Re-stamp the memory with `model` and re-embed every chunk with it, on purpose."""
     from funes.inference.embedder import load_embedder
 
+    check_writable(repo, command="reindex")
     return _backlog.reindex(repo, load_embedder(settings, model), budget=budget,
                             progress=progress)
 

@@ -1,4 +1,4 @@
-"""Repository verbs: init, log, show, status, fsck, config, and opening a memory."""
+"""Repository verbs: init, log, show, status, fsck, config (which memory: funes.api.memory)."""
 
 from __future__ import annotations
 
@@ -6,27 +6,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from funes._env import Settings
+from funes.api.syncstate import RemoteStatus, remote_status
 from funes.errors import UsageError
 from funes.model.ids import ObjectId
 from funes.model.objects import Commit, Link, Manifest, ModelStamp
 from funes.storage.fsck import FsckReport
 from funes.storage.fsck import fsck as _fsck
 from funes.storage.repo import PROJECT_DIR, Repository
-
-
-def open_memory(settings: Settings, memory: str | None = None) -> Repository:
-    """The repository a command works on: `--memory` if given, else discovery from cwd.
-
-    `--memory org/name` (or `hf://datasets/…`, `file://…`) reads a remote memory through a
-    local cached copy at its current revision (funes.api.sync.open_remote_memory).
-    """
-    if memory:
-        from funes.api.sync import is_remote_memory, open_remote_memory
-
-        if is_remote_memory(memory, settings.cwd):
-            return open_remote_memory(settings, memory)
-        return Repository.open(Path(memory), settings)
-    return Repository.discover(settings)
 
 
 @dataclass(frozen=True)
@@ -131,10 +117,18 @@ class StatusResult:
     sessions: int
     by_harness: dict[str, dict[str, int]] = field(default_factory=dict)
     model: ModelStamp | None = None
+    #: The redaction rules the stored chunks met, when older than the installed ones.
+    redaction_outdated: str | None = None
+    redaction_rules: str = ""
+    #: Each remote: ahead/behind as of the last fetch, and how the last sync went.
+    remotes: tuple[RemoteStatus, ...] = ()
 
 
 def status(repo: Repository) -> StatusResult:
-    """Repository, HEAD, counts by agent and the model stamp."""
+    """Repository, HEAD, counts by agent, the model stamp, scrub advice, and each remote."""
+    from funes.ingest.redact import rules_version
+    from funes.ingest.scrub import rules_outdated
+
     head = repo.head()
     commit = repo.objects.commit(head) if head else None
     stats = repo.stats()
@@ -148,6 +142,9 @@ def status(repo: Repository) -> StatusResult:
         sessions=stats.sessions,
         by_harness=stats.by_harness,
         model=commit.model if commit else None,
+        redaction_outdated=rules_outdated(repo),
+        redaction_rules=rules_version(),
+        remotes=tuple(remote_status(repo)),
     )
 
 

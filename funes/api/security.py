@@ -81,7 +81,9 @@ def gc(repo: Repository) -> GcResult:
 def keys_generate(settings: Settings, comment: str | None = None, *,
                   force: bool = False) -> PublicKey:
     """Create this user's Ed25519 signing key under `$FUNES_HOME/keys/`."""
-    who = comment if comment is not None else f"{settings.author_name} <{settings.author_email}>"
+    from funes.storage.identity import author
+
+    who = comment if comment is not None else str(author(settings))
     return _signing.generate(settings, who, force=force)
 
 

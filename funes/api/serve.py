@@ -1,34 +1,45 @@
-"""`funes serve`: one warm process per repository that answers recall and get over a socket.
+"""`funes serve`: one warm process per user that answers recall and get for every memory.
 
 Why a server: a cold recall spends most of its time before the search starts (importing Lance
 and llama.cpp, loading the embedding model, reading the index files). The server does that
-once, keeps the repository open and a Lance session whose caches hold the indexes, and answers
-each request in the time the search itself takes. The client side, the protocol and the socket
-location are described in funes.api.warm.
+once, keeps the memories it was asked about open with a Lance session each whose caches hold
+the indexes, and answers each request in the time the search itself takes. The protocol and
+the socket location are in funes.protocol; the library's client in funes.api.warm; the thin
+client that hands the server a whole `funes recall`/`funes get` in funes.cli.thin.
 
 Lifecycle:
 
-- **One per repository.** The server takes `<hash>.lock` (flock) before anything else and holds
-  it until it has removed its socket (then it deletes the lock file too). A second `serve` for
-  the same repository finds the lock held and returns at once (`ServeResult.started` False):
-  starting one on demand from several clients at the same moment is harmless.
+- **One per user** (per funes home, whose models it loads). The server takes `<hash>.lock`
+  (flock) before anything else and holds it until it has removed its socket (then it deletes
+  the lock file too). A second `serve` finds the lock held and returns at once
+  (`ServeResult.started` False): starting one on demand from several clients at the same
+  moment is harmless.
+- **Memories on demand.** A request names its memory; the server opens it on first use and
+  keeps it (with its Lance session) while it is used. A memory idle for `MEMORY_IDLE` seconds,
+  or removed from disk, is closed; when more than `MAX_OPEN` are open, or the process's
+  resident memory passes the budget (`memory_budget_mb`), the least recently used are closed
+  first. Models are shared by every memory (loaded once per process, funes.inference).
 - **Stale sockets.** A server killed with SIGKILL leaves its socket file behind; clients get
   "connection refused" and work alone, and the next server (it holds the lock, so no live
   server owns that file) removes it and binds a fresh one.
 - **Idle exit.** After `idle` seconds without a request (none in flight either) the server
-  removes its socket and exits. It also exits when its repository disappears, when its socket
-  file is removed or replaced, on `stop`, and on SIGTERM or SIGINT.
+  removes its socket and exits. It also exits when its socket file is removed or replaced, on
+  `stop`, and on SIGTERM or SIGINT.
 
-Each request runs in its own thread on a `Snapshot` of the repository (funes.storage.snapshot):
+Each request runs in its own thread on a `Snapshot` of its memory (funes.storage.snapshot):
 HEAD and each Lance table pinned when the request starts, so a recall that overlaps an index
-run's commit sees one consistent state. Models are loaded once per process (funes.inference);
-the server records which embedder objects served its recalls, so `status` can show that the
-model stayed loaded (`embedder_loads` stays 1).
+run's commit sees one consistent state. The server records which embedder objects served its
+recalls, so `status` can show that the model stayed loaded (`embedder_loads` stays 1).
+
+One file because the server is one state machine: the socket loop, the open memories with
+their idle and memory-budget eviction, and the handlers all read and change the same state
+under one lock; the wire format lives in funes.protocol and the client in funes.api.warm.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import os
@@ -37,26 +48,33 @@ import socket
 import threading
 import time
 import traceback
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from datetime import datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from funes import __version__
+from funes import __version__, protocol
 from funes._env import Settings
 from funes.api import warm
+from funes.api.memory import memory_label, open_memory, owned
+from funes.api.recall import (
+    BLOCK_TYPES,
+    HARNESSES,
+    RecallRequest,
+    run_recall,
+)
 from funes.api.recall import get as _get
-from funes.api.recall import recall as _recall
-from funes.errors import FunesError, UsageError
+from funes.api.render import get_output, recall_output
+from funes.errors import FunesError, UsageError, describe
 from funes.retrieval import indexes
 from funes.storage.repo import Repository
 from funes.storage.snapshot import Snapshot
 
-__all__ = ["ServeError", "ServeResult", "serve"]
+__all__ = ["MAX_OPEN", "MEMORY_BUDGET_MB", "MEMORY_IDLE", "ServeError", "ServeResult", "serve"]
 
-#: Seconds between checks of the idle timer and of the socket and repository still existing.
+#: Seconds between checks of the idle timers and of the socket still existing.
 TICK = 0.25
 #: Seconds a connection may take to send its request.
 READ_TIMEOUT = 10.0
@@ -65,41 +83,58 @@ DRAIN = 30.0
 #: How long a new server tries to take the lock before deciding another one has it (a client
 #: probing the lock holds it shared for a moment).
 LOCK_RETRIES = 10
+#: Seconds an open memory may go unused before the server closes it.
+MEMORY_IDLE = 300.0
+#: Memories open at once, at most; the least recently used is closed to make room.
+MAX_OPEN = 16
+#: Resident memory (MB) above which the least recently used memories are closed (the models,
+#: ≈ 150 MB, stay). Lance's per-memory caches are what grows with the memories held.
+MEMORY_BUDGET_MB = 450.0
+#: Lance cache sizes per open memory: index pages and metadata of one memory of ~100k chunks
+#: fit, so a warm recall reads no index file twice, while five memories stay in the budget.
+INDEX_CACHE_BYTES = 48 << 20
+METADATA_CACHE_BYTES = 16 << 20
+#: Operations that ask about the server rather than make it work.
+_ADMIN = ("ping", "status", "stop")
 
 
 class ServeError(FunesError):
     """The server cannot start (its socket directory is unsafe)."""
 
 
+class _Decline(Exception):
+    """A thin client's command the full CLI must answer (it reports usage errors itself)."""
+
+
 @dataclass(frozen=True)
 class ServeResult:
     """How a `serve` ended."""
 
-    started: bool  # False: another server already serves this repository
+    started: bool  # False: another server already serves this user's funes home
     pid: int | None  # the serving process (this one, or the other)
     socket: Path
     requests: int  # requests answered
-    reason: str  # "idle", "stopped", "signal", "repository removed", "socket removed",
-    #              or "already running"
+    reason: str  # "idle", "stopped", "signal", "socket removed", or "already running"
 
 
 def serve(
     settings: Settings,
-    repo: Repository,
     *,
     idle: float = warm.DEFAULT_IDLE,
-    warm_up: bool = True,
+    warm_up: Repository | None = None,
+    memory_budget_mb: float = MEMORY_BUDGET_MB,
     ready: Callable[[Path], None] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> ServeResult:
-    """Serve recall and get for `repo` until idle for `idle` seconds (0: until stopped).
+    """Serve recall and get for every memory of this user until idle for `idle` seconds.
 
     Args:
         settings: The environment; requests from clients with another `$FUNES_HOME` (other
             models, another global memory) are refused and those clients work alone.
-        repo: The repository to serve.
         idle: Seconds without requests before exiting; 0 never exits for idleness.
-        warm_up: Load the models and read the indexes before the first request asks.
+        warm_up: A memory to open, and whose models to load, before the first request asks.
+        memory_budget_mb: Resident memory above which idle memories are closed, least
+            recently used first.
         ready: Called with the socket path once it accepts connections.
         log: Receives one line per event worth a log (start, failed warm-up, the traceback
             of a request that crashed); the CLI writes them to stderr.
@@ -111,7 +146,7 @@ def serve(
     if idle < 0:
         raise UsageError(f"--idle must be ≥ 0 seconds, not {idle}")
     try:
-        ep = warm.endpoint(repo.path)
+        ep = warm.endpoint(settings)
     except warm.ServerUnavailable as exc:
         raise ServeError(
             f"cannot serve: {exc}", hint="fix that directory: it must be yours, mode 0700"
@@ -119,12 +154,12 @@ def serve(
     with _server_lock(ep) as holder:
         if holder is not None:
             return ServeResult(False, holder, ep.socket, 0, "already running")
-        server = _Server(settings, repo, ep, idle, log or (lambda line: None))
+        server = _Server(settings, ep, idle, memory_budget_mb, log or (lambda line: None))
         return server.run(warm_up=warm_up, ready=ready)
 
 
 @contextlib.contextmanager
-def _server_lock(ep: warm.Endpoint) -> Iterator[int | None]:
+def _server_lock(ep: protocol.Endpoint) -> Iterator[int | None]:
     """Hold the server lock; yields None when taken, else the pid of the server holding it.
 
     The holder deletes the lock file when it is done, so finished servers leave nothing
@@ -142,7 +177,7 @@ def _server_lock(ep: warm.Endpoint) -> Iterator[int | None]:
             os.close(fd)
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
                 raise
-            time.sleep(0.02)  # perhaps only a client probing it (warm.lock_held): try again
+            time.sleep(0.02)  # perhaps only a client probing it (protocol.lock_held): retry
             continue
         try:
             same = os.fstat(fd).st_ino == os.stat(ep.lock).st_ino
@@ -163,42 +198,109 @@ def _server_lock(ep: warm.Endpoint) -> Iterator[int | None]:
     yield int(holder) if holder.isdigit() else 0
 
 
+def _libc_malloc() -> Any:
+    """Glibc's allocator controls, or None where there is no glibc (macOS, musl)."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+    return libc if libc is not None and hasattr(libc, "malloc_trim") else None
+
+
+#: mallopt's M_ARENA_MAX: how many malloc arenas threads may spread over.
+_M_ARENA_MAX = -8
+
+
+def limit_arenas(libc: Any) -> None:
+    """Two malloc arenas for the whole server instead of glibc's eight per core.
+
+    Every request runs in a thread, and so do Lance's and llama.cpp's workers; glibc gives
+    busy threads arenas of their own and keeps freed memory in them, so a server that had
+    answered a few memories held hundreds of MB it no longer used (bench/results/fast-path.md).
+    """
+    if libc is not None:
+        libc.mallopt(_M_ARENA_MAX, 2)
+
+
+def trim(libc: Any) -> None:
+    """Give freed memory back to the system (after a memory is closed)."""
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+def rss_mb() -> float | None:
+    """This process's resident memory in MB (Linux /proc; None elsewhere)."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            pages = int(fh.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
+
+
+class _Memory:
+    """One open memory: its repository, its Lance session (caches), and its use."""
+
+    def __init__(self, repo: Repository) -> None:
+        import lance
+
+        self.repo = repo
+        # One Lance session for every snapshot of this memory: its index and metadata caches
+        # outlive a request, and go with the memory when it is closed.
+        self.session = lance.Session(  # type: ignore[attr-defined]
+            index_cache_size_bytes=INDEX_CACHE_BYTES,
+            metadata_cache_size_bytes=METADATA_CACHE_BYTES,
+        )
+        self.active = 0
+        self.requests = 0
+        self.last = time.monotonic()
+
+    def view(self) -> Snapshot:
+        return Snapshot(self.repo, session=self.session)
+
+
 class _Server:
-    def __init__(self, settings: Settings, repo: Repository, ep: warm.Endpoint,
-                 idle: float, log: Callable[[str], None]) -> None:
+    def __init__(self, settings: Settings, ep: protocol.Endpoint, idle: float,
+                 budget_mb: float, log: Callable[[str], None]) -> None:
         self.settings = settings
         self.log = log
-        self.repo = repo
         self.ep = ep
         self.idle = idle
-        self.home = str(settings.home.expanduser().resolve())
+        self.budget_mb = budget_mb
+        self.home = str(ep.home)
         self.started = time.time()
         self.last = time.monotonic()
         self.active = 0
         self.counts: dict[str, int] = {}
         self.embedders: dict[int, str] = {}
+        self.memories: OrderedDict[Path, _Memory] = OrderedDict()  # least recent first
         self.guard = threading.Lock()
         self.stopping = threading.Event()
         self.reason = "stopped"
-        import lance
-
-        # One Lance session for every snapshot: index and metadata caches outlive a request.
-        self.session = lance.Session()  # type: ignore[attr-defined]
+        self.libc = _libc_malloc()
+        limit_arenas(self.libc)
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def run(self, *, warm_up: bool, ready: Callable[[Path], None] | None) -> ServeResult:
+    def run(self, *, warm_up: Repository | None,
+            ready: Callable[[Path], None] | None) -> ServeResult:
         listener = self._bind()
         inode = os.stat(self.ep.socket).st_ino
         with contextlib.suppress(FileNotFoundError):
             self.ep.spawned.unlink()  # it came up: clients may start the next one at once
         restore = self._signals()
         try:
-            self.log(f"serving {self.repo.path} on {self.ep.socket} (pid {os.getpid()})")
-            if warm_up:
+            self.log(f"serving {self.home} on {self.ep.socket} (pid {os.getpid()})")
+            if warm_up is not None:
+                self._open(warm_up.path.resolve())  # listed by `status` from the start
                 with self.guard:
                     self.active += 1  # counts as a request: no idle exit in the middle of it
-                threading.Thread(target=self._warm_up, name="warm-up", daemon=True).start()
+                threading.Thread(target=self._warm_up, args=(warm_up,), name="warm-up",
+                                 daemon=True).start()
             if ready is not None:
                 ready(self.ep.socket)
             self._loop(listener, inode)
@@ -244,11 +346,16 @@ class _Server:
         return restore
 
     def _loop(self, listener: socket.socket, inode: int) -> None:
+        checked = time.monotonic()
         while not self.stopping.is_set():
+            if time.monotonic() - checked >= TICK:  # also while requests keep arriving
+                self._check(inode)
+                checked = time.monotonic()
+                if self.stopping.is_set():
+                    break
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
-                self._check(inode)
                 continue
             except OSError as exc:
                 if exc.errno == errno.EINTR:
@@ -259,13 +366,12 @@ class _Server:
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 
     def _check(self, inode: int) -> None:
-        """Decide whether to exit: idle, repository gone, socket gone or replaced."""
+        """Close idle or removed memories; decide whether to exit (idle, socket gone)."""
+        self._close_idle()
         with self.guard:
             idle_for = time.monotonic() - self.last if self.active == 0 else 0.0
         if self.idle and idle_for >= self.idle:
             self.reason = "idle"
-        elif not (self.repo.path / "FORMAT").exists():
-            self.reason = "repository removed"
         else:
             try:
                 if os.stat(self.ep.socket).st_ino == inode:
@@ -283,16 +389,79 @@ class _Server:
                     return
             time.sleep(0.01)
 
-    def _warm_up(self) -> None:
-        """Load the models and the indexes now rather than during the first request."""
+    def _warm_up(self, repo: Repository) -> None:
+        """Load the models and the memory's indexes now rather than during the first request."""
         try:
-            self._recall({"query": "warm up", "k": 1, "neighbors": 0})
+            self._recall(repo.path, RecallRequest("warm up", k=1, neighbors=0))
         except Exception as exc:  # a failed warm-up only means the first request is slower
             self.log(f"warm-up failed: {exc}")
         finally:
             with self.guard:
                 self.active -= 1
                 self.last = time.monotonic()
+
+    # -- memories --------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _memory(self, path: Path) -> Iterator[_Memory]:
+        """The open memory at `path`, opened now if needed, in use while the block runs."""
+        key = path.resolve()
+        found = self._open(key)
+        with self.guard:
+            self.memories.move_to_end(key)
+            found.active += 1
+        try:
+            yield found
+        finally:
+            with self.guard:
+                found.active -= 1
+                found.requests += 1
+                found.last = time.monotonic()
+            self._make_room()
+
+    def _open(self, key: Path) -> _Memory:
+        """The open memory at the resolved path `key`, opened now if it is not yet."""
+        with self.guard:
+            found = self.memories.get(key)
+        if found is None:
+            opened = _Memory(Repository.open(key, self.settings))
+            with self.guard:
+                found = self.memories.setdefault(key, opened)
+        return found
+
+    def _close(self, key: Path) -> None:
+        """Forget a memory (the caller holds the guard); its caches go with it."""
+        memory = self.memories.pop(key)
+        memory.session = None  # type: ignore[assignment]
+        trim(self.libc)
+
+    def _close_idle(self) -> None:
+        now = time.monotonic()
+        with self.guard:
+            for key, memory in list(self.memories.items()):
+                gone = not (key / "FORMAT").exists()
+                if memory.active == 0 and (gone or now - memory.last >= MEMORY_IDLE):
+                    self._close(key)
+
+    def _make_room(self) -> None:
+        """Close least recently used memories while too many are open or RSS is too high."""
+        with self.guard:
+            while len(self.memories) > MAX_OPEN:
+                if not self._close_lru():
+                    return
+        rss = rss_mb()
+        while rss is not None and rss > self.budget_mb:
+            with self.guard:
+                if len(self.memories) <= 1 or not self._close_lru():
+                    return
+            rss = rss_mb()
+
+    def _close_lru(self) -> bool:
+        for key, memory in self.memories.items():
+            if memory.active == 0:
+                self._close(key)
+                return True
+        return False
 
     # -- requests --------------------------------------------------------------------------
 
@@ -302,12 +471,12 @@ class _Server:
                 conn.settimeout(READ_TIMEOUT)
                 try:
                     line = _read_request(conn)
-                    request = warm.loads(line)
+                    request = protocol.loads(line)
                 except (OSError, ValueError):
                     return  # a client that went away or sent garbage gets nothing
                 reply = self._answer(request)
                 with contextlib.suppress(OSError):
-                    conn.sendall(warm.dumps(reply))
+                    conn.sendall(protocol.dumps(reply))
         finally:
             with self.guard:
                 self.active -= 1
@@ -315,12 +484,10 @@ class _Server:
 
     def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
-        if request.get("v") != warm.PROTOCOL:
+        if request.get("v") != protocol.PROTOCOL:
             return self._refuse(f"protocol {request.get('v')!r}, this server speaks "
-                                f"{warm.PROTOCOL}")
-        if request.get("repo") != str(self.ep.repo):
-            return self._refuse("another repository")
-        if op not in ("ping", "status", "stop"):
+                                f"{protocol.PROTOCOL}")
+        if op not in _ADMIN:
             # Answers that depend on the code or the models must come from the same funes and
             # the same $FUNES_HOME as the client's own in-process answer would.
             if request.get("funes") != __version__:
@@ -328,6 +495,9 @@ class _Server:
             if request.get("home") != self.home:
                 return self._refuse("another FUNES_HOME")
         args = request.get("args") or {}
+        repo = request.get("repo")
+        # A thin client's whole command counts as the command it is (`recall`, `get`).
+        kind = str(args.get("command") if op == "run" else op)
         try:
             if op == "ping":
                 result: Any = {"pid": os.getpid()}
@@ -337,40 +507,82 @@ class _Server:
                 self.reason = "stopped"
                 self.stopping.set()
                 result = {"pid": os.getpid()}
-            elif op == "recall":
-                result = self._recall(dict(args))
-            elif op == "get":
-                view = Snapshot(self.repo, session=self.session)
-                turns = _get(view, str(args["session_id"]), str(args["turn_id"]),
-                                    int(args.get("window", 0)))
+            elif op == "recall" and isinstance(repo, str):
+                found = self._recall(Path(repo), RecallRequest.decode(dict(args)))
+                result = warm.encode_recall(found)
+            elif op == "get" and isinstance(repo, str):
+                with self._memory(Path(repo)) as memory:
+                    turns = _get(memory.view(), str(args["session_id"]),
+                                 str(args["turn_id"]), int(args.get("window", 0)))
                 result = warm.encode_turns(turns)
+            elif op == "run":
+                result = self._run(args)
             else:
                 return self._refuse(f"unknown operation {op!r}")
         except FunesError as exc:
-            self._count(str(op))
-            return {"v": warm.PROTOCOL, "ok": False, "error": warm.encode_error(exc)}
+            self._count(kind)
+            return {"v": protocol.PROTOCOL, "ok": False, "error": warm.encode_error(exc)}
+        except _Decline as exc:
+            return self._refuse(f"not for the server: {exc}")
         except Exception:  # a bug: the client redoes the work in-process, where it will show
             self.log(traceback.format_exc().rstrip())
             return self._refuse("internal error")
-        self._count(str(op))
-        return {"v": warm.PROTOCOL, "ok": True, "result": result}
+        self._count(kind)
+        return {"v": protocol.PROTOCOL, "ok": True, "result": result}
 
-    def _recall(self, args: dict[str, Any]) -> dict[str, Any]:
-        query = args.pop("query")
-        unknown = set(args) - warm.RECALL_ARGS
-        if unknown:
-            raise TypeError(f"unexpected recall arguments {sorted(unknown)}")
-        if args.get("turns") is not None:
-            args["turns"] = frozenset(tuple(pair) for pair in args["turns"])
-        if isinstance(args.get("now"), str):
-            args["now"] = datetime.fromisoformat(args["now"])
-        if args.get("bm25", True) and self.repo.chunks.exists():
-            indexes.ensure(self.repo)  # writes: on the live repository, before pinning
-        view = Snapshot(self.repo, session=self.session)
-        if args.get("vector", True):
-            self._note_models(view)
-        result = _recall(self.settings, view, str(query), **args)
-        return warm.encode_recall(result)
+    def _recall(self, path: Path, request: RecallRequest) -> Any:
+        with self._memory(path) as memory:
+            if request.bm25 and memory.repo.chunks.exists():
+                indexes.ensure(memory.repo)  # writes: on the live repository, before pinning
+            view = memory.view()
+            if request.vector:
+                self._note_models(view)
+            return run_recall(self.settings, view, request)
+
+    def _run(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A whole `funes recall` or `funes get` for the thin client: what to print, the code.
+
+        The memory is found the way the CLI finds it in the client's directory, and the output
+        made by the same functions the CLI calls (funes.api.render), so the bytes are the
+        same as the CLI's own. `strip` lists the streams that are not terminals, where the
+        CLI (click) removes ANSI escapes (a passage may hold some).
+        """
+        settings = dataclasses.replace(self.settings, cwd=Path(str(args["cwd"])))
+        fmt = str(args["fmt"])
+        if fmt not in ("agent", "json"):
+            raise _Decline(f"format {fmt!r}")
+        command = args["command"]
+        request = None
+        if command == "recall":
+            # Click checks choices before the command runs: so must this, before anything.
+            request = RecallRequest.decode(dict(args["request"]))
+            if not (set(request.harness) <= set(HARNESSES)
+                    and set(request.block_type) <= set(BLOCK_TYPES)):
+                raise _Decline("a --harness or --type click refuses")
+        elif command != "get":
+            raise _Decline(f"command {command!r}")
+        out = err = ""
+        code = 0
+        try:
+            repo = open_memory(settings, args.get("memory"))
+            if request is not None:
+                found = self._recall(repo.path, request)
+                out = recall_output(fmt, found, memory_label(repo), owned(repo)) + "\n"
+            else:
+                with self._memory(repo.path) as memory:
+                    turns = _get(memory.view(), str(args["session_id"]), str(args["turn_id"]),
+                                 int(args["window"]))
+                out = get_output(fmt, turns) + "\n"
+        except FunesError as exc:
+            err = describe(exc) + "\n"
+            code = exc.exit_code
+        strip = args.get("strip") or ()
+        if "stdout" in strip or "stderr" in strip:
+            import click
+
+            out = click.unstyle(out) if "stdout" in strip else out
+            err = click.unstyle(err) if "stderr" in strip else err
+        return {"stdout": out, "stderr": err, "exit": code}
 
     def _note_models(self, view: Repository) -> None:
         """Record the embedder object recall will use (load_embedder caches it per process)."""
@@ -384,23 +596,28 @@ class _Server:
             self.embedders.setdefault(id(embedder), stamp.name)
 
     def _count(self, op: str) -> None:
-        if op in ("ping", "status", "stop"):
+        if op in _ADMIN:
             return  # `requests` counts work done for clients, not questions about the server
         with self.guard:
             self.counts[op] = self.counts.get(op, 0) + 1
 
     def _refuse(self, reason: str) -> dict[str, Any]:
-        return {"v": warm.PROTOCOL, "ok": False, "refused": reason, "funes": __version__}
+        return {"v": protocol.PROTOCOL, "ok": False, "refused": reason, "funes": __version__}
 
     def _status(self) -> warm.ServerStatus:
+        now = time.monotonic()
         with self.guard:
-            idle_for = time.monotonic() - self.last if self.active <= 1 else 0.0
+            idle_for = now - self.last if self.active <= 1 else 0.0
+            memories = [warm.MemoryStatus(str(key), m.requests,
+                                          0.0 if m.active else now - m.last)
+                        for key, m in reversed(self.memories.items())]
             return warm.ServerStatus(
-                pid=os.getpid(), repo=str(self.repo.path), socket=str(self.ep.socket),
-                version=__version__, protocol=warm.PROTOCOL,
+                pid=os.getpid(), home=self.home, socket=str(self.ep.socket),
+                version=__version__, protocol=protocol.PROTOCOL,
                 uptime=time.time() - self.started, idle_timeout=self.idle, idle_for=idle_for,
                 requests=dict(self.counts), embedder_loads=len(self.embedders),
-                models=sorted(set(self.embedders.values())),
+                models=sorted(set(self.embedders.values())), memories=memories,
+                rss_mb=rss_mb(), memory_budget_mb=self.budget_mb,
             )
 
 
@@ -419,5 +636,5 @@ def _read_request(conn: socket.socket) -> bytes:
             return b"".join(chunks)
         chunks.append(data)
         size += len(data)
-        if size > warm.MAX_REQUEST:
+        if size > protocol.MAX_REQUEST:
             raise ValueError("request too large")

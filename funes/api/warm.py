@@ -1,31 +1,18 @@
-"""The warm path's client: ask a running `funes serve`, else do the work in this process.
+"""The warm path's library client: ask the running `funes serve`, else do the work here.
 
 A cold `funes recall` pays for importing Lance and llama.cpp, loading the embedding model and
 reading the search indexes before it can answer; `funes serve` (funes.api.serve) pays that
-once and then answers over a Unix socket. `recall` and `get` here have the same parameters and
-results as `funes.api.recall`'s; they return what the server computed when one answers, and
-compute it here when none does (no socket, nobody listening, an old server, a crash, a
-timeout). Errors funes raises on purpose (`FunesError`) come back from the server as the same
-type with the same message, hint and exit code, so a caller cannot tell the two paths apart,
-except by the time taken.
+once and then answers over a Unix socket (where and how: funes.protocol). `recall` and `get`
+here return what the server computed when one answers, and compute it here when none does (no
+socket, nobody listening, an old server, a crash, a timeout). Errors funes raises on purpose
+(`FunesError`) come back from the server as the same type with the same message, hint and
+exit code, so a caller cannot tell the two paths apart, except by the time taken. The CLI's
+`recall` and `get` reach this module through the porcelain (`api.recall(..., via_server=True)`
+and `api.get(..., via_server=True)`); the thin client (funes.cli.thin) talks to the server
+before the CLI is even imported.
 
-**Where.** One server per repository, on `/tmp/funes-<uid>/<hash>.sock`, `<hash>` naming the
-repository's resolved path. A fixed directory rather than `$XDG_RUNTIME_DIR`: hooks and agents
-often run with a trimmed environment, and a client that looked elsewhere than the server
-would never find it (and would start a second one). The directory must be ours and mode 0700,
-the socket is 0600: only the user can talk to their server. Next to the socket, `<hash>.lock`
-(held by the live server: one server per repository, and a "starting" signal for clients) and
-`<hash>.log` (the stderr of a server started on demand) and `<hash>.spawned` (when a client
-last started one).
-
-**Protocol** (version `PROTOCOL`). One request per connection: a JSON object on one line,
-`{"v", "funes", "op", "repo", "home", "args"}`; one JSON line back, `{"v", "ok": true,
-"result"}`, or `{"v", "ok": false, "error": {"type", "message", "hint", "exit_code",
-"attrs"}}` for a FunesError, or `{"v", "ok": false, "refused": reason}` when the server will
-not answer (another protocol or funes version, another repository or `$FUNES_HOME`, an
-internal crash): the client then works alone. Operations: `ping`, `status`, `recall`, `get`,
-`stop`. Results are the library's dataclasses as JSON (datetimes tagged), rebuilt here into the
-same dataclasses, so the CLI renders them with the same code whichever path produced them.
+**One server per user** (per funes home): it serves every memory it is asked about, opening
+each on demand and closing it when idle (funes.api.serve).
 
 **On demand** (`FUNES_SERVE=auto`, the default). When `recall` finds no server, it starts one
 detached in the background (a new session, output to the log) and answers this query itself
@@ -39,86 +26,64 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
-import fcntl
-import hashlib
 import importlib
-import inspect
-import json
 import os
-import socket
-import stat
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from funes import __version__
+from funes import protocol
 from funes._env import Settings
-from funes.api.recall import get as _local_get
-from funes.api.recall import recall as _local_recall
 from funes.errors import FunesError
-from funes.retrieval.get import BlockView, TurnView
+from funes.protocol import PROTOCOL, Endpoint, lock_held
+from funes.retrieval.get import BlockView, TurnView, get_turns
 from funes.retrieval.recall import Hit, RecallResult
 from funes.storage.repo import Repository
+
+if TYPE_CHECKING:
+    from funes.api.recall import RecallRequest
 
 __all__ = [
     "DEFAULT_IDLE",
     "PROTOCOL",
     "Endpoint",
+    "MemoryStatus",
+    "ServerOutdated",
     "ServerStatus",
     "ServerUnavailable",
     "endpoint",
     "get",
+    "lock_held",
     "recall",
     "server_status",
     "start_server",
     "stop_server",
 ]
 
-#: Version of the wire protocol; a server refuses requests of another version.
-PROTOCOL = 1
 #: Seconds a server started on demand stays up without requests.
 DEFAULT_IDLE = 600.0
 #: Seconds after a start attempt during which no client starts another.
 RESPAWN_AFTER = 60.0
-#: Largest request a server reads and largest answer a client reads, in bytes.
-MAX_REQUEST = 1 << 20
-MAX_RESPONSE = 64 << 20
-#: The keyword parameters of `funes.api.recall.recall`, which a request may carry: read from
-#: its signature, so a parameter added there travels without a change here.
-RECALL_ARGS = frozenset(
-    name for name, p in inspect.signature(_local_recall).parameters.items()
-    if p.kind is inspect.Parameter.KEYWORD_ONLY
-)
-
 
 #: Servers this process started: kept so the `Popen` objects are not collected while the
 #: child runs (which warns), and reaped by `subprocess` once they exit.
 _STARTED: list[subprocess.Popen[bytes]] = []
 
-
-class ServerUnavailable(Exception):
-    """No server answered (absent, stale, refused, crashed or too slow); work in-process."""
-
-
-class ServerOutdated(ServerUnavailable):
-    """The server runs another funes version (an upgrade happened while it ran)."""
+ServerUnavailable = protocol.Unavailable
+ServerOutdated = protocol.Outdated
 
 
 @dataclass(frozen=True)
-class Endpoint:
-    """Where the server of one repository listens, and its companion files."""
+class MemoryStatus:
+    """One memory a server holds open."""
 
-    repo: Path
-    socket: Path
-    lock: Path
-    log: Path
-    spawned: Path  # touched when a client starts a server on demand (see RESPAWN_AFTER)
+    path: str
+    requests: int  # recall, get and run requests it answered for this memory
+    idle_for: float  # seconds since its last request ended
 
 
 @dataclass(frozen=True)
@@ -126,97 +91,31 @@ class ServerStatus:
     """What a running server says about itself (`funes serve --status`)."""
 
     pid: int
-    repo: str
+    home: str
     socket: str
     version: str
     protocol: int
     uptime: float  # seconds since it started
     idle_timeout: float  # seconds without requests before it exits (0: never)
     idle_for: float  # seconds since the last request ended
-    requests: dict[str, int]  # recall and get requests answered (errors included)
+    requests: dict[str, int]  # requests answered by operation (errors included)
     embedder_loads: int  # embedding models loaded since start (stays 1 when warm)
     models: list[str]  # models loaded in the process
+    memories: list[MemoryStatus]  # memories open now, most recently used first
+    rss_mb: float | None = None  # resident memory of the server (None where unknown)
+    memory_budget_mb: float = 0.0  # above this, the least recently used memories are closed
 
 
-# -- where -------------------------------------------------------------------------------------
-
-
-def _runtime_dir() -> Path:
-    """`/tmp/funes-<uid>`, created 0700; refused when someone else owns it or can enter it."""
-    path = Path("/tmp") / f"funes-{os.getuid()}"
-    with contextlib.suppress(FileExistsError):
-        path.mkdir(mode=0o700)
-    info = os.lstat(path)
-    if (not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid()
-            or stat.S_IMODE(info.st_mode) & 0o077):
-        # Another user could have made it to read our recalls or impersonate our server.
-        raise ServerUnavailable(f"{path} is not a private directory of this user")
-    return path
-
-
-def endpoint(repo_path: Path) -> Endpoint:
-    """The socket, lock and log paths of the server for the repository at `repo_path`.
-
-    The hash keeps the socket path short (AF_UNIX allows about 107 bytes) whatever the depth
-    of the repository, and stable for every client that opens the same repository.
+def endpoint(settings: Settings) -> Endpoint:
+    """The socket, lock and log paths of this user's server for `settings.home`.
 
     Raises:
         ServerUnavailable: the runtime directory is not private to this user.
     """
-    resolved = repo_path.resolve()
-    digest = hashlib.sha256(str(resolved).encode("utf-8", "surrogateescape")).hexdigest()[:20]
-    base = _runtime_dir() / digest
-    return Endpoint(resolved, base.with_suffix(".sock"), base.with_suffix(".lock"),
-                    base.with_suffix(".log"), base.with_suffix(".spawned"))
+    return protocol.endpoint(settings.home)
 
 
-def lock_held(ep: Endpoint) -> bool:
-    """Whether a server holds the repository's server lock (running, or starting up)."""
-    try:
-        fd = os.open(ep.lock, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as exc:
-        return exc.errno in (errno.EAGAIN, errno.EACCES)
-    finally:
-        os.close(fd)  # closing drops the shared lock at once
-    return False
-
-
-# -- the wire ----------------------------------------------------------------------------------
-
-_DATETIME = "$datetime"
-
-
-def _default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return {_DATETIME: value.isoformat()}
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
-    raise TypeError(f"cannot send a {type(value).__name__}")
-
-
-def _hook(obj: dict[str, Any]) -> Any:
-    if len(obj) == 1 and _DATETIME in obj:
-        return datetime.fromisoformat(obj[_DATETIME])
-    return obj
-
-
-def dumps(message: dict[str, Any]) -> bytes:
-    """One protocol message as a JSON line (floats keep every bit: repr round-trips)."""
-    return json.dumps(message, default=_default, ensure_ascii=False).encode("utf-8") + b"\n"
-
-
-def loads(line: bytes) -> dict[str, Any]:
-    """Parse one protocol message."""
-    value = json.loads(line.decode("utf-8"), object_hook=_hook)
-    if not isinstance(value, dict):
-        raise ValueError("a protocol message is a JSON object")
-    return value
+# -- the library's results on the wire ---------------------------------------------------------
 
 
 def encode_recall(result: RecallResult) -> dict[str, Any]:
@@ -288,82 +187,49 @@ def decode_error(data: dict[str, Any]) -> FunesError:
 # -- asking ------------------------------------------------------------------------------------
 
 
-def request(settings: Settings, repo_path: Path, op: str, args: dict[str, Any] | None = None,
-            *, timeout: float | None = None) -> Any:
-    """Send one request to the repository's server and return its result.
+def request(settings: Settings, op: str, repo_path: Path | None = None,
+            args: dict[str, Any] | None = None, *, timeout: float | None = None) -> Any:
+    """Send one request to this user's server and return its result.
 
     Raises:
-        ServerUnavailable: no answer (see the module docstring); the caller works alone.
+        ServerUnavailable: no answer (see funes.protocol); the caller works alone.
         FunesError: the server ran the operation and it failed; the same error in-process.
     """
-    ep = endpoint(repo_path)
-    message = {"v": PROTOCOL, "funes": __version__, "op": op, "repo": str(ep.repo),
-               "home": str(settings.home.expanduser().resolve()), "args": args or {}}
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(timeout if timeout is not None else settings.serve_timeout)
-            sock.connect(str(ep.socket))
-            sock.sendall(dumps(message))
-            sock.shutdown(socket.SHUT_WR)
-            reply = _read_line(sock, MAX_RESPONSE)
-    except (OSError, ValueError) as exc:  # absent, stale, killed, too slow, truncated
-        raise ServerUnavailable(f"{type(exc).__name__}: {exc}") from exc
-    try:
-        answer = loads(reply)
-    except ValueError as exc:
-        raise ServerUnavailable(f"unreadable answer: {exc}") from exc
-    if answer.get("v") != PROTOCOL:
-        raise ServerUnavailable(f"protocol {answer.get('v')!r}")
+    ep = endpoint(settings)
+    if op in ("recall", "get") and (failed := protocol.recent_failure()) is not None:
+        raise failed  # the thin client found no server a moment ago: do not wait again
+    repo = str(repo_path.resolve()) if repo_path is not None else None
+    answer = protocol.exchange(ep, protocol.message(op, settings.home, repo, args or {}),
+                               timeout if timeout is not None else settings.serve_timeout)
     if answer.get("ok"):
         return answer.get("result")
-    if isinstance(answer.get("error"), dict):
-        raise decode_error(answer["error"])
-    reason = str(answer.get("refused"))
-    if answer.get("funes") not in (None, __version__):
-        raise ServerOutdated(f"refused: {reason}")
-    raise ServerUnavailable(f"refused: {reason}")
-
-
-def _read_line(sock: socket.socket, limit: int) -> bytes:
-    """Read up to the first newline; EOF before it means the peer died mid-answer."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        data = sock.recv(1 << 16)
-        if not data:
-            raise ConnectionResetError("the server closed the connection before answering")
-        newline = data.find(b"\n")
-        if newline >= 0:
-            chunks.append(data[:newline])
-            return b"".join(chunks)
-        chunks.append(data)
-        size += len(data)
-        if size > limit:
-            raise ValueError("answer too large")
+    raise decode_error(answer["error"])
 
 
 def _enabled(settings: Settings) -> bool:
     return settings.serve in ("auto", "use")
 
 
-def recall(settings: Settings, repo: Repository, query: str, **kwargs: Any) -> RecallResult:
-    """`funes.api.recall.recall`, answered by the warm server when one runs.
+def recall(settings: Settings, repo: Repository, query: RecallRequest,
+           local: Callable[[], RecallResult]) -> RecallResult:
+    """A recall answered by the warm server when one runs, else by `local()` in-process.
 
-    Takes the same keyword arguments. With `FUNES_SERVE=auto` and no server, starts one in
-    the background for the next query and answers this one in-process.
+    With `FUNES_SERVE=auto` and no server, starts one in the background for the next query
+    and answers this one in-process. `local` is `funes.api.recall.run_recall` bound to the
+    request: passed in, so this client module needs nothing from the module that calls it.
     """
     if _enabled(settings):
         try:
-            data = request(settings, repo.path, "recall", {"query": query, **kwargs})
+            data = request(settings, "recall", repo.path, query.encode())
             return decode_recall(data)
         except (ServerUnavailable, TypeError, KeyError, ValueError) as exc:
             # TypeError, KeyError, ValueError: an argument that cannot travel, or an answer
             # this code cannot rebuild (a server running other code): either way, work alone.
             if isinstance(exc, ServerOutdated):
-                stop_server(settings, repo, wait=0)  # the next recall starts a current one
+                stop_server(settings, wait=0)  # the next recall starts a current one
             elif settings.serve == "auto":
-                start_server(settings, repo)
-    return _local_recall(settings, repo, query, **kwargs)
+                start_server(settings, warm=repo.path)
+    return local()
 
 
 def get(settings: Settings, repo: Repository, session_id: str, turn_id: str,
@@ -371,44 +237,49 @@ def get(settings: Settings, repo: Repository, session_id: str, turn_id: str,
     """`funes.api.recall.get`, answered by the warm server when one runs (never starts one)."""
     if _enabled(settings):
         try:
-            data = request(settings, repo.path, "get",
+            data = request(settings, "get", repo.path,
                            {"session_id": session_id, "turn_id": turn_id, "window": window})
             return decode_turns(data)
         except (ServerUnavailable, TypeError, KeyError, ValueError):
             pass
-    return _local_get(repo, session_id, turn_id, window)
+    return get_turns(repo, session_id, turn_id, window)
 
 
-def server_status(settings: Settings, repo: Repository) -> ServerStatus | None:
+def server_status(settings: Settings) -> ServerStatus | None:
     """The running server's status, or None when no server answers."""
     try:
-        data = request(settings, repo.path, "status", timeout=min(5.0, settings.serve_timeout))
-        return ServerStatus(**data)
-    except (ServerUnavailable, TypeError):
+        data = request(settings, "status", timeout=min(5.0, settings.serve_timeout))
+        memories = [MemoryStatus(**m) for m in data.pop("memories")]
+        return ServerStatus(**data, memories=memories)
+    except (ServerUnavailable, TypeError, KeyError):
         return None
 
 
-def stop_server(settings: Settings, repo: Repository, *, wait: float = 5.0) -> bool:
-    """Ask the repository's server to exit; True when one was running (it has gone by now)."""
+def stop_server(settings: Settings, *, wait: float = 5.0) -> bool:
+    """Ask this user's server to exit; True when one was running (it has gone by now)."""
     try:
-        request(settings, repo.path, "stop", timeout=min(5.0, settings.serve_timeout))
+        request(settings, "stop", timeout=min(5.0, settings.serve_timeout))
     except ServerUnavailable:
         return False
-    ep = endpoint(repo.path)
+    ep = endpoint(settings)
     deadline = time.monotonic() + wait
     while lock_held(ep) and time.monotonic() < deadline:
         time.sleep(0.02)
     return True
 
 
-def start_server(settings: Settings, repo: Repository, *, idle: float = DEFAULT_IDLE) -> bool:
-    """Start `funes serve` for `repo`, detached, unless one runs or one was just attempted.
+def start_server(settings: Settings, *, idle: float = DEFAULT_IDLE,
+                 warm: Path | None = None) -> bool:
+    """Start `funes serve`, detached, unless one runs or one was just attempted.
+
+    `warm` names a memory the server opens (and whose models it loads) before the first
+    request asks.
 
     Returns at once (the server warms up on its own); True when a process was started. Never
     raises: the warm path is an optimisation, and the caller is about to work alone anyway.
     """
     try:
-        ep = endpoint(repo.path)
+        ep = endpoint(settings)
         if lock_held(ep):
             return False  # a server is running or starting; it will answer soon
         with contextlib.suppress(FileNotFoundError):
@@ -419,8 +290,9 @@ def start_server(settings: Settings, repo: Repository, *, idle: float = DEFAULT_
         fd = os.open(ep.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             _STARTED.append(subprocess.Popen(
-                [sys.executable, "-m", "funes", "--memory", str(ep.repo), "serve",
-                 "--idle", repr(idle)],
+                [sys.executable, "-m", "funes",
+                 *(["--memory", str(warm)] if warm is not None else []),
+                 "serve", "--idle", repr(idle)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fd,
                 cwd="/", start_new_session=True, close_fds=True,
             ))

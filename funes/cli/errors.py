@@ -13,7 +13,7 @@ from typing import NoReturn
 
 import click
 
-from funes.errors import FunesError
+from funes.errors import FunesError, describe
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -41,8 +41,7 @@ def fail(exc: FunesError, *, debug: bool) -> NoReturn:
     """Print a FunesError as one line, `funes: <message> (<hint>)`, and exit with its code."""
     if debug:
         traceback.print_exception(exc)
-    suffix = f" ({exc.hint})" if exc.hint else ""
-    click.echo(f"funes: {exc.message}{suffix}", err=True)
+    click.echo(describe(exc), err=True)
     sys.exit(exc.exit_code)
 
 

@@ -19,6 +19,79 @@ from funes.cli.main import cli
 
 DATE = "2026"  # fixed, so regenerating does not churn the files
 
+#: The EXAMPLES section of each page: (command line, what it does). tests/test_docs.py parses
+#: every line against the real command tree, so an example cannot name an option that is gone.
+EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
+    "funes": (
+        ("funes quickstart", "index this machine's agent sessions and answer a first recall"),
+        ("funes add claude", "wire funes into Claude Code: each turn indexed, a recall tool"),
+        ('funes recall "why did we drop the streaming parser"', "search the memory"),
+        ("funes status", "what the memory holds"),
+    ),
+    "quickstart": (
+        ("funes quickstart", "set up and answer the sample question"),
+        ('funes quickstart "which database did we pick for the cache"', "ask your own"),
+        ("funes quickstart --budget 0", "index only; embed later with funes embed"),
+    ),
+    "init": (
+        ("funes init", "a project memory in ./.funes"),
+        ("funes init --global", "the user's memory at $FUNES_HOME"),
+    ),
+    "index": (
+        ("funes index", "index every agent's new turns on this machine"),
+        ("funes index --agent codex --since 7d", "only Codex sessions from the last week"),
+    ),
+    "recall": (
+        ('funes recall "why did we drop the streaming parser"', "passages with provenance"),
+        ('funes recall "retry policy" --harness claude --since 30d', "narrowed by filters"),
+        ('funes --format json recall "release checklist" -k 3', "three hits, as JSON"),
+    ),
+    "get": (
+        ("funes get SESSION TURN --window 2", "a turn whole, with two turns either side"),
+    ),
+    "embed": (
+        ("funes embed", "embed everything waiting"),
+        ("funes embed --budget 60", "embed for about a minute; run again to continue"),
+    ),
+    "status": (
+        ("funes status", "the memory, HEAD, chunks by agent, the embedding backlog"),
+        ("funes status --memory ~/.funes", "the global memory, from anywhere"),
+    ),
+    "log": (("funes log -n 5", "the last five commits"),
+            ("funes log --links", "with the code commits each one links")),
+    "show": (("funes show HEAD~1", "the commit before the last"),),
+    "config": (
+        ('funes config --global set user.name "Ada Lovelace"', "your name in every memory"),
+        ("funes config set recall.k 12", "this memory returns 12 passages"),
+        ("funes config", "list what this memory sets"),
+    ),
+    "add": (
+        ("funes add claude", "wire Claude Code to the memory of each session's project"),
+        ("funes add codex --index", "wire Codex and index its past sessions now"),
+    ),
+    "remove": (("funes remove claude", "restore Claude Code's files"),),
+    "ask": (('funes ask claude "why did we drop the streaming parser"', "a grounded answer"),),
+    "remote": (
+        ("funes remote add origin acme/funes-memory", "a Hugging Face dataset as origin"),
+        ("funes remote", "list the remotes"),
+    ),
+    "push": (("funes push", "send the branch to origin through the publish gate"),
+             ("funes push --dry-run", "show what would be sent and held back")),
+    "pull": (("funes pull", "fetch origin and merge"),),
+    "clone": (("funes clone acme/funes-memory", "a copy in ./funes-memory/.funes"),),
+    "hooks": (("funes hooks install", "link each git commit here to its agent turns"),
+              ("funes hooks", "show the hooks and where commits are linked")),
+    "why": (("funes why HEAD", "the agent turns behind the last commit"),),
+    "blame": (("funes blame funes/cli/main.py:40", "the commit and turns behind line 40"),),
+    "forget": (("funes forget --session SESSION", "hide a session everywhere"),),
+    "keys": (("funes keys generate", "start signing commits"),
+             ("funes keys", "list your key and the keys you trust")),
+    "models": (("funes models", "the models, and which are installed"),
+               ("funes models install minilm-l6-v2", "install the default embedding model")),
+    "serve": (("funes serve --status", "is a warm server running for this memory?"),),
+    "fsck": (("funes fsck --verify", "check everything, signatures included"),),
+}
+
 
 def _esc(text: str) -> str:
     out = text.replace("\\", "\\e").replace("-", "\\-")
@@ -53,6 +126,8 @@ def render_page(path: list[str], command: click.Command, parent: click.Context |
     ctx = click.Context(command, info_name=path[-1], parent=parent, **settings)
     help_text = inspect.cleandoc(command.help or "")
     summary = help_text.splitlines()[0] if help_text else ""
+    # NAME is "page \- summary": a summary that names the program again reads "funes \- funes:"
+    summary = summary.removeprefix(f"{path[-1]}: ")
     lines = [
         f'.TH "{"-".join(path).upper()}" 1 "{DATE}" "funes {__version__}" "funes manual"',
         ".SH NAME",
@@ -78,6 +153,11 @@ def render_page(path: list[str], command: click.Command, parent: click.Context |
                 _esc(inspect.cleandoc(sub.help or "")),
             ]
             lines += _options(sub, sub_ctx, with_help=False)
+    examples = EXAMPLES.get(path[-1] if len(path) > 1 else path[0], ())
+    if examples:
+        lines.append(".SH EXAMPLES")
+        for example, meaning in examples:
+            lines += [".TP", f"\\fB{_esc(example)}\\fR", _esc(meaning)]
     if len(path) == 1:
         lines.append(".SH EXIT STATUS")
         for code, meaning in EXIT_CODES:

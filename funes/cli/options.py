@@ -1,14 +1,14 @@
 """Options shared by many commands.
 
 `--memory` is a root option, but the agent contract prints commands such as
-`funes get <session> <turn> --memory <label>` with the option last, so every command that
-opens a memory accepts it too; either place sets the same thing.
+`funes get <session> <turn> --memory <label>` with the option last, so every command accepts
+it too (funes.cli.app gives every command the root's options); either place sets the same
+thing. `memory_option` declares it where a command wants it listed with its own options.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -17,13 +17,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _set_memory(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
-    if value:
-        root = ctx.find_root()
-        if root.obj is not None:
-            from funes.cli.main import _names_remote
+    from funes.cli.app import set_memory
 
-            remote = _names_remote(value)
-            root.obj.memory = value if remote else str(Path(value).expanduser().resolve())
+    set_memory(ctx, value)
 
 
 def memory_option(func: F) -> F:

@@ -8,11 +8,8 @@ stdout carries data; stderr carries progress, warnings and errors.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import click
@@ -25,26 +22,18 @@ def default_format() -> str:
     return "human" if sys.stdout.isatty() else "agent"
 
 
-def _jsonable(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    return value
-
-
 def to_dict(value: Any) -> Any:
-    """A result as plain JSON-able data (dataclasses, paths and collections converted)."""
-    return _jsonable(value)
+    """A result as plain JSON-able data (funes.api.render.to_dict)."""
+    from funes.api.render import to_dict as convert
+
+    return convert(value)
 
 
 def to_json(value: Any) -> str:
-    """Serialise a result (dataclasses included) as indented JSON."""
-    return json.dumps(_jsonable(value), indent=2, ensure_ascii=False, sort_keys=False)
+    """Serialise a result (dataclasses included) as indented JSON (funes.api.render)."""
+    from funes.api.render import to_json as serialise
+
+    return serialise(value)
 
 
 def render(

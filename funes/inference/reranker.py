@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from funes.inference.convert import SEGMENT_OFFSET_KEY
-from funes.inference.embedder import _Runtime, default_threads
 from funes.inference.errors import ModelLoadError
+from funes.inference.runtime import Runtime, default_threads
 
 if TYPE_CHECKING:
     from funes._env import Settings
@@ -43,7 +43,7 @@ class Reranker:
         Raises:
             ModelLoadError: not a rank-pooling GGUF with exactly one output.
         """
-        rt = _Runtime(
+        rt = Runtime(
             path, kind="rerank", max_tokens=max_tokens, n_threads=n_threads or default_threads()
         )
         if rt.n_cls_out != 1:
@@ -68,7 +68,7 @@ class Reranker:
     def _pair_frame(self) -> tuple[list[int], list[int], list[int]]:
         """Special ids before the query, between query and passage, and after the passage."""
         rt = self._rt
-        llama = rt._llama
+        llama = rt.llama
         vocab = rt.vocab
         if rt.rules.wordpiece:
             # BERT: [CLS] query [SEP] passage [SEP]

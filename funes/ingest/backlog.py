@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from funes.errors import FunesError
+from funes.ingest.represent import embed_texts, label, representation, vector_label
 from funes.model.objects import ModelStamp
 from funes.storage.atomic import sha256_file
 from funes.storage.repo import Repository
 from funes.storage.tables import VECTOR_FILTER_COLUMNS, vector_schema
 
 if TYPE_CHECKING:
-    from funes.inference.embedder import Embedder
+    from funes.inference.protocols import EmbedderProtocol
 
 #: Chunks whose noise tag means "stored, searchable, not embedded".
 NOT_EMBEDDED = ("tool-output-body",)
@@ -54,7 +55,7 @@ class DrainResult:
     threads: int = 0
 
 
-def stamp_of(embedder: Embedder) -> ModelStamp:
+def stamp_of(embedder: EmbedderProtocol) -> ModelStamp:
     """The repository stamp for an embedder's model."""
     info = embedder.info
     if info is None:
@@ -66,9 +67,10 @@ def stamp_of(embedder: Embedder) -> ModelStamp:
 
 
 def _embedded_ids(repo: Repository, model: str | None) -> set[str]:
-    """Chunks that have a vector from `model`, the stamped one.
+    """Chunks that have a vector labelled `model` (see `represent.vector_label`).
 
-    Vectors of a model the memory was re-indexed away from no longer count.
+    `model` is the stamped model in the memory's representation. Vectors of a model the
+    memory was re-indexed away from, or of another representation, no longer count.
     """
     if not repo.vectors.exists() or model is None:
         return set()
@@ -85,8 +87,7 @@ def _waiting(repo: Repository) -> tuple[list[str], int, int]:
     if not repo.chunks.exists():
         return [], 0, 0
     table = repo.chunks.dataset().to_table(columns=["id", "time", "seq", "noise"])
-    stamp = repo.model_stamp()
-    done = _embedded_ids(repo, stamp.name if stamp else None)
+    done = _embedded_ids(repo, vector_label(repo))
     hidden = repo.tombstoned_ids()
     rows = zip(
         table.column("id").to_pylist(),
@@ -124,10 +125,10 @@ def estimate(repo: Repository) -> int:
         return 0
     body = ", ".join(f"'{_q(n)}'" for n in NOT_EMBEDDED)
     chunks = repo.chunks.dataset().count_rows(filter=f"noise IS NULL OR noise NOT IN ({body})")
-    stamp = repo.model_stamp()
+    wanted = vector_label(repo)
     vectors = 0
-    if stamp is not None and repo.vectors.exists():
-        vectors = repo.vectors.dataset().count_rows(filter=f"model = '{_q(stamp.name)}'")
+    if wanted is not None and repo.vectors.exists():
+        vectors = repo.vectors.dataset().count_rows(filter=f"model = '{_q(wanted)}'")
     return max(0, chunks - vectors)
 
 
@@ -153,7 +154,7 @@ def _vector_rows(repo: Repository, ids: list[str], vectors: Any, model: str, dim
 
 def drain(
     repo: Repository,
-    embedder: Embedder,
+    embedder: EmbedderProtocol,
     *,
     budget: float | None = None,
     limit: int | None = None,
@@ -169,6 +170,8 @@ def drain(
         repo.commit_chunks([], f"stamp: embedding model {stamp.name}", model=stamp,
                            restamp=True, lock_timeout=lock_timeout)
     start = time.monotonic()
+    rep = representation(repo)
+    tag = label(stamp.name, rep)
     order, _, _ = _waiting(repo)
     total = len(order) if limit is None else min(limit, len(order))
     done = commits = 0
@@ -177,10 +180,7 @@ def drain(
         if budget is not None and time.monotonic() - start >= budget:
             break
         ids = order[done : min(total, done + batch)]
-        quoted = ", ".join("'" + i + "'" for i in ids)
-        rows = repo.chunks.dataset().to_table(columns=["id", "text"], filter=f"id IN ({quoted})")
-        texts_by_id = dict(zip(rows.column("id").to_pylist(), rows.column("text").to_pylist(),
-                               strict=True))
+        texts_by_id = embed_texts(repo, ids, rep)
         vectors = []
         for i, cid in enumerate(ids):
             vectors.append(embedder.embed_query(texts_by_id[cid]))
@@ -189,9 +189,9 @@ def drain(
             if budget is not None and time.monotonic() - start >= budget:
                 ids = ids[: i + 1]
                 break
-        table = _vector_rows(repo, ids, vectors, stamp.name, stamp.dim)
+        table = _vector_rows(repo, ids, vectors, tag, stamp.dim)
         repo.commit_chunks(
-            [], f"embed: {len(ids)} chunks ({stamp.name})", model=stamp, vectors=table,
+            [], f"embed: {len(ids)} chunks ({tag})", model=stamp, vectors=table,
             lock_timeout=lock_timeout,
         )
         commits += 1
@@ -202,7 +202,7 @@ def drain(
 
 def reindex(
     repo: Repository,
-    embedder: Embedder,
+    embedder: EmbedderProtocol,
     *,
     budget: float | None = None,
     progress: Progress | None = None,

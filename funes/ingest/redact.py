@@ -28,6 +28,11 @@ everything stays linear in the text (pathological inputs are tested).
 
 Idempotent: no detector matches its own ``[REDACTED:…]`` marker, so redacting twice changes
 nothing (tested), and the publish gate finds nothing in redacted text.
+
+One file because every detector shares one pass: the keyword prefilter, the replacement
+that extends a match to the whole token and the placeholder allowlist decide together what
+a span becomes, and splitting them would put the halfway-redaction bug back between modules.
+The gitleaks rules themselves are data (funes/ingest/data/gitleaks).
 """
 
 from __future__ import annotations
@@ -38,8 +43,10 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import Final
 
+from funes.ingest import gitleaks
 from funes.model.turns import Block, Turn
 
 __all__ = [
@@ -50,10 +57,19 @@ __all__ = [
     "entropy",
     "redact",
     "redact_turn",
+    "rules_version",
     "scan",
 ]
 
 MARKER_PREFIX: Final = "[REDACTED:"
+#: The version of funes's own detectors: bump it when a detector changes what it finds, so
+#: `funes status` tells memories redacted before to run `funes scrub`.
+DETECTORS_VERSION: Final = 2
+
+
+def rules_version() -> str:
+    """Which redaction rules this funes runs: its own detectors and the vendored gitleaks set."""
+    return f"funes-{DETECTORS_VERSION}+{gitleaks.rules_version()}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +111,8 @@ class Detector:
     priority: int = 10
     ignore_case_anchors: bool = False
     _prefilter: Callable[[str], object] = field(init=False, repr=False, compare=False)
+    #: The anchors lowercased: what redaction's single keyword pass looks for.
+    keys: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Several anchors are searched in one pass: sre factors their common prefix out
@@ -105,6 +123,7 @@ class Detector:
         else:
             check = _contains(self.anchors[0])
         object.__setattr__(self, "_prefilter", check)
+        object.__setattr__(self, "keys", frozenset(a.lower() for a in self.anchors))
 
     def may_match(self, text: str, lowered: str) -> bool:
         """The cheap prefilter: could this detector match `text` at all?"""
@@ -143,6 +162,16 @@ def _classes(value: str) -> int:
     return lower + upper + digit + symbol
 
 
+def _literal_secret(value: str) -> bool:
+    """A credential-looking literal: not a placeholder, 8+ characters, two character classes."""
+    return (
+        len(value) >= 8
+        and not _is_placeholder(value)
+        and _classes(value) >= 2
+        and entropy(value) >= 2.5
+    )
+
+
 def _random_token(match: re.Match[str], text: str, group: int | str = 0, min_len: int = 16) -> bool:
     """A token body that looks machine-generated: long, mixed character classes, not a word."""
     value = match.group(group)
@@ -155,8 +184,8 @@ _B64_CHARS = re.compile(r"[A-Za-z0-9+/]")
 
 _PLACEHOLDER_RE: Final = re.compile(
     r"""(?ix)
-    ^(?: [$%<{\[!*&] | \.\.\. | … )           # $ENV ${x} %(x)s <x> {{x}} [x] !tag *** &anchor
-    | ^(?: x+ | \*+ | \.+ | -+ | _+ | \#+ | 0+ | 1234.* )$
+    ^(?: [$%<{\[!*&] | \.\.\. | … | env: )    # $ENV ${x} %(x)s <x> {{x}} [x] !tag *** &anchor env:X
+    | ^(?: x+ | \*+ | \.+ | -+ | _+ | \#+ | 0+ | 1234[0-9]* )$
     | ^(?: none | null | nil | undefined | true | false | yes | no | on | off
          | str | string | int | bool | bytes | any | object | optional | required
          | redacted .* | changeme | change_me | example .* | sample .* | dummy .* | fake .*
@@ -180,6 +209,7 @@ def _is_placeholder(value: str) -> bool:
     return (
         _PLACEHOLDER_RE.match(value) is not None
         or "***" in value
+        or _has_filler(value)
         or value.endswith(("...", "…"))  # a truncated example
     )
 
@@ -205,12 +235,33 @@ def _looks_like_code(value: str, text: str, end: int) -> bool:
     if _DOTTED_RE.fullmatch(value):
         return True
     if _IDENT_RE.fullmatch(value):
+        if "_" in value:
+            return True  # snake_case: a name (`s3_connection`), as it always was
         return (
-            "_" in value
-            or not any(ch.isdigit() for ch in value)
-            or _CAMEL_WORD_RE.search(value) is not None
-        )
+            not any(ch.isdigit() for ch in value) or _CAMEL_WORD_RE.search(value) is not None
+        ) and _wordy(value)
     return False
+
+
+#: An identifier made of words: camelCase / PascalCase / snake_case / ACRONYM parts of two or
+#: more letters and short numbers (`PrivateKeyTypes`, `args`, `db_pass2`). A random value
+#: (`KxQmTrLpWvNz`, `aB3dE5fG7h`) breaks into one-letter parts, so after a key name in YAML,
+#: INI or a properties file it is taken for the literal it is, not for code.
+_WORDY_RE: Final = re.compile(
+    r"(?:[A-Z]?[a-z]{2,}|[A-Z][a-z](?=[0-9])|[A-Z]{2,}(?![a-z])|[0-9]{1,6}|_+)+"
+)
+_WORD_PART_RE: Final = re.compile(r"[A-Z]?[a-z]{2,}|[A-Z][a-z]")
+_VOWELS: Final = frozenset("aeiouy")
+
+
+def _wordy(value: str) -> bool:
+    """`value` reads as words (see `_WORDY_RE`), each part of letters having a vowel.
+
+    `Ed25519PrivateKey`, `PasswordType`, `getpass` are words; `KxQmTrLpWvNz` is not.
+    """
+    if _WORDY_RE.fullmatch(value) is None:
+        return False
+    return all(_VOWELS.intersection(part.lower()) for part in _WORD_PART_RE.findall(value))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -305,13 +356,13 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     _d(
         "github-token",
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
-        r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36,255}(?![A-Za-z0-9_])",
+        r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36,}(?![A-Za-z0-9_])",
         priority=2,
     ),
     _d(
         "github-token",
         ("github_pat_",),
-        r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{22,255}(?![A-Za-z0-9_])",
+        r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{22,}(?![A-Za-z0-9_])",
         priority=2,
     ),
     _d(
@@ -382,6 +433,55 @@ DETECTORS: Final[tuple[Detector, ...]] = (
         ignore_case_anchors=True,
     ),
     _d(
+        "authorization",
+        ("authorization",),
+        r"(?i:\bauthorization)\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
+        r"(?:(?i:token|bearer|basic|digest|api-?key|sso-key|key|splunk|genie-?key)[ \t]+)?"
+        r"(?P<secret>[A-Za-z0-9._~+/=:-]{8,})",
+        group="secret",
+        validate=lambda m, t: _literal_secret(m.group("secret"))
+        and not _looks_like_code(m.group("secret"), t, m.end("secret")),
+        priority=5,  # bearer-token and basic-auth name the scheme more precisely
+        ignore_case_anchors=True,
+    ),
+    _d(
+        "curl-user",
+        ("curl",),
+        r"\bcurl\b[^\n]{0,400}?[ \t](?:-u|--user)(?:=|[ \t]+)(?P<q>[\"']?)[^\s:\"']*:"
+        r"(?P<secret>[^\s\"']+)",
+        group="secret",
+        validate=lambda m, t: len(m.group("secret")) >= 4
+        and not _is_placeholder(m.group("secret")),
+        priority=5,
+    ),
+    _d(
+        "xml-secret",
+        ("</",),
+        r"(?i)<(?P<tag>(?:[A-Za-z_][\w.:-]{0,40}?)?(?:password|passwd|secret|token|api_?key|"
+        r"credentials?|pwd))>[ \t\r\n]*(?P<secret>[^<\s][^<\n]{0,255}?)[ \t\r\n]*</(?P=tag)>",
+        group="secret",
+        validate=lambda m, t: len(m.group("secret")) >= 4
+        and not _is_placeholder(m.group("secret")),
+        priority=5,
+    ),
+    _d(
+        "netrc-password",
+        ("machine", "default"),
+        r"(?:\bmachine[ \t]+\S+|\bdefault)(?:\s+(?:login|account|port)\s+\S+){0,3}"
+        r"\s+password\s+(?P<secret>\S+)",
+        group="secret",
+        validate=lambda m, t: not _is_placeholder(m.group("secret")),
+        priority=5,
+    ),
+    _d(
+        "pgpass-password",
+        (":5432:", ":*:", ":5433:", ":6432:"),
+        r"(?m)^[\w.*-]+:(?:\d{1,5}|\*):[^:\s]+:[^:\s]+:(?P<secret>\S{4,})$",
+        group="secret",
+        validate=lambda m, t: not _is_placeholder(m.group("secret")),
+        priority=5,
+    ),
+    _d(
         "basic-auth",
         ("basic",),
         r"(?i:\bauthorization\\?[\"']?\s*[:=]\s*\\?[\"']?basic)\s+(?P<secret>[A-Za-z0-9+/]{8,}={0,2})",
@@ -437,6 +537,42 @@ def _scan_private_keys(text: str, out: list[tuple[int, int, int, str]]) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
+# Kubernetes Secret manifests: every value under data: / stringData:
+# ------------------------------------------------------------------------------------------------
+
+_K8S_DATA: Final = re.compile(r"(?m)^(?P<indent>[ \t]*)(?:data|stringData):[ \t]*$")
+_K8S_ITEM: Final = re.compile(
+    r"(?P<indent>[ \t]+)[\w.-]+:[ \t]*(?P<q>[\"']?)(?P<secret>[^\s\"'#]+)(?P=q)[ \t]*$", re.M
+)
+_K8S_PRIORITY: Final = 5
+
+
+def _scan_k8s_secrets(text: str, out: list[tuple[int, int, int, str]]) -> None:
+    """The values of a Secret's ``data:`` (base64) and ``stringData:`` maps, whatever the keys.
+
+    A Secret's keys are free-form (``tls.key``, ``config.json``, ``DB_URL``), so the name says
+    nothing; being in the map does. Only manifests that say ``kind: Secret`` are read.
+    """
+    for block in _K8S_DATA.finditer(text):
+        indent = len(block.group("indent").expandtabs())
+        pos = block.end() + 1
+        while pos < len(text):
+            line_end = text.find("\n", pos)
+            line_end = len(text) if line_end < 0 else line_end
+            item = _K8S_ITEM.match(text, pos, line_end)
+            if item is None or len(item.group("indent").expandtabs()) <= indent:
+                if text[pos:line_end].strip():
+                    break  # the map ended
+                pos = line_end + 1
+                continue
+            value = item.group("secret")
+            if not _is_placeholder(value):
+                out.append((item.start("secret"), item.end("secret"), _K8S_PRIORITY,
+                            "kubernetes-secret"))
+            pos = line_end + 1
+
+
+# ------------------------------------------------------------------------------------------------
 # Passwords in URLs: scheme://user:password@host
 # ------------------------------------------------------------------------------------------------
 
@@ -467,16 +603,21 @@ def _scan_urls(text: str, out: list[tuple[int, int, int, str]]) -> None:
 #: also common inside ordinary words ("monkey", "bypass"), so they must start a name component
 #: (after a separator or at a camelCase hump) or follow a known compound ("apikey"); the others
 #: may follow any letters ("dbpassword", "accesstoken").
-_KEY_WORDS: Final = ("pass", "secret", "token", "credential", "key")
+_KEY_WORDS: Final = ("pass", "secret", "token", "credential", "key", "pwd", "creds", "auth")
 _KEY_COMPOUNDS: Final = (
     "api", "access", "secret", "private", "auth", "signing", "encryption", "master", "client",
     "app", "service", "account",
 )
 _ALNUM_LOWER: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 #: How a name is classified (matched against the lowercased full name).
-_PASSWORD_NAME: Final = re.compile(r"(?:^|[^a-z])pass(?:word|wd|phrase)?$|[a-z]pass(?:word|wd)$")
+_PASSWORD_NAME: Final = re.compile(
+    r"(?:^|[^a-z])(?:pass(?:word|wd|phrase)?|pwd)$|[a-z]pass(?:word|wd)$"
+)
+#: Names too common in code to say "secret" unless written as a quoted key (`"auth": "…"`,
+#: Docker's config.json; `"pass": "…"`): bare, they are keywords, flags and objects.
+_QUOTED_ONLY_NAMES: Final = frozenset({"pass", "auth", "pwd"})
 _SECRET_NAME: Final = re.compile(
-    r"(?:secret|token|credentials?"
+    r"(?:secret|token|credentials?|creds"
     r"|(?:api|access|secret|private|auth|signing|encryption|master|client|app|service|account)"
     r"[_.-]?key)$"
 )
@@ -491,11 +632,18 @@ _ASSIGN_TAIL: Final = re.compile(
 )
 _FLAG_TAIL: Final = re.compile(r"[ \t]+(?P<q>[\"']?)(?P<bv>[^\s\"'`\\,;()\[\]{}<>&|$]{1,512})")
 _ASSIGN_PRIORITY: Final = {"password": 5, "secret": 6, "high-entropy": 7}
+#: gitleaks rules yield to funes's own detectors where both find the same secret.
+_GITLEAKS_PRIORITY: Final = 8
 
 
-def _scan_assignments(text: str, lowered: str, out: list[tuple[int, int, int, str]]) -> None:
+def _scan_assignments(
+    text: str, lowered: str, out: list[tuple[int, int, int, str]],
+    present: set[str] | None = None,
+) -> None:
     find = lowered.find
     for word in _KEY_WORDS:
+        if present is not None and word not in present:
+            continue
         k = find(word)
         while k >= 0:
             _assignment_at(text, lowered, k, word, out)
@@ -531,11 +679,11 @@ def _assignment_at(
             break  # a flag starts here, whatever is glued before it
     raw_name = text[name_start:end]
     name = lowered[name_start:end].strip("_.-")
-    if "public" in name or name == "pass":
-        return  # public keys are not secrets; "pass" alone is a verb or a keyword
+    if "public" in name:
+        return  # public keys are not secrets
     if _PASSWORD_NAME.search(name):
         kind = "password"
-    elif _SECRET_NAME.search(name):
+    elif _SECRET_NAME.search(name) or name == "auth":
         kind = "secret"
     elif _ENTROPY_NAME.search(name):
         kind = "high-entropy"
@@ -543,10 +691,17 @@ def _assignment_at(
         return
     flag = False
     tail = _ASSIGN_TAIL.match(text, end)
-    if tail is None and raw_name.startswith("--"):
-        flag = True
+    if tail is None and raw_name.startswith("-") and raw_name[1:2] in _FLAG_START:
+        flag = True  # --token x, and PowerShell's -ClientSecret 'x'
         tail = _FLAG_TAIL.match(text, end)
     if tail is None:
+        return
+    # "pass", "auth", "pwd" alone: only as a quoted key, or Pwd= in a connection string
+    in_connection_string = name == "pwd" and ";" in (
+        text[name_start - 1 : name_start], text[tail.end() : tail.end() + 1]
+    )
+    if (name in _QUOTED_ONLY_NAMES and not _quoted_key(text, name_start, tail)
+            and not in_connection_string):
         return
     quote = tail.group("q") or ""
     if (
@@ -567,7 +722,7 @@ def _assignment_at(
         value = trimmed
         if not value:
             return
-        if flag and value.isalpha():
+        if flag and not quote and value.isalpha() and _wordy(value):
             return  # "--password options": prose about a flag, not a value
     env_style = (
         not flag
@@ -582,6 +737,19 @@ def _assignment_at(
         out.append((v_start, v_end, _ASSIGN_PRIORITY[kind], kind))
 
 
+_FLAG_START: Final = frozenset("-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _quoted_key(text: str, name_start: int, tail: re.Match[str]) -> bool:
+    """Whether the name is a quoted key with a quoted value (`"auth": "…"`, `'pass' => '…'`)."""
+    return (
+        name_start > 0
+        and text[name_start - 1] in "\"'"
+        and bool(tail.group("kq"))
+        and bool(tail.group("q"))
+    )
+
+
 def _value_is_secret(kind: str, value: str, literal: bool, text: str, end: int) -> bool:
     """Whether the value of a `kind` assignment is a credential.
 
@@ -592,7 +760,7 @@ def _value_is_secret(kind: str, value: str, literal: bool, text: str, end: int) 
     value = value.strip()
     if _is_placeholder(value) or _is_path(value) or _SELF_NAMED_RE.fullmatch(value):
         return False
-    if kind != "password" and (" " in value or "\t" in value):
+    if kind != "password" and (" " in value or "\t" in value or value.startswith("--")):
         return False  # keys and tokens never contain spaces; pass phrases may
     if _CALL_RE.fullmatch(value) or (not literal and _looks_like_code(value, text, end)):
         return False
@@ -601,9 +769,11 @@ def _value_is_secret(kind: str, value: str, literal: bool, text: str, end: int) 
     if kind == "password":
         return len(value) >= 4
     if kind == "secret":
-        return len(value) >= 8 and not value.isdigit() and _classes(value) >= 2
+        if value.isdigit():  # a numeric id or secret (Discord, Asana) only when written as one
+            return literal and len(value) >= 12 and entropy(value) >= 2.5
+        return len(value) >= 8 and _classes(value) >= 2
     # high-entropy: a generic name, so the value alone must look random.
-    if not 20 <= len(value) <= 1024 or not _ENTROPY_VALUE_RE.fullmatch(value):
+    if len(value) < 20 or not _ENTROPY_VALUE_RE.fullmatch(value):
         return False
     if _HEX_RE.fullmatch(value) or _UUID_RE.fullmatch(value):
         return False  # digests, git SHAs, ids: never credentials on their own
@@ -624,6 +794,7 @@ def _value_is_secret(kind: str, value: str, literal: bool, text: str, end: int) 
 _KIND_PRIORITY: Final = {
     "private-key": _PEM_PRIORITY,
     "url-password": _URL_PRIORITY,
+    "kubernetes-secret": _K8S_PRIORITY,
     **_ASSIGN_PRIORITY,
     **{d.kind: d.priority for d in DETECTORS},
 }
@@ -633,18 +804,23 @@ KINDS: Final[tuple[str, ...]] = (
     "private-key",
     *dict.fromkeys(d.kind for d in DETECTORS),
     "url-password",
+    "kubernetes-secret",
     "password",
     "secret",
     "high-entropy",
 )
 
 
-def _lower(text: str) -> str:
-    """Lowercase without changing any offset (a few characters lowercase to two)."""
-    lowered = text.lower()
-    if len(lowered) == len(text):
-        return lowered
-    return "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in text)
+_lower = gitleaks.lower_in_place
+
+
+@cache
+def _words() -> gitleaks.Keywords:
+    """Every word redaction's prefilter looks for: detector anchors, key words, rule keywords."""
+    return gitleaks.Keywords(
+        {k for det in DETECTORS for k in det.keys} | set(_KEY_WORDS)
+        | set(gitleaks.rules().by_keyword)
+    )
 
 
 def scan(text: str) -> list[Finding]:
@@ -662,19 +838,101 @@ def _scan_once(text: str) -> list[Finding]:
         return []
     raw: list[tuple[int, int, int, str]] = []
     lowered = _lower(text)
+    # One pass finds every detector anchor and gitleaks keyword present (case-insensitively:
+    # a superset of the anchors' exact-case test; each pattern then matches exactly).
+    present = _words().find(lowered)
     for det in DETECTORS:
-        if not det.may_match(text, lowered):
+        if present.isdisjoint(det.keys):
             continue
         for m in det.pattern.finditer(text):
             if det.validate is not None and not det.validate(m, text):
                 continue
+            value = m.group(det.group)
+            if entropy(value) < _PLACEHOLDER_ENTROPY or _has_filler(value):
+                continue  # "ghp_xxxx…", "glpat-XXXX-XXXX": a placeholder in the token's shape
+            if det.kind in _ALLOWLISTED_BY and gitleaks.rules().allows(
+                _ALLOWLISTED_BY[det.kind], value, text, m.start(det.group), m.end(det.group)
+            ):
+                continue  # a published example key (gitleaks' allowlist for the same format)
             raw.append((m.start(det.group), m.end(det.group), det.priority, det.kind))
     if "PRIVATE KEY" in text:
         _scan_private_keys(text, raw)
     if "://" in text:
         _scan_urls(text, raw)
-    _scan_assignments(text, lowered, raw)
-    return _merge(raw)
+    if "kind: Secret" in text:
+        _scan_k8s_secrets(text, raw)
+    _scan_assignments(text, lowered, raw, present)
+    for start, end, rule in gitleaks.rules().scan(text, lowered, present):
+        if MARKER_PREFIX in text[start:end]:  # a rule reading a marker as a value
+            continue
+        if rule == "generic-api-key" and not _generic_value(text[start:end], text, end):
+            continue
+        raw.append((start, end, _GITLEAKS_PRIORITY, rule))
+    return _whole(text, _merge(raw))
+
+
+def _generic_value(value: str, text: str, end: int) -> bool:
+    """The stricter test funes applies on what gitleaks' `generic-api-key` rule finds.
+
+    Any key-like name followed by any 10+ character value is what that rule reads; on code it
+    finds digests (`"key_sha256": "bb16…"`), type names (`Ed25519PrivateKey`), zone names and
+    registry calls. The value must look like a credential, as funes's own assignment
+    detectors require: not a digest or UUID, not words or code, not a path.
+    """
+    if _HEX_RE.fullmatch(value) or _UUID_RE.fullmatch(value) or _is_placeholder(value):
+        return False
+    if _is_path(value) or value.count("/") > 1 or _wordy(value.replace("_", "")):
+        return False
+    if text[end : end + 1] in ("(", "[") or _DOTTED_RE.fullmatch(value):
+        return False
+    return _classes(value) >= 2 and any(ch.isdigit() for ch in value)
+
+
+#: A token's characters (base64, base64url, hex, percent-encoding; JSON's escaped slash).
+_TOKEN_TAIL: Final = re.compile(
+    r"(?:[A-Za-z0-9+/=_~%-]|\\/)*(?:\.(?:[A-Za-z0-9+/=_~%-]|\\/)+)*"
+)
+#: The rest of a quoted value: up to its closing quote on the same line (a JSON-escaped
+#: opening quote closes at the next escaped one).
+_QUOTED_TAIL: Final = {
+    '"': re.compile(r'[^"\n\\]*(?:\\[^"\n][^"\n\\]*)*'),
+    "'": re.compile(r"[^'\n\\]*(?:\\[^'\n][^'\n\\]*)*"),
+    "`": re.compile(r"[^`\n]*"),
+}
+_ASSIGN_KINDS: Final = frozenset(_ASSIGN_PRIORITY)
+_CUT_MID_TOKEN: Final = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_"
+)
+
+
+def _whole(text: str, found: list[Finding]) -> list[Finding]:
+    """Extend each finding to the end of its token, or of its quoted string for a value.
+
+    Detectors bound their repetitions (a pattern scanning megabytes at every keyword would make
+    redaction quadratic), so a very long secret's match can stop short of its end; what is
+    replaced is the whole token (or the whole quoted value of a key), whatever its length.
+    Findings are in order and an extension that reaches the next finding merges with it, so
+    every character is scanned at most once.
+    """
+    out: list[Finding] = []
+    for f in found:
+        if out and f.start <= out[-1].end:
+            last = out[-1]
+            if f.end > last.end:
+                out[-1] = Finding(last.kind, last.start, f.end)
+            continue
+        end = f.end
+        quote = text[f.start - 1] if f.start else ""
+        if f.kind in _ASSIGN_KINDS and quote in _QUOTED_TAIL:
+            m = _QUOTED_TAIL[quote].match(text, end)
+        elif text[end : end + 1] in _CUT_MID_TOKEN or text.startswith("\\/", end):
+            m = _TOKEN_TAIL.match(text, end)  # cut short in the middle of a token
+        else:
+            m = None  # ended on a boundary ("AKIA…--token x": the flag is not the key)
+        if m is not None and m.end() > end:
+            end = m.end()
+        out.append(Finding(f.kind, f.start, end))
+    return out
 
 
 def _merge(raw: list[tuple[int, int, int, str]]) -> list[Finding]:
@@ -695,6 +953,29 @@ def _merge(raw: list[tuple[int, int, int, str]]) -> list[Finding]:
     out.append(Finding(kind, start, end))
     return [f for f in out if f.end > f.start]
 
+
+#: A shaped token whose characters are this uniform is a placeholder (gitleaks' own test
+#: false positives: ``ghp_`` + 36 ``x``, ``AIzaaaa…``); real tokens are above 3.5 bits.
+_PLACEHOLDER_ENTROPY: Final = 2.0
+
+#: Filler inside a value: "XXXXX_PUT_YOUR_TOKEN_HERE", "####", "SlackTokenHere".
+_FILLER_RE: Final = re.compile(r"your[_-]?(?:api|token|key|secret)")
+
+
+def _has_filler(value: str) -> bool:
+    lowered = value.lower()
+    return (
+        "xxxxx" in lowered
+        or "####" in value
+        or lowered.endswith("here")
+        or ("your" in lowered and _FILLER_RE.search(lowered) is not None)
+    )
+#: funes's shaped detectors and the gitleaks rules for the same formats, whose allowlists
+#: (published example keys) they honour.
+_ALLOWLISTED_BY: Final = {
+    "aws-access-key-id": "aws-access-token",
+    "gcp-api-key": "gcp-api-key",
+}
 
 #: Passes of redaction at most (two in practice; see `redact`).
 _MAX_PASSES: Final = 8

@@ -25,6 +25,7 @@ from funes.ingest.chunking import chunk_turn
 from funes.ingest.parsers.base import SourceTruncatedError
 from funes.ingest.parsers.registry import cursor_kind, parse_file
 from funes.ingest.redact import redact_turn
+from funes.ingest.scrub import note_ingest
 from funes.ingest.sources import SourceFile
 from funes.ingest.state import FileState, SourceStates, plan, snapshot
 from funes.model.chunk import Chunk
@@ -84,6 +85,15 @@ def _since_ok(turn: Turn, since: datetime | None) -> bool:
     return ts >= since
 
 
+def _keeps_tool_results(repo: Repository, asked: bool | None, seen: dict[Path, bool]) -> bool:
+    """Whether tool output goes into `repo`: the caller's choice, else its config (cached)."""
+    if asked is not None:
+        return asked
+    if repo.path not in seen:
+        seen[repo.path] = (repo.config.get("index.toolResults") or "true") == "true"
+    return seen[repo.path]
+
+
 def _combined(before: CommitResult | None, after: CommitResult) -> CommitResult:
     """One memory's commits of a run, summed (the run reports once, at the end)."""
     if before is None:
@@ -108,23 +118,28 @@ def index_sources(
     lock_timeout: float | None = None,
     batch_chunks: int = BATCH_CHUNKS,
     batch_bytes: int = BATCH_BYTES,
+    tool_results: bool | None = None,
 ) -> IndexSummary:
     """Read every source incrementally and commit the new chunks to their memories.
 
     Commits happen in batches (see the module docstring). With `since`, only turns at or
     after that time are kept, and the read positions are not remembered (a one-off partial
-    run must not hide older turns from the next full run).
+    run must not hide older turns from the next full run). `tool_results=False` leaves tool
+    output out (the calls stay); None asks each memory's `index.toolResults` (default true).
+    Chunk ids do not depend on it: a lean memory and a full one agree on every chunk both hold.
     """
     summary = IndexSummary()
     pending: dict[Path, tuple[Repository, list[Chunk]]] = {}
     pending_chunks = pending_bytes = 0
     sessions: dict[str, set[str]] = collections.defaultdict(set)
     source_list = list(sources)
+    keeps: dict[Path, bool] = {}
     new_states: dict[Path, FileState] = {}
 
     def flush() -> None:
         nonlocal pending_chunks, pending_bytes
         for repo, chunks in pending.values():
+            note_ingest(repo)  # which redaction rules the stored chunks met (funes status)
             committed = repo.commit_chunks(
                 chunks, functools.partial(commit_message, chunks), lock_timeout=lock_timeout
             )
@@ -177,6 +192,8 @@ def index_sources(
             clean, found = redact_turn(turn)
             summary.redactions.update(found)
             chunks = chunk_turn(clean, max_tokens=max_tokens)
+            if not _keeps_tool_results(repo, tool_results, keeps):
+                chunks = [c for c in chunks if c.block_type != "tool_result"]
             summary.chunks += len(chunks)
             pending.setdefault(repo.path, (repo, []))[1].extend(chunks)
             pending_chunks += len(chunks)

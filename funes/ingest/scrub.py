@@ -6,19 +6,68 @@ changes is replaced in one commit: a tombstone hides the original and a redacted
 (a different text, so a new id). The copy has no vector yet, so the embedding backlog
 (`funes embed`, the hooks) embeds it like any new chunk. `funes gc` then removes the
 originals' bytes from disk; the publish gate keeps them off remotes meanwhile.
+
+The rules the stored chunks were redacted with are recorded in ``index/redaction.json``
+(ingest writes it for a new memory, scrub after a full pass), so `funes status` can say when
+an upgrade brought rules the stored chunks have not met yet.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 
-from funes.ingest.redact import redact
+from funes.ingest.redact import redact, rules_version
 from funes.model.chunk import Chunk
 from funes.model.objects import Tombstone
+from funes.storage.atomic import write_atomic
 from funes.storage.repo import Repository, now_iso
 
 _CHUNK_FIELDS = tuple(f.name for f in fields(Chunk))
+
+#: What the stored chunks were redacted with, when nothing recorded it (indexed by a funes
+#: older than the record itself).
+UNRECORDED = "unrecorded (indexed before redaction rules were versioned)"
+
+
+def _record_path(repo: Repository) -> Path:
+    return repo.path / "index" / "redaction.json"
+
+
+def stored_rules(repo: Repository) -> str | None:
+    """The rules the oldest stored chunks were redacted with (None: no chunks, no record)."""
+    try:
+        data = json.loads(_record_path(repo).read_text("utf-8"))
+    except (OSError, ValueError):
+        return UNRECORDED if repo.chunks.exists() and repo.stats().chunks else None
+    rules = data.get("rules") if isinstance(data, dict) else None
+    return rules if isinstance(rules, str) and len(rules) < 200 else UNRECORDED
+
+
+def _write_record(repo: Repository, rules: str) -> None:
+    path = _record_path(repo)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps({"rules": rules}).encode())
+
+
+def note_ingest(repo: Repository) -> None:
+    """Before ingest stores chunks: record the rules, unless older chunks are already there.
+
+    The record keeps the *oldest* rules any stored chunk was redacted with: new chunks use the
+    installed rules, but those stored before do not change until `funes scrub` runs.
+    """
+    if _record_path(repo).exists():
+        return
+    has_chunks = repo.chunks.exists() and repo.stats().chunks > 0
+    _write_record(repo, UNRECORDED if has_chunks else rules_version())
+
+
+def rules_outdated(repo: Repository) -> str | None:
+    """The stored chunks' rules when they are not the installed ones (run `funes scrub`)."""
+    stored = stored_rules(repo)
+    return stored if stored is not None and stored != rules_version() else None
 
 
 @dataclass(frozen=True)
@@ -78,4 +127,6 @@ def scrub(repo: Repository, *, dry_run: bool = False) -> ScrubResult:
             copies, f"scrub: redacted {len(replaced)} chunk(s)", tombstones=[stone]
         )
         commit = result.commit
+    if not dry_run:
+        _write_record(repo, rules_version())  # every visible chunk now meets these rules
     return ScrubResult(len(seen), replaced, dict(kinds), commit, dry_run)

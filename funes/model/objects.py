@@ -144,21 +144,30 @@ class Manifest:
 
 @dataclass(frozen=True)
 class Tombstone:
-    """A deletion that travels: the chunk ids it hides from every rebuild."""
+    """A deletion that travels: the chunk ids it hides from every rebuild.
+
+    `lifts` names earlier tombstones this one cancels (`funes unforget`): omitted from the
+    JSON when empty, so tombstones written before it existed keep their ids, and an older
+    funes reads a lifting tombstone as one that hides nothing.
+    """
 
     targets: tuple[str, ...]
     reason: str
     author: str
     time: str
+    lifts: tuple[ObjectId, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (without `type`)."""
-        return {
+        data: dict[str, Any] = {
             "targets": list(self.targets),
             "reason": self.reason,
             "author": self.author,
             "time": self.time,
         }
+        if self.lifts:
+            data["lifts"] = list(self.lifts)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Tombstone:
@@ -168,6 +177,7 @@ class Tombstone:
             _req(data, "reason", str),
             _req(data, "author", str),
             _req(data, "time", str),
+            _ids(data, "lifts") if "lifts" in data else (),
         )
 
 

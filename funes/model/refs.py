@@ -18,6 +18,10 @@ HEAD = RefName("HEAD")
 DEFAULT_BRANCH = "main"
 
 _COMPONENT_RE = re.compile(r"^[A-Za-z0-9._+@-]+$")
+#: A component becomes a file name (with a temporary-file prefix while it is written, and
+#: the same again under reflogs/): well inside the 255 bytes file systems allow.
+MAX_COMPONENT_LENGTH = 100
+MAX_REF_LENGTH = 400
 
 
 class InvalidRefError(FunesError):
@@ -40,7 +44,12 @@ def check_ref_name(name: str) -> RefName:
     parts = name.split("/")
     if len(parts) < 3:
         raise InvalidRefError(name, "expected refs/<kind>/<name>")
+    if len(name) > MAX_REF_LENGTH:
+        raise InvalidRefError(name[:80] + "…", f"longer than {MAX_REF_LENGTH} characters")
     for part in parts[1:]:
+        if len(part) > MAX_COMPONENT_LENGTH:
+            raise InvalidRefError(name[:80] + "…",
+                                  f"a component longer than {MAX_COMPONENT_LENGTH} characters")
         if not part or part in {".", ".."} or not _COMPONENT_RE.match(part):
             raise InvalidRefError(name, f"bad component {part!r}")
         if part.startswith(".") or part.endswith(".lock") or part.endswith("."):

@@ -180,7 +180,7 @@ def check_remote_name(name: str) -> str:
     """Validate a remote name: it becomes a config section and a path under refs/remotes/."""
     if not _REMOTE_NAME_RE.match(name) or name.endswith(".lock") or len(name) > 100:
         raise UsageError(
-            f"invalid remote name {name!r}",
+            f"invalid remote name {name[:60]!r}{'…' if len(name) > 60 else ''}",
             hint="use letters, digits, '-', '_' and inner dots, like `origin` or `team-hub`",
         )
     return name
@@ -194,12 +194,23 @@ class RemoteState:
     """A remote at one moment: everything a fetch or push reads is pinned to it.
 
     `revision` is the Hub commit id (or a digest of a directory remote's refs); objects and
-    fragment files are immutable, so reading them later still reads this state.
+    fragment files are immutable, so reading them later still reads this state. `refs` holds
+    the branches (`refs/heads/…`) and the tags (`refs/tags/…`).
     """
 
     exists: bool
     revision: str | None
     refs: Mapping[RefName, ObjectId] = field(default_factory=dict)
+
+    @property
+    def branches(self) -> dict[RefName, ObjectId]:
+        """The branch refs only."""
+        return {r: o for r, o in self.refs.items() if r.startswith("refs/heads/")}
+
+    @property
+    def tags(self) -> dict[RefName, ObjectId]:
+        """The tag refs only."""
+        return {r: o for r, o in self.refs.items() if r.startswith("refs/tags/")}
 
 
 @dataclass(frozen=True)
@@ -237,6 +248,8 @@ class PushPlan:
     tables: Sequence[TableUpdate]
     card: CardStats
     message: str
+    #: Tags the remote lacks, created beside the ref (`refs/tags/<name>`; never moved).
+    tags: Mapping[RefName, ObjectId] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -278,14 +291,29 @@ class Remote(Protocol):
         """Every object id at `state`, when one listing tells (None: walk instead)."""
         ...
 
-    def read_objects(self, state: RemoteState, oids: Sequence[ObjectId]) -> dict[ObjectId, bytes]:
-        """The raw bytes of objects (not verified: the caller verifies)."""
+    def read_objects(
+        self, state: RemoteState, oids: Sequence[ObjectId], *, limit: int = ...
+    ) -> dict[ObjectId, bytes]:
+        """The raw bytes of objects (not verified: the caller verifies).
+
+        Bounded: an object larger than `limit` (default: the remote's object limit) is
+        refused before it is read, and so is anything that is not a plain file.
+        """
         ...
 
     def download(
-        self, state: RemoteState, files: Sequence[tuple[str, Path]], progress: Progress
+        self,
+        state: RemoteState,
+        files: Sequence[tuple[str, Path]],
+        progress: Progress,
+        *,
+        sizes: Mapping[str, int] | None = None,
     ) -> None:
-        """Copy remote files (paths in the remote layout) to local paths, unverified."""
+        """Copy remote files (paths in the remote layout) to local paths, unverified.
+
+        `sizes` gives what each file's manifest says it holds: a file of another size is
+        refused before (directory) or as soon as (Hub) it is read, never copied whole.
+        """
         ...
 
     def push(self, state: RemoteState, plan: PushPlan, progress: Progress) -> PushReport:

@@ -22,7 +22,7 @@ import binascii
 import contextlib
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -39,13 +39,15 @@ from funes.remotes.base import (
     RemoteSpec,
     RemoteState,
 )
-from funes.remotes.layout import object_path, table_file
+from funes.remotes.layout import MAX_FILE_BYTES, MAX_OBJECT_BYTES, object_path, table_file
 from funes.storage.atomic import write_atomic
 from funes.storage.signing import read_key_argument
 
 MAGIC = b"FUNESENC1\n"
 PREFIX = "funes-memkey"
 NONCE = 12
+#: What sealing adds to a blob: the magic, the nonce and the GCM tag.
+SEAL_BYTES = len(MAGIC) + NONCE + 16
 
 
 class EncryptionKeyError(RemoteError):
@@ -185,10 +187,12 @@ class EncryptedRemote:
         """None: the listing would include fragment blobs; walk from the refs instead."""
         return None
 
-    def read_objects(self, state: RemoteState, oids: Sequence[ObjectId]) -> dict[ObjectId, bytes]:
+    def read_objects(
+        self, state: RemoteState, oids: Sequence[ObjectId], *, limit: int = MAX_OBJECT_BYTES
+    ) -> dict[ObjectId, bytes]:
         """Decrypted object bytes (verified by the caller); manifests teach fragment names."""
         out: dict[ObjectId, bytes] = {}
-        for oid, blob in self.inner.read_objects(state, oids).items():
+        for oid, blob in self.inner.read_objects(state, oids, limit=limit + SEAL_BYTES).items():
             raw = open_sealed(self._key, oid, blob, self.inner.display)
             out[oid] = raw
             with contextlib.suppress(MalformedObjectError, FunesError):
@@ -200,14 +204,21 @@ class EncryptedRemote:
         return out
 
     def download(
-        self, state: RemoteState, files: Sequence[tuple[str, Path]], progress: Progress
+        self,
+        state: RemoteState,
+        files: Sequence[tuple[str, Path]],
+        progress: Progress,
+        *,
+        sizes: Mapping[str, int] | None = None,
     ) -> None:
         """Fetch each fragment's sealed blob, decrypt it to the local path (unverified)."""
         for done, (name, dest) in enumerate(files, 1):
             sha = self._files.get(name)
             if sha is None:
                 raise RemoteDataError(f"{self.display}: no manifest names {name}")
-            blob = self.inner.read_objects(state, [ObjectId(sha)])[ObjectId(sha)]
+            limit = (sizes or {}).get(name, MAX_FILE_BYTES)
+            blob = self.inner.read_objects(state, [ObjectId(sha)], limit=limit + SEAL_BYTES)[
+                ObjectId(sha)]
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(open_sealed(self._key, sha, blob, self.inner.display))
             progress(done, len(files), name)

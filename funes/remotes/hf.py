@@ -30,7 +30,7 @@ import importlib
 import json
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,12 +50,14 @@ from funes.remotes.base import (
 )
 from funes.remotes.layout import (
     CARD_FILE,
-    branch_of,
+    MAX_OBJECT_BYTES,
+    MAX_REF_BYTES,
     check_path,
     latest_manifest,
     object_id_of,
     object_path,
     parse_ref_file,
+    ref_of,
     refresh_card,
     table_file,
 )
@@ -220,7 +222,7 @@ class HubRemote:
         listing = self._listing(head)
         ref_paths: dict[str, RefName] = {}
         for path in sorted(listing):
-            ref = branch_of(path)
+            ref = ref_of(path)
             if ref is not None:
                 ref_paths[path] = ref
         raw = self._get_many(head, list(ref_paths))
@@ -263,15 +265,19 @@ class HubRemote:
         ids = (object_id_of(p) for p in self._listing(state.revision))
         return {oid for oid in ids if oid is not None}
 
-    def read_objects(self, state: RemoteState, oids: Sequence[ObjectId]) -> dict[ObjectId, bytes]:
-        """Object bytes, downloaded at the pinned commit."""
+    def read_objects(
+        self, state: RemoteState, oids: Sequence[ObjectId], *, limit: int = MAX_OBJECT_BYTES
+    ) -> dict[ObjectId, bytes]:
+        """Object bytes, downloaded at the pinned commit (each at most `limit`)."""
         if not oids:
             return {}
         assert state.revision is not None
-        raw = self._get_many(state.revision, [object_path(o) for o in oids])
+        raw = self._get_many(state.revision, [object_path(o) for o in oids], limit)
         return {oid: raw[object_path(oid)] for oid in oids}
 
-    def _get_many(self, revision: str, paths: Sequence[str]) -> dict[str, bytes]:
+    def _get_many(
+        self, revision: str, paths: Sequence[str], limit: int = MAX_REF_BYTES
+    ) -> dict[str, bytes]:
         """Small files' bytes, downloaded in parallel into a scratch directory."""
         if not paths:
             return {}
@@ -279,13 +285,19 @@ class HubRemote:
         scratch = Path(_mkdtemp(self.workdir, "hf-get-"))
         try:
             files = [(p, scratch / "out" / check_path(p)) for p in paths]
-            self._download_to(revision, files, scratch / "dl", lambda *_: None)
+            self._download_to(revision, files, scratch / "dl", lambda *_: None,
+                              {p: limit for p in paths}, exact=False)
             return {p: dest.read_bytes() for p, dest in files}
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
     def download(
-        self, state: RemoteState, files: Sequence[tuple[str, Path]], progress: Progress
+        self,
+        state: RemoteState,
+        files: Sequence[tuple[str, Path]],
+        progress: Progress,
+        *,
+        sizes: Mapping[str, int] | None = None,
     ) -> None:
         """Download files at the pinned commit to local paths (in parallel)."""
         if not files:
@@ -295,7 +307,7 @@ class HubRemote:
         parent.mkdir(parents=True, exist_ok=True)
         scratch = Path(_mkdtemp(parent, ".hf-dl-"))
         try:
-            self._download_to(state.revision, files, scratch, progress)
+            self._download_to(state.revision, files, scratch, progress, sizes or {}, exact=True)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -305,8 +317,31 @@ class HubRemote:
         files: Sequence[tuple[str, Path]],
         scratch: Path,
         progress: Progress,
+        limits: Mapping[str, int],
+        *,
+        exact: bool,
     ) -> None:
+        """Download in parallel, refusing a file larger than its limit (`exact`: of another size).
+
+        The sizes the Hub reports for the files (one `paths-info` request per 500) are
+        checked before anything is downloaded, and each downloaded file again before it is
+        read or moved into place; huggingface_hub bounds every request in time
+        (HF_HUB_DOWNLOAD_TIMEOUT, HF_HUB_ETAG_TIMEOUT).
+        """
         from huggingface_hub import hf_hub_download
+
+        def check(path: str, size: int) -> None:
+            limit = limits.get(path)
+            if limit is not None and (size != limit if exact else size > limit):
+                raise RemoteDataError(
+                    f"{self.display}: {path} is {size} bytes, "
+                    f"{'its manifest says' if exact else 'more than the allowed'} {limit}; "
+                    "refusing it"
+                )
+
+        if limits:
+            for path, size in self._sizes(revision, [p for p, _ in files]).items():
+                check(path, size)
 
         def one(path: str, dest: Path) -> None:
             local = hf_hub_download(
@@ -318,6 +353,7 @@ class HubRemote:
                 endpoint=self.endpoint,
                 token=self.token,
             )
+            check(path, os.stat(local).st_size)
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(str(local), dest)
 
@@ -326,6 +362,23 @@ class HubRemote:
             for done, future in enumerate(as_completed(futures), 1):
                 future.result()
                 progress(done, len(files), futures[future])
+
+    def _sizes(self, revision: str, paths: Sequence[str]) -> dict[str, int]:
+        """The sizes of files at `revision`, as the Hub reports them (missing ones left out)."""
+        out: dict[str, int] = {}
+        api = self._api()
+        with self._errors("read file sizes"):
+            for start in range(0, len(paths), 500):
+                part = [self.prefix + check_path(p) for p in paths[start : start + 500]]
+                for info in api.get_paths_info(self.repo_id, part, repo_type="dataset",
+                                               revision=revision):
+                    size = getattr(info, "size", None)
+                    lfs = getattr(info, "lfs", None)
+                    if lfs is not None and getattr(lfs, "size", None) is not None:
+                        size = lfs.size
+                    if isinstance(size, int):
+                        out[info.path[len(self.prefix):]] = size
+        return out
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -381,6 +434,9 @@ class HubRemote:
         card = self._card(revision, listing, plan)
         if card is not None:
             ops.append(CommitOperationAdd(self.prefix + CARD_FILE, card.encode()))
+        for tag, oid in sorted(plan.tags.items()):
+            if tag not in state.refs:  # a tag is never moved
+                ops.append(CommitOperationAdd(self.prefix + tag, f"{oid}\n".encode()))
         ops.append(CommitOperationAdd(self.prefix + plan.ref, f"{plan.new}\n".encode()))
         progress(0, 1, f"uploading {len(ops)} files")
         # Until the commit lands the mirror is ahead of the remote: forget which commit it
@@ -397,7 +453,7 @@ class HubRemote:
         progress(1, 1, "pushed")
         new_revision = str(info.oid)
         write_atomic(mirror / "REVISION", new_revision.encode(), durable=False)
-        refs = dict(state.refs)
+        refs = {**plan.tags, **state.refs}
         refs[plan.ref] = plan.new
         self._save_state(RemoteState(True, new_revision, refs))
         return PushReport(new_revision, objects, files, nbytes)
@@ -431,6 +487,8 @@ class HubRemote:
             [(table_file(name, latest), table.path / latest)],
             self.state_dir / "mirror-dl",
             lambda *_: None,
+            {table_file(name, latest): MAX_OBJECT_BYTES},
+            exact=False,
         )
         shutil.rmtree(self.state_dir / "mirror-dl", ignore_errors=True)
 
@@ -460,3 +518,57 @@ def _mkdtemp(parent: Path, prefix: str) -> str:
     import tempfile
 
     return tempfile.mkdtemp(prefix=prefix, dir=parent)
+
+
+# -- who the user is ---------------------------------------------------------------------------
+
+
+def current_token() -> str | None:
+    """The token huggingface_hub would send (HF_TOKEN, else the one `hf auth login` saved)."""
+    from huggingface_hub import get_token
+
+    return get_token()
+
+
+def whoami(endpoint: str | None, token: str) -> tuple[str, tuple[str, ...]]:
+    """The token's user name and the organisations they belong to (one request).
+
+    Raises:
+        RemoteError: the Hub cannot be reached or refuses the token.
+    """
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        info = HfApi(endpoint=endpoint, token=token).whoami()
+    except HfHubHTTPError as exc:
+        status = exc.response.status_code if exc.response is not None else None
+        raise RemoteError(f"the Hub refused the token (HTTP {status})", hint=_LOGIN_HINT) from None
+    except _transport_errors() as exc:
+        raise RemoteError(f"cannot reach the Hub ({exc.__class__.__name__})") from None
+    name = info.get("name") if isinstance(info, dict) else None
+    if not isinstance(name, str):
+        raise RemoteError("the Hub's whoami answer has no user name")
+    orgs = info.get("orgs") or []
+    return name, tuple(str(o["name"]) for o in orgs
+                       if isinstance(o, dict) and isinstance(o.get("name"), str))
+
+
+def set_visibility(endpoint: str | None, repo_id: str, *, private: bool) -> None:
+    """Make a dataset repository private or public (the token must be allowed to).
+
+    Raises:
+        RemoteError: the Hub cannot be reached or refuses.
+    """
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        HfApi(endpoint=endpoint).update_repo_settings(repo_id, private=private,
+                                                      repo_type="dataset")
+    except HfHubHTTPError as exc:
+        status = exc.response.status_code if exc.response is not None else None
+        raise RemoteError(f"{repo_id}: the Hub refused to change its visibility (HTTP {status})",
+                          hint=_LOGIN_HINT) from None
+    except _transport_errors() as exc:
+        raise RemoteError(f"cannot reach the Hub ({exc.__class__.__name__})") from None

@@ -20,6 +20,15 @@ CARD_END = "<!-- funes:stats:end -->"
 CARD_FILE = "README.md"
 TABLES = ("chunks", "vectors")
 
+#: The largest object funes reads from a remote. Objects are small JSON documents;
+#: the biggest, a manifest, holds ~70 bytes per chunk id, so this allows ~900k chunks in one
+#: commit. Anything larger is refused before a byte of it is read.
+MAX_OBJECT_BYTES = 64 << 20
+#: A fragment file whose size no manifest gives (never the case in a fetch): 64 GiB.
+MAX_FILE_BYTES = 64 << 30
+#: A ref file is a commit id and a newline.
+MAX_REF_BYTES = 4096
+
 _U64_MAX = (1 << 64) - 1
 _MANIFEST_RE = re.compile(r"^_versions/(\d{1,20})\.manifest$")
 _OBJECT_PATH_RE = re.compile(r"^objects/([0-9a-f]{2})/([0-9a-f]{62})$")
@@ -64,6 +73,16 @@ def branch_of(path: str) -> RefName | None:
         return check_ref_name(path)
     except FunesError:
         raise RemoteDataError(f"remote has an invalid ref name {path[:80]!r}") from None
+
+
+def ref_of(path: str) -> RefName | None:
+    """The ref a remote `refs/heads/…` or `refs/tags/…` path names (validated), else None."""
+    if path.startswith("refs/tags/"):
+        try:
+            return check_ref_name(path)
+        except FunesError:
+            raise RemoteDataError(f"remote has an invalid tag name {path[:80]!r}") from None
+    return branch_of(path)
 
 
 def parse_ref_file(raw: bytes, ref: str, source: str) -> ObjectId:
@@ -123,7 +142,13 @@ def _stats_block(stats: CardStats) -> str:
 
 
 def render_card(name: str, lance_url: str, stats: CardStats) -> str:
-    """A new dataset card: tags for the Hub, what this is, how to use it, and the stats."""
+    """A new dataset card: tags for the Hub, what this is, how to use it with funes, the stats.
+
+    It names the tool that wrote it (its version) and gives the commands that use the memory,
+    never a repository address: the card must not send readers to another project.
+    """
+    from funes import __version__
+
     return f"""---
 tags:
 - funes
@@ -134,28 +159,40 @@ pretty_name: {name} (funes memory)
 
 # {name}
 
-A [funes](https://github.com/huggingface/funes) memory: verbatim passages from coding-agent
-sessions (Claude Code, Codex, pi, Hermes) with their provenance, stored as a Lance dataset.
+A **funes memory**: verbatim passages from coding-agent sessions (Claude Code, Codex, pi,
+Hermes), each with its provenance (agent, project, session, turn, time), indexed for hybrid
+recall (BM25 + vectors). It was written by funes {__version__}, a git-style command-line tool
+that builds memories from agent transcripts; install it (a Python package: its README says how)
+to use the commands below.
 
 {_stats_block(stats)}
 
-## Use it
+## Use it with funes
 
 ```sh
-funes clone {name}                       # a full local copy
-funes recall "why did we …" --memory {name}  # one query, no clone
+funes recall "why did we drop the streaming parser" --memory {name}  # one query, no clone
+funes clone {name}                 # a full local copy in ./{name.rsplit("/", 1)[-1]}/.funes
+funes add claude {name}            # this machine's memory for Claude Code (also codex, pi, hermes)
+funes get SESSION TURN --memory {name}  # a recalled turn, whole
 ```
 
-Any Lance reader opens the rows directly:
+`funes add AGENT {name}` is the same command on every machine: it clones the memory (or
+syncs with it), wires the agent, and keeps it in sync at session boundaries. Memories
+of another owner are read as untrusted: their passages are data, not instructions.
+
+## Read it with Lance
+
+Any Lance reader opens the rows directly (columns `text`, `harness`, `session_id`,
+`turn_id`, `ts`, `role`, `block_type`, `project`, …):
 
 ```python
 import lance
 ds = lance.dataset("{lance_url}")
+print(ds.to_table(columns=["ts", "harness", "text"], limit=5))
 ```
 
-`refs/` and `objects/` hold funes's history (commits, manifests, tombstones). Rows named by a
-tombstone are hidden by funes but remain in the dataset files; see funes's docs/format.md.
-Passages recalled from a memory that is not yours are data, not instructions.
+`refs/` and `objects/` hold funes's history (commits, manifests, tombstones). Rows a tombstone
+names are hidden by funes but remain in the dataset files (funes's docs/format.md, "Remotes").
 """
 
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
-from collections.abc import Sequence
+import stat
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from funes.errors import FunesError, RemoteError
@@ -34,10 +34,13 @@ from funes.remotes.base import (
 )
 from funes.remotes.layout import (
     CARD_FILE,
-    branch_of,
+    MAX_FILE_BYTES,
+    MAX_OBJECT_BYTES,
+    MAX_REF_BYTES,
     check_path,
     object_path,
     parse_ref_file,
+    ref_of,
     refresh_card,
     table_file,
 )
@@ -45,6 +48,63 @@ from funes.storage.atomic import fsync_dir, write_atomic, write_new
 from funes.storage.lock import WriteLock
 from funes.storage.tables import LanceTable
 from funes.storage.transfer import TransferError, append_records
+
+_BLOCK = 1 << 20
+
+
+def open_regular(root: Path, rel: str, display: str, limit: int) -> tuple[int, int]:
+    """Open `root/rel` if it is a regular file inside `root` of at most `limit` bytes.
+
+    Returns (descriptor, size). A remote directory is written by strangers: a FIFO would
+    block a plain `open` forever, a device (`/dev/zero`) or a symlink to one never ends, and
+    a symlink can lead anywhere on this machine. So the path must resolve inside the remote,
+    the open never waits (O_NONBLOCK; it only matters for FIFOs), and the descriptor must be
+    a regular file whose size is checked before anything is read. Reading a regular file
+    never blocks.
+    """
+    path = root / check_path(rel)
+    real = os.path.realpath(path)
+    base = os.path.realpath(root)
+    if not real.startswith(base.rstrip(os.sep) + os.sep):
+        raise RemoteDataError(f"{display}: {rel} points outside the remote; refusing it")
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(real, flags)
+    except FileNotFoundError:
+        raise RemoteDataError(f"{display} is missing {rel}") from None
+    except OSError as exc:
+        raise RemoteError(f"{display}: cannot read {rel} ({exc.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise RemoteDataError(f"{display}: {rel} is not a regular file; refusing it")
+        if st.st_size > limit:
+            raise RemoteDataError(
+                f"{display}: {rel} is {st.st_size} bytes, more than the {limit} it may be; "
+                "refusing it"
+            )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size
+
+
+def read_regular(root: Path, rel: str, display: str, limit: int) -> bytes:
+    """The bytes of a regular file inside `root`, at most `limit` of them (see open_regular)."""
+    fd, _ = open_regular(root, rel, display, limit)
+    try:
+        chunks: list[bytes] = []
+        total = 0
+        while block := os.read(fd, min(_BLOCK, limit + 1 - total) or 1):
+            chunks.append(block)
+            total += len(block)
+            if total > limit:
+                raise RemoteDataError(f"{display}: {rel} grew past {limit} bytes; refusing it")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise RemoteError(f"{display}: cannot read {rel} ({exc.strerror})") from None
+    finally:
+        os.close(fd)
 
 
 class DirectoryRemote:
@@ -81,19 +141,18 @@ class DirectoryRemote:
                 )
             return RemoteState(False, None, {})
         refs: dict[RefName, ObjectId] = {}
-        heads = self.root / "refs" / "heads"
-        if heads.is_dir():
-            for path in sorted(p for p in heads.rglob("*") if p.is_file()):
+        for kind in ("heads", "tags"):
+            folder = self.root / "refs" / kind
+            if not folder.is_dir():
+                continue
+            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
                 if path.name.startswith(".tmp-"):
                     continue
                 rel = path.relative_to(self.root).as_posix()
-                ref = branch_of(rel)
+                ref = ref_of(rel)
                 if ref is None:
                     continue
-                try:
-                    raw = path.read_bytes()
-                except OSError as exc:
-                    raise RemoteError(f"{self.display}: cannot read {rel} ({exc})") from None
+                raw = read_regular(self.root, rel, self.display, MAX_REF_BYTES)
                 refs[ref] = parse_ref_file(raw, ref, self.display)
         digest = hashlib.sha256(
             "".join(f"{ref} {oid}\n" for ref, oid in sorted(refs.items())).encode()
@@ -116,30 +175,42 @@ class DirectoryRemote:
         """None: walking the history from the refs costs nothing here."""
         return None
 
-    def read_objects(self, state: RemoteState, oids: Sequence[ObjectId]) -> dict[ObjectId, bytes]:
-        """Object bytes straight from the directory."""
-        out: dict[ObjectId, bytes] = {}
-        for oid in oids:
-            try:
-                out[oid] = (self.root / check_path(object_path(oid))).read_bytes()
-            except FileNotFoundError:
-                raise RemoteDataError(f"{self.display} is missing object {oid}") from None
-            except OSError as exc:
-                raise RemoteError(f"{self.display}: cannot read object {oid} ({exc})") from None
-        return out
+    def read_objects(
+        self, state: RemoteState, oids: Sequence[ObjectId], *, limit: int = MAX_OBJECT_BYTES
+    ) -> dict[ObjectId, bytes]:
+        """Object bytes straight from the directory (regular files of at most `limit`)."""
+        return {
+            oid: read_regular(self.root, object_path(oid), self.display, limit) for oid in oids
+        }
 
     def download(
-        self, state: RemoteState, files: Sequence[tuple[str, Path]], progress: Progress
+        self,
+        state: RemoteState,
+        files: Sequence[tuple[str, Path]],
+        progress: Progress,
+        *,
+        sizes: Mapping[str, int] | None = None,
     ) -> None:
-        """Copy files out of the directory."""
+        """Copy files out of the directory; a file must have the size `sizes` gives it."""
         for done, (path, dest) in enumerate(files, 1):
-            src = self.root / check_path(path)
+            expected = (sizes or {}).get(path)
+            fd, size = open_regular(self.root, path, self.display,
+                                    expected if expected is not None else MAX_FILE_BYTES)
             try:
-                shutil.copyfile(src, dest)
-            except FileNotFoundError:
-                raise RemoteDataError(f"{self.display} is missing {path}") from None
+                if expected is not None and size != expected:
+                    raise RemoteDataError(
+                        f"{self.display}: {path} is {size} bytes, its manifest says {expected}; "
+                        "refusing it"
+                    )
+                with open(dest, "wb") as out:
+                    left = size
+                    while left > 0 and (block := os.read(fd, min(_BLOCK, left))):
+                        out.write(block)
+                        left -= len(block)
             except OSError as exc:
-                raise RemoteError(f"{self.display}: cannot copy {path} ({exc})") from None
+                raise RemoteError(f"{self.display}: cannot copy {path} ({exc.strerror})") from None
+            finally:
+                os.close(fd)
             progress(done, len(files), path)
 
     # -- writing ---------------------------------------------------------------------------
@@ -179,15 +250,17 @@ class DirectoryRemote:
             card = self._card(plan)
             if card is not None:
                 write_atomic(self.root / CARD_FILE, card.encode())
+            for tag, oid in sorted(plan.tags.items()):
+                if self._read_ref(tag) is None:  # a tag is never moved
+                    write_atomic(self.root / check_path(tag), f"{oid}\n".encode())
             write_atomic(ref_path, f"{plan.new}\n".encode())
         return PushReport(self.state().revision or "", objects, files, nbytes, created)
 
     def _read_ref(self, ref: str) -> ObjectId | None:
-        try:
-            raw = (self.root / check_path(ref)).read_bytes()
-        except FileNotFoundError:
+        if not os.path.lexists(self.root / check_path(ref)):
             return None
-        return parse_ref_file(raw, ref, self.display)
+        return parse_ref_file(read_regular(self.root, ref, self.display, MAX_REF_BYTES), ref,
+                              self.display)
 
     def _card(self, plan: PushPlan) -> str | None:
         try:

@@ -25,7 +25,13 @@ from pathlib import Path
 from funes._env import Settings
 from funes.errors import FunesError, UsageError
 from funes.model.ids import ObjectId
-from funes.model.objects import AnyObject, Commit, FragmentRecord, Manifest
+from funes.model.objects import (
+    AnyObject,
+    Commit,
+    DataFile,
+    Manifest,
+    ModelStamp,
+)
 from funes.model.refs import RefName, branch_ref, check_ref_name, remote_ref
 from funes.remotes import crypt, gate
 from funes.remotes.base import (
@@ -47,16 +53,19 @@ from funes.remotes.base import (
 from funes.remotes.hf import HubRemote
 from funes.remotes.layout import object_path, table_file
 from funes.remotes.local import DirectoryRemote
+from funes.storage import publish
 from funes.storage.repo import Repository, now_iso
 from funes.storage.transfer import (
     TransferError,
     ancestors,
+    check_data_file,
     commits_between,
     install_data_file,
     is_ancestor,
     parse_received,
     referenced,
     store_objects,
+    verify_fragments,
 )
 
 # -- opening remotes -------------------------------------------------------------------------
@@ -180,7 +189,8 @@ def fetch(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     updated = _update_tracking(repo, remote.name, st, f"fetch {remote.name}")
-    refs = {str(ref): oid for ref, oid in st.refs.items()}
+    updated += _take_tags(repo, st, f"fetch {remote.name}")
+    refs = {str(ref): oid for ref, oid in st.branches.items()}
     return FetchResult(
         remote.name, remote.spec.url, st.revision, refs, updated, written, files, nbytes
     )
@@ -242,30 +252,58 @@ def _fetch_files(
     staging: Path,
     progress: Progress,
 ) -> tuple[int, int]:
-    """Download the fragment files the new manifests name and this machine lacks."""
-    wanted: dict[str, tuple[str, FragmentRecord, int]] = {}
+    """Download the fragment files new manifests name, and check each manifest against them.
+
+    Nothing is installed until every manifest passed. A manifest may also name files already
+    here (its hashes match them): those are checked in place, since the metadata that comes
+    with them is new.
+    """
+    wanted: dict[str, tuple[str, DataFile]] = {}
+    manifests: list[tuple[ObjectId, Manifest]] = []
+    stamps: dict[str, ModelStamp | None] = {}  # manifest → the model of a commit naming it
     for _, obj in objects.values():
+        if isinstance(obj, Commit):
+            for mid in obj.manifests:
+                stamps.setdefault(mid, obj.model)
+    for oid, (_, obj) in objects.items():
         if not isinstance(obj, Manifest):
             continue
+        manifests.append((oid, obj))
         table = repo.table(obj.table)
         for record in obj.fragments:
-            for index, f in enumerate(record.files):
+            for f in record.files:
                 if not (table.path / f.path).is_file():
-                    wanted.setdefault(table_file(obj.table, f.path), (obj.table, record, index))
-    if not wanted:
-        return 0, 0
+                    wanted.setdefault(table_file(obj.table, f.path), (obj.table, f))
     names = sorted(wanted)
     downloads = [(name, staging / f"{i:06d}") for i, name in enumerate(names)]
-    remote.download(st, downloads, progress)
+    staged: dict[tuple[str, str], tuple[Path, DataFile]] = {}
     nbytes = 0
-    for name, local in downloads:
-        table_name, record, index = wanted[name]
-        try:
-            nbytes += install_data_file(
-                repo.table(table_name), record.files[index], local, remote.display
-            )
-        except TransferError as exc:
-            raise RemoteDataError(exc.message, hint=exc.hint) from None
+    try:
+        if downloads:
+            remote.download(st, downloads, progress,
+                            sizes={name: wanted[name][1].size for name in names})
+        for name, local in downloads:
+            table_name, data = wanted[name]
+            nbytes += check_data_file(data, local, remote.display)
+            staged[(table_name, data.path)] = (local, data)
+        # Chunks are appended to the local table as they are; vectors of another model (and
+        # dimension) may be fetched, and are refused only by a merge (ModelMismatchError).
+        chunks = repo.table("chunks")
+        schemas = {"chunks": chunks.dataset().schema} if chunks.exists() else {}
+        for oid, manifest in manifests:
+            table = repo.table(manifest.table)
+            paths = {
+                f.path: staged[(manifest.table, f.path)][0]
+                if (manifest.table, f.path) in staged else table.path / f.path
+                for record in manifest.fragments for f in record.files
+            }
+            verify_fragments(manifest.table, manifest.ids, manifest.fragments, paths,
+                             f"{remote.display} manifest {oid[:12]}", stamps.get(oid),
+                             schemas.get(manifest.table))
+        for (table_name, _), (local, data) in staged.items():
+            install_data_file(repo.table(table_name), data, local, remote.display, checked=True)
+    except TransferError as exc:
+        raise RemoteDataError(exc.message, hint=exc.hint) from None
     return len(downloads), nbytes
 
 
@@ -275,7 +313,7 @@ def _update_tracking(
     """Point `refs/remotes/<name>/<branch>` at the remote's tips (forced, like git's `+`)."""
     updated: list[RefUpdate] = []
     with repo.writing():
-        for ref, oid in sorted(st.refs.items()):
+        for ref, oid in sorted(st.branches.items()):
             tracking = remote_ref(name, ref.removeprefix("refs/heads/"))
             current = repo.refs.read(tracking)
             if current != oid:
@@ -284,6 +322,37 @@ def _update_tracking(
                 )
                 updated.append(RefUpdate(tracking, current, oid))
     return updated
+
+
+def _take_tags(repo: Repository, st: RemoteState, message: str) -> list[RefUpdate]:
+    """Create the remote's tags this memory lacks (`refs/tags/<name>`).
+
+    Like git, a local tag of the same name is never moved.
+    """
+    updated: list[RefUpdate] = []
+    new = {ref: oid for ref, oid in st.tags.items() if repo.refs.read(ref) is None}
+    if not new:
+        return updated
+    with repo.writing():
+        for ref, oid in sorted(new.items()):
+            if repo.refs.read(ref) is None and repo.objects.has(oid):
+                repo.refs.set_if_equals(ref, None, oid, who=repo._who(), time=now_iso(),
+                                        message=message)
+                updated.append(RefUpdate(ref, None, oid))
+    return updated
+
+
+def _tags_to_send(
+    repo: Repository, st: RemoteState, tip: ObjectId, published: dict[str, str]
+) -> dict[RefName, ObjectId]:
+    """Local tags on the pushed history that the remote lacks (as their published images)."""
+    tags = dict(repo.refs.iter_refs("refs/tags/"))
+    missing = {ref: oid for ref, oid in tags.items() if ref not in st.refs}
+    if not missing:
+        return {}
+    history = ancestors(repo, tip)
+    return {ref: ObjectId(published.get(oid, oid)) for ref, oid in missing.items()
+            if oid in history}
 
 
 # -- push --------------------------------------------------------------------------------------
@@ -327,8 +396,9 @@ def push(
 
     Every chunk the push would send is scanned again (funes.remotes.gate); chunks that still
     look secret are held back (the commits carrying them are sent as rewritten images without
-    them) and listed in `PushResult.held`. `dry_run` reports what would be sent and changes
-    nothing, here or on the remote.
+    them, funes.storage.publish) and listed in `PushResult.held`. `dry_run` reports what would
+    be sent and changes nothing, here or on the remote. The steps: what leaves (the store) →
+    the gate → the published images (the store) → send → track.
 
     Raises:
         NonFastForwardError: the remote branch has commits this one lacks (exit 4, "fetch
@@ -340,28 +410,84 @@ def push(
     if tip is None:
         raise UsageError(f"branch {branch!r} has no commits to push", hint="run `funes index`")
     st = remote.state()
-    created = False
-    published = gate.load_published(repo, remote.name)
-    image_of_tip = ObjectId(published.get(tip, tip))
+    published = publish.load_published(repo, remote.name)
     old = st.refs.get(local)
-    if old == image_of_tip:
+    new_tags = _tags_to_send(repo, st, tip, published)
+    if old == published.get(tip, tip) and not new_tags:
         if not dry_run:
             _update_tracking(
                 repo, remote.name, RemoteState(True, st.revision, {local: old}), "push"
             )
-        return PushResult(remote.name, remote.spec.url, branch, old, old, True, created=created,
+        return PushResult(remote.name, remote.spec.url, branch, old, old, True,
                           hub=remote.spec.kind == "hf", dry_run=dry_run)
-    originals = {image: mine for mine, image in published.items()}
-    forced = False
-    if old is not None and not (
+    forced = _check_fast_forward(repo, remote, local, old, tip, published, force)
+    sending = _sending(repo, st, tip, published)
+    out, held = _gate(repo, sending, scanners)
+    if dry_run:
+        return PushResult(
+            remote.name, remote.spec.url, branch, old, tip, False, forced=forced,
+            commits=len(sending), held=tuple(held), dry_run=True, scanned=len(out.chunk_ids),
+        )
+    images = publish.publish(repo, out, {h.chunk for h in held}, tip, published)
+    if images.images:
+        publish.save_published(repo, remote.name, {**published, **images.images})
+    created = False
+    if not st.exists:  # created only once the gate passed: a failed scan leaves no trace
+        remote.create()
+        created = True
+        st = remote.state()
+    # tags name commits of the history just sent (published images when the gate rewrote them)
+    tags = {ref: ObjectId(images.images.get(oid, oid)) for ref, oid in new_tags.items()}
+    plan = _plan(repo, remote, st, branch, old, images, len(sending), tags)
+    report = remote.push(st, plan, progress)
+    _update_tracking(
+        repo, remote.name, RemoteState(True, report.revision, {local: plan.new}), "push"
+    )
+    return PushResult(
+        remote.name,
+        remote.spec.url,
+        branch,
+        old,
+        plan.new,
+        False,
+        forced=forced,
+        created=created or report.created,
+        hub=remote.spec.kind == "hf",
+        revision=report.revision,
+        commits=len(sending),
+        objects=report.objects,
+        files=report.files,
+        bytes=report.bytes,
+        held=tuple(held),
+        scanned=len(out.chunk_ids),
+    )
+
+
+def _check_fast_forward(
+    repo: Repository, remote: Remote, local: RefName, old: ObjectId | None, tip: ObjectId,
+    published: dict[str, str], force: bool,
+) -> bool:
+    """Whether the push must be forced; refuses a non-fast-forward without `force`.
+
+    The remote tip may be the published image of a local commit: then that commit counts.
+    """
+    originals = publish.originals(published)
+    if old is None or (
         repo.objects.has(old)
         and (is_ancestor(repo, old, tip)
-             or (old in originals and is_ancestor(repo, originals[old], tip)))
+             or (old in originals and is_ancestor(repo, ObjectId(originals[old]), tip)))
     ):
-        if not force:
-            raise NonFastForwardError(remote.display, local, old, tip)
-        forced = True
+        return False
+    if not force:
+        raise NonFastForwardError(remote.display, local, old, tip)
+    return True
 
+
+def _sending(
+    repo: Repository, st: RemoteState, tip: ObjectId, published: dict[str, str]
+) -> list[tuple[ObjectId, Commit]]:
+    """The commits of `tip`'s history the remote lacks (an image there stands for its original)."""
+    originals = publish.originals(published)
     on_remote: set[str] = set()
     for oid in st.refs.values():
         if repo.objects.has(oid):
@@ -369,37 +495,33 @@ def push(
     for image in list(on_remote):
         if image in originals and repo.objects.has(originals[image]):
             on_remote |= ancestors(repo, ObjectId(originals[image]), stop=on_remote)
-    sending = list(commits_between(repo, tip, on_remote))
-    gated = gate.run_gate(repo, sending, tip, published, scanners, dry_run=dry_run)
-    if dry_run:
-        return PushResult(
-            remote.name, remote.spec.url, branch, old, tip, False, forced=forced,
-            commits=len(sending), held=tuple(gated.held), dry_run=True, scanned=gated.scanned,
-        )
-    if gated.images:
-        gate.save_published(repo, remote.name, {**published, **gated.images})
-    if not st.exists:  # created only once the gate passed: a failed scan leaves no trace
-        remote.create()
-        created = True
-        st = remote.state()
-    tip = gated.tip
-    objects: dict[ObjectId, bytes] = {}
-    tables: dict[str, list[FragmentRecord]] = {}
-    for oid in gated.commits:
-        commit = repo.objects.commit(oid)
-        objects[oid] = repo.objects.get_raw(oid)
-        for child, kind in referenced(commit):
-            if kind == "commit":
-                continue
-            objects[child] = repo.objects.get_raw(child)
-            if kind == "manifest":
-                manifest = repo.objects.manifest(child)
-                tables.setdefault(manifest.table, []).extend(manifest.fragments)
-    there = remote.present(st, [object_path(oid) for oid in objects])
-    objects = {oid: raw for oid, raw in objects.items() if object_path(oid) not in there}
+    return list(commits_between(repo, tip, on_remote))
+
+
+def _gate(
+    repo: Repository, sending: list[tuple[ObjectId, Commit]],
+    scanners: Sequence[gate.Scanner] | None,
+) -> tuple[publish.Outgoing, list[gate.HeldChunk]]:
+    """Read what leaves and scan it; a fragment that cannot be read fails the gate."""
+    try:
+        out = publish.outgoing(repo, sending)
+    except publish.UnreadableRowsError as exc:
+        raise gate.ScannerError(exc.message) from None
+    return out, gate.hold_back(out.scannable(), out.places, scanners)
+
+
+def _plan(
+    repo: Repository, remote: Remote, st: RemoteState, branch: str, old: ObjectId | None,
+    images: publish.Published, sent: int, tags: dict[RefName, ObjectId],
+) -> PushPlan:
+    """The plan the remote applies: the objects it lacks, the fragments, the ref to swap."""
+    tip = images.tip
+    wanted = publish.transfer_plan(repo, images.commits)
+    there = remote.present(st, [object_path(oid) for oid in wanted.objects])
+    objects = {oid: raw for oid, raw in wanted.objects.items() if object_path(oid) not in there}
     updates = [
         TableUpdate(name, tuple(records), repo.table(name).path, repo.table(name).dataset().schema)
-        for name, records in sorted(tables.items())
+        for name, records in sorted(wanted.tables.items())
     ]
     head = repo.objects.commit(tip)
     card = CardStats(
@@ -412,29 +534,9 @@ def push(
     )
     message = (
         f"funes push {branch}: {(old or 'new')[:12]}..{tip[:12]} "
-        f"({len(sending)} commits, {head.chunk_count} chunks)"
+        f"({sent} commits, {head.chunk_count} chunks)"
     )
-    plan = PushPlan(local, old, tip, objects, updates, card, message)
-    report = remote.push(st, plan, progress)
-    _update_tracking(repo, remote.name, RemoteState(True, report.revision, {local: tip}), "push")
-    return PushResult(
-        remote.name,
-        remote.spec.url,
-        branch,
-        old,
-        tip,
-        False,
-        forced=forced,
-        created=created or report.created,
-        hub=remote.spec.kind == "hf",
-        revision=report.revision,
-        commits=len(sending),
-        objects=report.objects,
-        files=report.files,
-        bytes=report.bytes,
-        held=tuple(gated.held),
-        scanned=gated.scanned,
-    )
+    return PushPlan(branch_ref(branch), old, tip, objects, updates, card, message, tags)
 
 
 def check_branch(name: str) -> RefName:

@@ -24,7 +24,7 @@ OPTIMIZE_AFTER = 20_000
 #: Background maintenance folds them in sooner: the full-text search reads unindexed rows
 #: flat, tokenising each on every query (1,600 such rows made a BM25 recall 0.7 s instead
 #: of 25 ms; bench/results/life.md).
-FOLD_AFTER = 256
+FOLD_AFTER = 64
 #: Below this many vectors an exact (flat) search is fast and perfect; above it an ANN index
 #: (IVF with HNSW over scalar-quantised vectors) keeps queries in milliseconds.
 ANN_MIN_ROWS = 50_000

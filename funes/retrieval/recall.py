@@ -12,6 +12,17 @@ lead where BM25 is weak (S sample) and stops a weak vector signal from dragging 
 BM25 one (pooled oracle), over a flat range of weights (0.35–0.425): bench/results/
 fusion-study.md and the knob sweep in bench/results/recall.md.
 
+Around the fused score, on request (`Options.context`, `Options.time_hints`; both off by
+default, because neither beat the pipeline without them on LongMemEval, bench/results/recall-
+levers.md): a passage is also judged by where it sits. Its neighbouring turns in the candidate
+pool lend it part of their score (an answer is found through the question it answers, and the
+other way round), and a session with several good passages lends each of them part of its
+second- and third-best scores, so a session that holds the answer in several places beats a lone
+lucky match. When the question names a time ("last week", "three days ago", `timeexpr`),
+passages from then are boosted (never filtered). In the final top k, every further passage of a
+session that already has one counts a little less, so one long session cannot crowd the others
+out.
+
 Each signal can be missing without breaking the others: chunks still waiting for embeddings
 take part through BM25, a memory with no vectors at all answers through BM25 alone, and with
 no reranker installed the fused order stands. The result says which signals ran.
@@ -27,12 +38,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from funes.errors import UsageError
-from funes.retrieval import indexes
+from funes.ingest.represent import vector_label
+from funes.retrieval import indexes, timeexpr
 from funes.storage.repo import Repository
 
 if TYPE_CHECKING:
-    from funes.inference.embedder import Embedder
-    from funes.inference.reranker import Reranker
+    from funes.inference.protocols import EmbedderProtocol, RerankerProtocol
 
 #: Reciprocal-rank-fusion constant (Cormack et al.): damps the head of each list. Orders a
 #: single signal's candidates (BM25 alone, or vectors alone); two signals are fused by score.
@@ -44,6 +55,19 @@ BM25_WEIGHT = 0.4
 RECENCY_WEIGHT = 0.10
 #: Scaffolding (system reminders, injected context) counts this much of its score.
 NOISE_FACTOR = 0.6
+#: Tool output counts this much of its score: on real coding traces it took 12-35% of the top 8
+#: for the users' own requests asked back, and the turn that answered was found more often
+#: without it (bench/results/tool-output.md). It stays searchable: an error message or an
+#: identifier only tool output holds still ranks first on its words.
+TOOL_RESULT_FACTOR = 0.8
+#: Share of the best neighbouring turn's fused score a passage borrows (see `with_context`).
+NEIGHBOR_WEIGHT = 0.15
+#: Share of its session's second- and third-best fused scores a passage borrows.
+SESSION_WEIGHT = 0.15
+#: Each further passage of a session already in the top k counts this much more weakly.
+SESSION_REPEAT = 0.9
+#: Most a passage inside the question's time window gains (× 1 + TIME_WEIGHT).
+TIME_WEIGHT = 0.5
 #: ANN candidates re-scored on full vectors, per result wanted (see `vector_search`).
 REFINE_FACTOR = 2
 MAX_K = 200
@@ -152,6 +176,13 @@ class Options:
     now: datetime | None = None
     vector: bool = True
     bm25: bool = True
+    #: Neighbouring turns and session evidence (`with_context`) and session diversity. Off by
+    #: default: measured against the pipeline without it, it lowered R@1 on LongMemEval
+    #: (bench/results/recall-levers.md).
+    context: bool = False
+    #: Boost passages from the time the question names (`timeexpr`). Off by default: level
+    #: within noise on LongMemEval (bench/results/recall-levers.md).
+    time_hints: bool = False
 
     def check(self) -> None:
         """Refuse options that cannot make sense, with the bound in the message."""
@@ -161,8 +192,9 @@ class Options:
             raise InvalidQueryError(
                 f"--candidates must be between 1 and {MAX_CANDIDATES}, not {self.candidates}"
             )
-        if self.half_life_days < 0:
-            raise InvalidQueryError("--half-life must be ≥ 0 days (0 turns recency off)")
+        if not math.isfinite(self.half_life_days) or self.half_life_days < 0:
+            raise InvalidQueryError(
+                "--half-life must be a finite number ≥ 0 days (0 turns recency off)")
         if not 0 <= self.rerank_pool <= MAX_RERANK_POOL:
             raise InvalidQueryError(
                 f"--rerank-pool must be between 0 and {MAX_RERANK_POOL}, not {self.rerank_pool}"
@@ -203,10 +235,12 @@ def vector_search(
     """
     if not repo.vectors.exists():
         return []
-    stamp = repo.model_stamp()
-    if stamp is None:
+    wanted = vector_label(repo)
+    if wanted is None:
         return []
-    only_model = f"model = {_lit(stamp.name)}"  # vectors of a model re-indexed away from stay
+    # Vectors of a model re-indexed away from, or of another representation, stay on disk:
+    # only the memory's own kind is searched (see funes.ingest.represent).
+    only_model = f"model = {_lit(wanted)}"
     ds = repo.vectors.dataset()
     table = ds.to_table(
         nearest={"column": "vector", "q": qvec, "k": opts.candidates, "metric": "cosine",
@@ -260,8 +294,8 @@ def recall(
     query: str,
     opts: Options,
     *,
-    embedder: Embedder | None = None,
-    reranker: Reranker | None = None,
+    embedder: EmbedderProtocol | None = None,
+    reranker: RerankerProtocol | None = None,
     backlog: int = 0,
 ) -> RecallResult:
     """Run the pipeline; see the module docstring."""
@@ -304,16 +338,27 @@ def recall(
         return RecallResult(query, [], signals, backlog, 0)
 
     base = {c: fused[c] for c in pool}
+    if opts.context:
+        base = with_context(base, rows)
+        signals.append("context")
+    window = timeexpr.parse(query, now) if opts.time_hints else None
+    if window is not None:
+        base = with_time(base, rows, window)
+        signals.append("time")
+    # The adjusted order decides which passages the cross-encoder reads.
+    pool = sorted(pool, key=lambda c: base[c], reverse=True)
     rerank_scores: dict[str, float] = {}
     if reranker is not None and opts.rerank_pool:
         head = pool[: opts.rerank_pool]
         scores = reranker.score(query, [rows[c]["text"] for c in head])
-        for cid, s in zip(head, scores, strict=True):
+        # A time-budgeted reranker (funes.api.recall.Budgeted) may score only the first few.
+        for cid, s in zip(head[: len(scores)], scores, strict=True):
             rerank_scores[cid] = s
         # Reranked passages lead, ordered by the cross-encoder; the rest keep fused order.
         probs = {c: 1.0 / (1.0 + math.exp(-s)) for c, s in rerank_scores.items()}
         base = {c: (1.0 + probs[c]) if c in probs else base[c] for c in pool}
-        signals.append("rerank")
+        if scores:
+            signals.append("rerank")
     if opts.half_life_days > 0:
         signals.append("recency")
 
@@ -323,35 +368,99 @@ def recall(
         score = base[cid] * recency_factor(_age_days(row, now), opts.half_life_days)
         if row.get("noise"):
             score *= NOISE_FACTOR
+        if row.get("block_type") == "tool_result":
+            score *= TOOL_RESULT_FACTOR
         hits.append(Hit(row, score, seen_bm25.get(cid), seen_vec.get(cid),
                         rerank_scores.get(cid)))
     hits.sort(key=lambda h: h.score, reverse=True)
 
-    chosen: list[Hit] = []
-    texts: set[str] = set()
-    for hit in hits:
-        key = _normalise(hit.row["text"])
-        if key in texts:
-            continue  # the same words said twice (copies, retries): keep the best-scored
-        texts.add(key)
-        chosen.append(hit)
-        if len(chosen) == opts.k:
-            break
+    chosen = _select(hits, opts.k, SESSION_REPEAT if opts.context else 1.0)
     if opts.neighbors:
         attach_neighbors(repo, chosen, opts.neighbors)
     return RecallResult(query, chosen, signals, backlog, len(pool))
 
 
+def _select(hits: list[Hit], k: int, repeat: float) -> list[Hit]:
+    """The top k, without repeated text, each further passage of a session discounted.
+
+    `hits` is sorted best first. A session's n-th passage competes with its score times
+    `repeat`**n (n from 0), so a long session needs clearly better passages to take several
+    places; with `repeat` = 1 this is the plain order.
+    """
+    chosen: list[Hit] = []
+    texts: set[str] = set()
+    per_session: dict[str, int] = {}
+    waiting = list(hits)
+    while waiting and len(chosen) < k:
+        best_i, best = 0, -math.inf
+        for i, hit in enumerate(waiting):
+            if hit.score <= best:
+                break  # sorted: no later hit can beat the best discounted score so far
+            value = hit.score * repeat ** per_session.get(hit.row["session_id"], 0)
+            if value > best:
+                best_i, best = i, value
+        hit = waiting.pop(best_i)
+        key = _normalise(hit.row["text"])
+        if key in texts:
+            continue  # the same words said twice (copies, retries): keep the best-scored
+        texts.add(key)
+        per_session[hit.row["session_id"]] = per_session.get(hit.row["session_id"], 0) + 1
+        chosen.append(hit)
+    return chosen
+
+
+def with_context(base: dict[str, float], rows: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Fused scores plus what each passage's neighbours and session add, rescaled to [0, 1].
+
+    A passage borrows NEIGHBOR_WEIGHT of the best candidate in the turn just before or after
+    it (the question an answer answers, the answer a question got) and SESSION_WEIGHT of its
+    session's evidence beyond its own: the best and second-best other candidates of the
+    session, the second at half weight. Only candidates count, so this costs no query.
+    """
+    by_turn: dict[tuple[str, int], float] = {}
+    by_session: dict[str, list[tuple[float, str]]] = {}
+    for cid, score in base.items():
+        row = rows[cid]
+        key = (row["session_id"], int(row["seq"]))
+        by_turn[key] = max(by_turn.get(key, 0.0), score)
+        by_session.setdefault(row["session_id"], []).append((score, cid))
+    for scored in by_session.values():
+        scored.sort(reverse=True)
+    out: dict[str, float] = {}
+    for cid, score in base.items():
+        row = rows[cid]
+        sid, seq = row["session_id"], int(row["seq"])
+        near = max(by_turn.get((sid, seq - 1), 0.0), by_turn.get((sid, seq + 1), 0.0))
+        others = [s for s, c in by_session[sid] if c != cid][:2]
+        support = sum(w * s for w, s in zip((1.0, 0.5), others, strict=False))
+        out[cid] = score + NEIGHBOR_WEIGHT * near + SESSION_WEIGHT * support
+    top = max(out.values(), default=0.0)
+    return {c: s / top if top > 0 else s for c, s in out.items()}
+
+
+def with_time(
+    base: dict[str, float], rows: dict[str, dict[str, Any]], window: timeexpr.TimeWindow
+) -> dict[str, float]:
+    """Scores × (1 + TIME_WEIGHT × closeness to the question's window), rescaled to [0, 1]."""
+    out = {}
+    for cid, score in base.items():
+        when = rows[cid].get("time")
+        near = window.closeness(when) if when is not None else 0.0
+        out[cid] = score * (1.0 + TIME_WEIGHT * near)
+    top = max(out.values(), default=0.0)
+    return {c: s / top if top > 0 else s for c, s in out.items()}
+
+
 def vector_scores(repo: Repository, qvec: Any, ids: Sequence[str]) -> dict[str, float]:
     """The cosine of the query with each of `ids` that has a vector of the stamped model."""
-    stamp = repo.model_stamp()
-    if not ids or stamp is None:
+    wanted = vector_label(repo)
+    if not ids or wanted is None:
         return {}
     import numpy as np
 
     quoted = ", ".join(_lit(i) for i in ids)
     table = repo.vectors.dataset().to_table(
-        columns=["id", "vector"], filter=f"model = {_lit(stamp.name)} AND id IN ({quoted})"
+        columns=["id", "vector"], filter=f"model = {_lit(wanted)} AND id IN ({quoted})"
     )
     if not table.num_rows:
         return {}

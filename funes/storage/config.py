@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import configparser
 import io
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,25 +36,37 @@ def _bool(value: str) -> str:
     raise ValueError("expected true or false")
 
 
-def _positive_float(value: str) -> str:
-    number = float(value)
-    if number < 0:
-        raise ValueError("expected a number ≥ 0")
-    return repr(number) if "." in value or "e" in value.lower() else str(int(number))
+def _ranged_float(high: float) -> Callable[[str], str]:
+    """A parser for a finite number in [0, high] (inf and nan are refused: they poison maths)."""
+
+    def parse(value: str) -> str:
+        number = float(value)
+        if not math.isfinite(number) or not 0 <= number <= high:
+            raise ValueError(f"expected a number between 0 and {high:g}")
+        return repr(number) if "." in value or "e" in value.lower() else str(int(number))
+
+    return parse
 
 
-def _positive_int(value: str) -> str:
-    number = int(value)
-    if number <= 0:
-        raise ValueError("expected a whole number > 0")
-    return str(number)
+def _ranged_int(low: int, high: int) -> Callable[[str], str]:
+    """A parser for a whole number in [low, high]: a value no command accepts is refused here."""
+
+    def parse(value: str) -> str:
+        try:
+            number = int(value.strip())
+        except ValueError:
+            raise ValueError(f"expected a whole number between {low} and {high}") from None
+        if not low <= number <= high:
+            raise ValueError(f"expected a whole number between {low} and {high}")
+        return str(number)
+
+    return parse
 
 
-def _count(value: str) -> str:
-    number = int(value)
-    if number < 0:
-        raise ValueError("expected a whole number ≥ 0")
-    return str(number)
+def _representation(value: str) -> str:
+    if value.strip() not in ("1", "2"):
+        raise ValueError("expected 1 (chunk text) or 2 (context header + chunk text)")
+    return value.strip()
 
 
 def _text(value: str) -> str:
@@ -77,18 +90,33 @@ KEYS: dict[str, Key] = {
     for k in (
         Key("user.name", _text, "author name recorded in commits"),
         Key("user.email", _text, "author email recorded in commits"),
-        Key("core.lockTimeout", _positive_float, "seconds a writer waits for the lock", "5"),
+        Key("core.lockTimeout", _ranged_float(86400), "seconds a writer waits for the lock", "5"),
         Key("core.owned", _bool, "whether this memory is yours (trusted)", "true"),
-        Key("index.maxTokens", _positive_int, "chunk size in embedding-model tokens", "256"),
-        Key("index.batchChunks", _positive_int, "chunks per commit of an index run", "20000"),
-        Key("index.batchBytes", _positive_int, "text bytes per commit of an index run",
+        Key("index.maxTokens", _ranged_int(16, 8192), "chunk size in embedding-model tokens",
+            "256"),
+        Key("index.toolResults", _bool, "index tool output (false: calls only)", "true"),
+        Key("index.representation", _representation,
+            "what is embedded: 1 = chunk text, 2 = context header + text", "1"),
+        Key("index.batchChunks", _ranged_int(1, 10_000_000), "chunks per commit of an index run",
+            "20000"),
+        Key("index.batchBytes", _ranged_int(1, 1 << 40), "text bytes per commit of an index run",
             "67108864"),
-        Key("pack.threshold", _count, "fragments per table that trigger a pack (0 = off)", "32"),
-        Key("recall.k", _positive_int, "passages returned by default", "8"),
-        Key("recall.halfLife", _positive_float, "recency half-life in days (0 = off)", "90"),
-        Key("recall.rerankPool", _count, "passages the reranker scores (0 = no reranking)", "4"),
+        Key("pack.threshold", _ranged_int(0, 1_000_000),
+            "fragments per table that trigger a pack (0 = off)", "8"),
+        # The bounds are recall's own (funes.retrieval.recall.MAX_K, MAX_RERANK_POOL).
+        Key("recall.k", _ranged_int(1, 200), "passages returned by default", "8"),
+        Key("recall.halfLife", _ranged_float(365_000), "recency half-life in days (0 = off)",
+            "90"),
+        Key("recall.rerankPool", _ranged_int(0, 200),
+            "passages the reranker scores (0 = no reranking)", "4"),
+        Key("recall.budget", _ranged_float(60_000),
+            "ms a recall may take before reranking stops (0 = never stop)", "300"),
         Key("model.embed", _text, "embedding model name", "minilm-l6-v2"),
         Key("model.rerank", _text, "reranker model name"),
+        Key("sync.interval", _ranged_float(31_536_000),
+            "seconds between hook syncs for agents without a session end", "900"),
+        Key("sync.staleAfter", _ranged_float(31_536_000),
+            "seconds without a sync before agent output notes it", "86400"),
     )
 }
 
@@ -149,11 +177,23 @@ class Config:
         return parser
 
     def get(self, name: str) -> str | None:
-        """A value, or the key's default, or None."""
+        """A value, or the key's default, or None.
+
+        A value set by hand in the file is checked like `set` checks it, so a bad one is an
+        error naming the key and the fix here, not a failure later in whatever uses it.
+        """
         section, option, key = _lookup(name)
         parser = self._load()
         if parser.has_option(section, option):
-            return parser.get(section, option)
+            raw = parser.get(section, option)
+            try:
+                return key.parse(raw)
+            except ValueError as exc:
+                raise ConfigFileError(
+                    f"bad value for {name} in {self.path}: {raw[:40]!r} ({exc})",
+                    hint=f"fix it with `funes config set {name} VALUE`, or "
+                    f"`funes config unset {name}` for the default",
+                ) from None
         return key.default
 
     def set(self, name: str, value: str) -> str:

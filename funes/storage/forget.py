@@ -107,3 +107,44 @@ def tombstone(repo: Repository, ids: list[str], reason: str) -> CommitResult:
         return CommitResult(None, 0, 0, 0, head.chunk_count if head else 0)
     stone = Tombstone(tuple(sorted(ids)), reason, repo._who(), now_iso())
     return repo.commit_chunks([], f"{reason}: {len(ids)} chunk(s)", tombstones=[stone])
+
+
+@dataclass(frozen=True)
+class LiftResult:
+    """What `unforget` lifted."""
+
+    commit: str | None  # the commit recording the lift
+    tombstones: tuple[str, ...]  # the tombstones lifted
+    restored: int  # chunks visible again
+    chunk_count: int
+
+
+def lift(repo: Repository, rev: str) -> LiftResult:
+    """Cancel the tombstones commit `rev` carries, with a tombstone that lifts them.
+
+    The way back from a tombstone that arrived in a pull (an unsigned teammate's `forget`
+    that also hid your own chunks of the same transcript): the chunks it hid are visible
+    again here and, once pushed, everywhere the lift travels. Like any tombstone the lift is
+    a commit: `funes reset --hard HEAD~1` takes it back.
+    """
+    oid = repo.resolve(rev)
+    commit = repo.objects.commit(oid)
+    head = repo.head()
+    targets, lifted = repo.tombstones(head)
+    wanted = tuple(sorted(t for t in commit.tombstones if t in targets and t not in lifted))
+    if not commit.tombstones:
+        raise UsageError(f"commit {oid[:12]} carries no tombstone",
+                         hint="`funes log` shows the commits that forgot something")
+    if not wanted:
+        raise UsageError(f"the tombstones of {oid[:12]} are not in HEAD's history or are "
+                         "already lifted")
+    before = repo.tombstoned_ids(head)
+    after: set[str] = set()
+    for tid, ids in targets.items():
+        if tid not in lifted and tid not in wanted:
+            after.update(ids)
+    back = (before - after) & repo.chunk_ids()
+    stone = Tombstone((), f"unforget {oid[:12]}", repo._who(), now_iso(), lifts=wanted)
+    result = repo.commit_chunks([], f"unforget {oid[:12]}: {len(back)} chunk(s)",
+                                tombstones=[stone], restored=len(back))
+    return LiftResult(result.commit, wanted, len(back), result.chunk_count)

@@ -30,13 +30,27 @@ class IdIndex:
         self.path = path
 
     def _connect(self) -> sqlite3.Connection:
+        """Open the cache; a damaged one is deleted and started again (it is only a cache)."""
+        try:
+            return self._open()
+        except sqlite3.DatabaseError:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            return self._open()
+
+    def _open(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.path, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.execute("CREATE TABLE IF NOT EXISTS ids (id TEXT PRIMARY KEY) WITHOUT ROWID")
-        db.execute("CREATE TABLE IF NOT EXISTS hidden (id TEXT PRIMARY KEY) WITHOUT ROWID")
-        db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("CREATE TABLE IF NOT EXISTS ids (id TEXT PRIMARY KEY) WITHOUT ROWID")
+            db.execute("CREATE TABLE IF NOT EXISTS hidden (id TEXT PRIMARY KEY) WITHOUT ROWID")
+            db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            db.execute("SELECT value FROM meta WHERE key='head'").fetchone()
+        except BaseException:
+            db.close()
+            raise
         return db
 
     def synced_head(self) -> str | None:
@@ -72,6 +86,10 @@ class IdIndex:
             if marker == head:
                 return
             present, hidden, reached = self._since(repo, head, marker)
+            if hidden is None:  # a tombstone was lifted: rebuild from scratch
+                present, hidden, reached = self._since(repo, head, None)
+                reached = False
+            assert hidden is not None
             db.execute("BEGIN")
             if not reached:  # the marker is not an ancestor: rebuild from scratch
                 db.execute("DELETE FROM ids")
@@ -84,9 +102,16 @@ class IdIndex:
     @staticmethod
     def _since(
         repo: Repository, head: ObjectId | None, marker: str | None
-    ) -> tuple[set[str], set[str], bool]:
+    ) -> tuple[set[str], set[str] | None, bool]:
+        """Ids added and hidden since `marker`, and whether the walk reached it.
+
+        Hidden is None when a tombstone was lifted: an incremental sync cannot un-hide, so the
+        caller rebuilds.
+        """
         present: set[str] = set()
         hidden: set[str] = set()
+        targets: dict[str, tuple[str, ...]] = {}
+        lifted: set[str] = set()
         reached = marker is None
         for oid, commit in _until(repo, head, marker):
             if oid == marker:
@@ -97,7 +122,14 @@ class IdIndex:
                 if manifest.table == "chunks":
                     present.update(manifest.ids)
             for tid in commit.tombstones:
-                hidden.update(repo.objects.tombstone(tid).targets)
+                stone = repo.objects.tombstone(tid)
+                targets[tid] = stone.targets
+                lifted.update(stone.lifts)
+        if lifted and marker is not None:
+            return present, None, reached
+        for stone_id, ids in targets.items():
+            if stone_id not in lifted:
+                hidden.update(ids)
         return present, hidden, reached
 
 
@@ -140,24 +172,27 @@ class HiddenCache:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def _load(self) -> list[tuple[str, frozenset[str]]]:
+    def _load(self) -> list[tuple[str, frozenset[str], frozenset[str]]]:
+        """Entries: (commit, ids hidden there, tombstones lifted in its history)."""
         import json
 
         try:
             if self.path.stat().st_size > _HIDDEN_MAX_BYTES:
                 return []
             data = json.loads(self.path.read_text("utf-8"))
-            return [(str(e["head"]), frozenset(str(i) for i in e["hidden"]))
+            return [(str(e["head"]), frozenset(str(i) for i in e["hidden"]),
+                     frozenset(str(i) for i in e.get("lifts", ())))
                     for e in data["entries"]][:_HIDDEN_KEEP]
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return []
 
-    def _save(self, entries: list[tuple[str, frozenset[str]]]) -> None:
+    def _save(self, entries: list[tuple[str, frozenset[str], frozenset[str]]]) -> None:
         import json
 
         from funes.storage.atomic import write_atomic
 
-        data = {"entries": [{"head": h, "hidden": sorted(s)} for h, s in entries]}
+        data = {"entries": [{"head": h, "hidden": sorted(s), **({"lifts": sorted(x)} if x else {})}
+                            for h, s, x in entries]}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(self.path, json.dumps(data).encode(), durable=False)
@@ -172,8 +207,9 @@ class HiddenCache:
         if key in _memo:
             return set(_memo[key])
         entries = self._load()
-        known = dict(entries)
+        known = {h: (s, x) for h, s, x in entries}
         result: set[str] = set()
+        lifted: set[str] = set()
         stack: list[str] = [head]
         seen: set[str] = set()
         while stack:
@@ -182,16 +218,28 @@ class HiddenCache:
                 continue
             seen.add(oid)
             if oid in known:  # its whole ancestry is summed up in its set
-                result |= known[oid]
+                result |= known[oid][0]
+                lifted |= known[oid][1]
                 continue
             commit = repo.objects.commit(oid)
             for tid in commit.tombstones:
-                result.update(repo.objects.tombstone(tid).targets)
+                stone = repo.objects.tombstone(tid)
+                result.update(stone.targets)
+                lifted.update(stone.lifts)
             stack.extend(commit.parents)
+        if lifted:
+            # A lift (`funes unforget`) subtracts, which a union of cached sets cannot do:
+            # work the set out from every tombstone (rare: only histories with a lift).
+            result = set()
+            targets, lifted_now = repo.tombstones(head)
+            for stone_id, ids in targets.items():
+                if stone_id not in lifted_now:
+                    result.update(ids)
+            lifted = lifted_now
         frozen = frozenset(result)
         if len(_memo) > 64:
             _memo.clear()
         _memo[key] = frozen
         if head not in known:
-            self._save([(head, frozen), *entries][:_HIDDEN_KEEP])
+            self._save([(head, frozen, frozenset(lifted)), *entries][:_HIDDEN_KEEP])
         return set(frozen)

@@ -29,6 +29,10 @@ class RepositoryBusyError(FunesError):
         self.holder = holder
 
 
+class LockFileError(FunesError):
+    """The lock file is not a file funes can open (a directory, a symlink, no permission)."""
+
+
 class WriteLock:
     """Exclusive write lock; `timeout=0` fails at once (what hooks want)."""
 
@@ -39,7 +43,14 @@ class WriteLock:
 
     def acquire(self) -> None:
         """Take the lock, waiting up to `timeout` seconds."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            raise LockFileError(
+                f"cannot open the lock file {self.path} ({exc.strerror})",
+                hint="it must be a plain file: remove whatever is there "
+                f"(`rm -r {self.path}`) and run the command again",
+            ) from None
         start = time.monotonic()
         delay = 0.01
         while True:

@@ -25,10 +25,11 @@ ZERO = "0" * 64
 class CorruptRefError(FunesError):
     """A ref file that does not hold a commit id or a symbolic ref."""
 
-    def __init__(self, name: str, detail: str) -> None:
+    def __init__(self, name: str, detail: str, *, hint: str | None = None) -> None:
         super().__init__(
             f"ref {name} is damaged: {detail}",
-            hint="run `funes fsck`; `funes reflog` shows where it pointed before",
+            hint=hint or "run `funes fsck`; `funes reflog` shows where it pointed before, "
+            "`funes reset --hard REV` puts it back",
         )
         self.name = name
 
@@ -90,7 +91,18 @@ class RefStore:
             raise CorruptRefError(name, f"unreadable ({exc.__class__.__name__})") from None
 
     def resolve_name(self, name: RefName) -> RefName:
-        """Follow symbolic refs to the direct ref that would be updated."""
+        """Follow symbolic refs to the direct ref that would be updated.
+
+        HEAD always exists (`init` writes it first): a missing HEAD is damage, never an
+        unborn branch, or every reader would see an empty history over live rows and the
+        next commit would start a parentless one.
+        """
+        if name == HEAD and self._read_text(HEAD) is None:
+            raise CorruptRefError(
+                HEAD, "is missing",
+                hint="restore it with `funes reset --hard main` (or the branch you were on; "
+                "`funes reflog` lists where HEAD pointed)",
+            )
         seen = set()
         while True:
             target = self.read_symbolic(name)

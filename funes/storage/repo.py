@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from funes._env import Settings
 from funes.errors import FunesError, NotARepositoryError, UsageError
 from funes.model.chunk import Chunk
-from funes.model.ids import ObjectId
+from funes.model.ids import ObjectId, is_object_id
 from funes.model.objects import Commit, Link, Manifest, ModelStamp, Tombstone
 from funes.model.refs import DEFAULT_BRANCH, HEAD, RefName, branch_ref, check_ref_name
 from funes.storage.atomic import write_atomic
@@ -44,10 +45,15 @@ from funes.storage.lock import WriteLock
 from funes.storage.objects import ObjectStore
 from funes.storage.refs import RefStore
 from funes.storage.signing import sign_commit
-from funes.storage.tables import LanceTable, chunk_schema, chunks_to_arrow
+from funes.storage.tables import DamagedTableError, LanceTable, chunk_schema, chunks_to_arrow
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+#: Where a merge or reset leaves the tip it moved the branch away from (git's name).
+ORIG_HEAD = "ORIG_HEAD"
+#: `HEAD@{2}`, `main@{1}`: a ref's value some moves ago (its reflog).
+_REFLOG_REV_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._/-]{0,200})?@\{(\d{1,6})\}$")
 
 FORMAT_NAME = "funes-repository"
 FORMAT_VERSION = 1
@@ -209,10 +215,21 @@ class Repository:
         except (OSError, ValueError):
             journal.unlink()
             return
-        ref = check_ref_name(pending["ref"])
+        try:
+            ref = check_ref_name(pending["ref"])
+            new = pending["commit"]
+            tables = pending["tables"]
+            removed = pending.get("removed") or {}
+            if (not isinstance(tables, dict) or not isinstance(removed, dict)
+                    or not isinstance(new, str) or not is_object_id(new)):
+                raise TypeError("journal")
+            self.objects.commit(new)  # the journal may only name a commit that exists here
+        except (KeyError, TypeError, FunesError):
+            journal.unlink()  # damaged or forged: the move it describes cannot be trusted
+            return
         current = self.refs.read(ref)
-        new = pending["commit"]
-        if current == pending["old"] and self._appended(pending["tables"]):
+        if (current == pending.get("old") and self._appended(tables)
+                and self._removed(removed)):
             self.refs.set_if_equals(
                 HEAD if ref == self.head_branch() else ref,
                 current,
@@ -228,6 +245,14 @@ class Repository:
         for name, files in tables.items():
             table = self.table(name)
             if not table.exists() or not set(files) <= table.logical_paths():
+                return False
+        return True
+
+    def _removed(self, tables: dict[str, list[str]]) -> bool:
+        """True if every fragment file a `reset` journaled as dropped left its dataset."""
+        for name, files in tables.items():
+            table = self.table(name)
+            if table.exists() and set(files) & table.file_paths():
                 return False
         return True
 
@@ -275,6 +300,11 @@ class Repository:
     def _resolve_base(self, rev: str) -> ObjectId | None:
         if rev == "HEAD":
             return self.head()
+        if rev == ORIG_HEAD:
+            return self.orig_head()
+        at = _REFLOG_REV_RE.match(rev)
+        if at:
+            return self._reflog_entry(at.group(1) or "HEAD", int(at.group(2)))
         for candidate in (rev, f"refs/heads/{rev}", f"refs/tags/{rev}", f"refs/remotes/{rev}"):
             if candidate.startswith("refs/"):
                 try:
@@ -288,6 +318,37 @@ class Repository:
         if oid is not None:
             self.objects.commit(oid)  # must be a commit
         return oid
+
+    def orig_head(self) -> ObjectId | None:
+        """Where the branch was before the last merge or reset moved it (git's ORIG_HEAD)."""
+        try:
+            text = (self.path / ORIG_HEAD).read_text("ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return ObjectId(text) if is_object_id(text) else None
+
+    def set_orig_head(self, oid: ObjectId | None) -> None:
+        """Record the branch tip a merge or reset is about to leave."""
+        if oid is not None:
+            write_atomic(self.path / ORIG_HEAD, f"{oid}\n".encode(), durable=False)
+
+    def _reflog_entry(self, name: str, back: int) -> ObjectId | None:
+        """`NAME@{n}`: the value NAME had n moves ago, from its reflog (0 is the current one)."""
+        if name == "HEAD":
+            ref: RefName = HEAD
+        else:
+            try:
+                ref = check_ref_name(name if name.startswith("refs/") else f"refs/heads/{name}")
+            except FunesError:
+                return None
+        values = [e.new for e in reversed(self.refs.reflog(ref))]
+        if back < len(values):
+            value = values[back]
+        elif back == len(values) and values:
+            value = self.refs.reflog(ref)[0].old
+        else:
+            value = None
+        return ObjectId(value) if value is not None and is_object_id(value) else None
 
     def walk(self, start: ObjectId | None = None) -> Iterator[tuple[ObjectId, Commit]]:
         """Commits reachable from `start` (HEAD), newest first, each once."""
@@ -327,16 +388,49 @@ class Repository:
         return set(ids.to_pylist())
 
     def tombstoned_ids(self, start: ObjectId | None = None) -> set[str]:
-        """Chunk ids hidden by tombstones reachable from `start` (HEAD).
+        """Chunk ids hidden by tombstones reachable from `start` (HEAD), less lifted ones.
 
         Cached per commit (funes.storage.idindex.HiddenCache): a read walks back only to the
-        nearest commit whose set is known, not through the whole history.
+        nearest commit whose set is known, not through the whole history. Tombstones a
+        reachable tombstone lifts (`funes unforget`) hide nothing.
         """
         return self.hidden.hidden(self, start if start is not None else self.head())
+
+    def tombstones(
+        self, start: ObjectId | None = None
+    ) -> tuple[dict[str, tuple[str, ...]], set[str]]:
+        """Every tombstone reachable from `start` (HEAD) with its targets, and the lifted ones."""
+        targets: dict[str, tuple[str, ...]] = {}
+        lifted: set[str] = set()
+        for _, commit in self.walk(start):
+            for tid in commit.tombstones:
+                stone = self.objects.tombstone(tid)
+                targets[tid] = stone.targets
+                lifted.update(stone.lifts)
+        return targets, lifted
+
+    def require_tables(self, head: ObjectId | None) -> None:
+        """Refuse to read an empty chunk table under a history that has chunks.
+
+        A lost `chunks.lance/` (or its `_versions/`) reads as a table that does not exist:
+        without this check every reader would answer "nothing here" over a memory whose
+        commits say otherwise.
+        """
+        if self.chunks.exists() or head is None:
+            return
+        commit = self.objects.commit(head)
+        if commit.chunk_count > 0:
+            raise DamagedTableError(
+                f"{self.chunks.path} is missing or has no versions, but HEAD "
+                f"({head[:12]}) holds {commit.chunk_count} chunks",
+                hint="restore it from a backup, or clone the memory again from its remote; "
+                "`funes fsck` lists the damage",
+            )
 
     def stats(self) -> RepoStats:
         """Chunk and session counts by harness, from the chunk table."""
         stats = RepoStats()
+        self.require_tables(self.head())
         if not self.chunks.exists():
             return stats
         table = self.chunks.dataset().to_table(columns=["id", "harness", "session_id"])
@@ -367,9 +461,9 @@ class Repository:
     # -- writing ---------------------------------------------------------------------------
 
     def _who(self) -> str:
-        name = self.config.get("user.name") or self.settings.author_name
-        email = self.config.get("user.email") or self.settings.author_email
-        return f"{name} <{email}>"
+        from funes.storage.identity import author
+
+        return str(author(self.settings, self.config))
 
     def commit_chunks(
         self,
@@ -383,8 +477,11 @@ class Repository:
         lock_timeout: float | None = None,
         links: Sequence[Link] = (),
         restamp: bool = False,
+        restored: int = 0,
     ) -> CommitResult:
         """Append a batch of chunks (and optionally vectors/tombstones/links) as one commit.
+
+        `restored`: chunks a lifting tombstone (`funes unforget`) makes visible again.
 
         Chunks already in the memory are skipped, so re-indexing is idempotent; a batch with
         nothing new makes no commit unless `allow_empty` (links always count as new).
@@ -396,7 +493,7 @@ class Repository:
         with self.writing(lock_timeout):
             return self._commit_locked(
                 chunks, message, tombstones, model, vectors, allow_empty=allow_empty, links=links,
-                restamp=restamp,
+                restamp=restamp, restored=restored,
             )
 
     def _commit_locked(
@@ -410,6 +507,7 @@ class Repository:
         allow_empty: bool,
         links: Sequence[Link] = (),
         restamp: bool = False,
+        restored: int = 0,
     ) -> CommitResult:
         ref = self.head_branch()
         old = self.refs.read(ref)
@@ -474,7 +572,7 @@ class Repository:
             host=socket.gethostname(),
             time=now_iso(),
             message=message(len(fresh)) if callable(message) else message,
-            chunk_count=base_count + len(fresh) - removed,
+            chunk_count=base_count + len(fresh) - removed + restored,
             links=link_ids,
         )
         commit = sign_commit(self, commit)  # signed when $FUNES_HOME/keys/signing.key exists

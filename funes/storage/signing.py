@@ -294,31 +294,153 @@ _UNTRUSTED_CACHE: dict[tuple[str, str | None, frozenset[str]], frozenset[str]] =
 
 
 def untrusted_chunk_ids(repo: Repository) -> frozenset[str]:
-    """Chunk ids added only by commits signed with a key this user does not trust.
+    """Chunk ids that no commit this user can vouch for added.
 
+    A commit vouches for the chunks its manifests add when it is signed by a trusted key.
     A commit signed by an unknown key, or whose signature is bad or malformed, vouches for
-    nothing; its chunks are marked untrusted in recall output unless a commit that is trusted
-    (signed by a trusted key, or unsigned in a memory the user owns) also added them. Cached
-    per HEAD and set of trusted keys.
+    nothing. An unsigned commit vouches only while the user does not sign: once they have a
+    signing key (they are in a signing team), an unsigned commit is anyone's, except the
+    history they had before they started signing (the first-parent ancestors of the oldest
+    commit signed with their own key on HEAD's first-parent chain; a commit cannot be placed
+    behind one that already exists, so nothing pulled later gets there). A chunk's content
+    hashes to its id, so one vouched addition of an id vouches for its text.
+
+    Cached per HEAD and set of trusted keys, in the process and in `index/untrusted.json`
+    (a disposable cache like `ids.sqlite`): when HEAD moved on by commits that all vouch (an
+    index run's, a trusted teammate's), the set is caught up from those commits alone, so a
+    recall after each hook commit does not walk the whole history again.
     """
     head = repo.head()
     keys = trusted_keys(repo.settings)
+    own = own_key(repo.settings)
     cache_key = (str(repo.path), head, frozenset(keys))
     cached = _UNTRUSTED_CACHE.get(cache_key)
     if cached is not None:
         return cached
-    doubtful: set[str] = set()
-    vouched: set[str] = set()
-    for _, commit in repo.walk(head) if head else ():
-        status, _kid = verify(commit, keys) if commit.signature is not None else ("unsigned",
-                                                                                   None)
-        target = vouched if status in ("good", "unsigned") else doubtful
-        for mid in commit.manifests:
-            manifest = repo.objects.manifest(mid)
-            if manifest.table == "chunks":
-                target.update(manifest.ids)
-    result = frozenset(doubtful - vouched)
+    signature = {"keys": sorted(keys), "own": own.id if own else None}
+    stored = _load_marks(repo, signature)
+    caught_up = _catch_up(repo, head, stored, keys, own) if stored is not None else None
+    if caught_up is not None:
+        result, signed_seen = caught_up
+    else:
+        result, signed_seen = _untrusted_from_scratch(repo, head, keys, own)
+    _save_marks(repo, {**signature, "head": head, "signed_seen": signed_seen,
+                       "ids": sorted(result)})
     if len(_UNTRUSTED_CACHE) > 64:
         _UNTRUSTED_CACHE.clear()
     _UNTRUSTED_CACHE[cache_key] = result
     return result
+
+
+_MARKS = "untrusted.json"
+_CATCH_UP_LIMIT = 5000
+
+
+def _load_marks(repo: Repository, signature: dict[str, Any]) -> dict[str, Any] | None:
+    import json
+
+    try:
+        data = json.loads((repo.path / "index" / _MARKS).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or any(data.get(k) != v for k, v in signature.items()):
+        return None
+    ids, head = data.get("ids"), data.get("head")
+    if not isinstance(ids, list) or not isinstance(head, str | None):
+        return None
+    return data
+
+
+def _save_marks(repo: Repository, data: dict[str, Any]) -> None:
+    import json
+
+    from funes.storage.atomic import write_atomic
+
+    with contextlib.suppress(OSError):
+        write_atomic(repo.path / "index" / _MARKS, json.dumps(data).encode(), durable=False)
+
+
+def _catch_up(
+    repo: Repository, head: ObjectId | None, stored: dict[str, Any],
+    keys: dict[str, PublicKey], own: PublicKey | None,
+) -> tuple[frozenset[str], bool] | None:
+    """The stored set moved on to `head`, or None when that needs a walk from scratch.
+
+    Only commits that all vouch can be folded in (their ids stop being doubtful); a doubtful
+    one, an unsigned one in a signing team, or the user's first own-signed commit (it moves
+    the boundary of the history from before signing) needs the whole history.
+    """
+    start = stored["head"]
+    if start == head:
+        return frozenset(str(i) for i in stored["ids"]), bool(stored.get("signed_seen"))
+    if head is None or start is None:
+        return None
+    signed_seen = bool(stored.get("signed_seen"))
+    vouched: set[str] = set()
+    stack: list[str] = [head]
+    seen: set[str] = set()
+    while stack:
+        oid = stack.pop()
+        if oid == start or oid in seen:
+            continue
+        seen.add(oid)
+        if len(seen) > _CATCH_UP_LIMIT:
+            return None
+        commit = repo.objects.commit(oid)
+        if commit.signature is None:
+            if own is not None:
+                return None
+        elif verify(commit, keys)[0] != "good":
+            return None
+        elif own is not None and commit.signature.get("key") == own.id and not signed_seen:
+            return None  # the first own-signed commit moves the grandfathered boundary
+        if not commit.parents:
+            return None  # the walk passed the stored head: not a descendant of it
+        stack.extend(commit.parents)
+        for mid in commit.manifests:
+            manifest = repo.objects.manifest(mid)
+            if manifest.table == "chunks":
+                vouched.update(manifest.ids)
+    return frozenset(str(i) for i in stored["ids"]) - vouched, signed_seen
+
+
+def _untrusted_from_scratch(
+    repo: Repository, head: ObjectId | None, keys: dict[str, PublicKey], own: PublicKey | None
+) -> tuple[frozenset[str], bool]:
+    """Walk every commit: (doubtful ids, whether an own-signed commit was seen)."""
+    grandfathered = _before_signing(repo, head, own) if own is not None and head else None
+    doubtful: set[str] = set()
+    vouched: set[str] = set()
+    signed_seen = False
+    for oid, commit in repo.walk(head) if head else ():
+        if commit.signature is None:
+            good = own is None or (grandfathered is not None and oid in grandfathered)
+        else:
+            good = verify(commit, keys)[0] == "good"
+            if good and own is not None and commit.signature.get("key") == own.id:
+                signed_seen = True
+        target = vouched if good else doubtful
+        for mid in commit.manifests:
+            manifest = repo.objects.manifest(mid)
+            if manifest.table == "chunks":
+                target.update(manifest.ids)
+    return frozenset(doubtful - vouched), signed_seen
+
+
+def _before_signing(repo: Repository, head: ObjectId, own: PublicKey) -> set[str]:
+    """First-parent ancestors of the oldest own-signed commit on HEAD's first-parent chain."""
+    chain: list[tuple[str, Commit]] = []
+    oid: str | None = head
+    while oid is not None:
+        commit = repo.objects.commit(oid)
+        chain.append((oid, commit))
+        oid = commit.parents[0] if commit.parents else None
+    oldest = None
+    for index, (_, commit) in enumerate(chain):
+        sig = commit.signature
+        if sig is not None and sig.get("key") == own.id and verify(commit, {own.id: own})[0] \
+                == "good":
+            oldest = index
+    if oldest is None:
+        return set()
+    return {cid for cid, _ in chain[oldest + 1:]}

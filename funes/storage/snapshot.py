@@ -83,6 +83,7 @@ class Snapshot(Repository):
         self.live = live
         # HEAD before the tables: the tables can only be newer than it, never older.
         self._head = live.head()
+        live.require_tables(self._head)
         self.chunks = PinnedTable.pin(live.chunks, session)
         self.vectors = PinnedTable.pin(live.vectors, session)
 

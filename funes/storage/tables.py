@@ -15,11 +15,13 @@ here is ever rewritten. Any Lance reader can open either dataset; `vectors.lance
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from funes.errors import FunesError
 from funes.model.chunk import Chunk
 from funes.model.objects import DataFile, FragmentRecord
 from funes.storage.atomic import sha256_file
@@ -135,6 +137,36 @@ def chunks_to_arrow(chunks: Sequence[Chunk]) -> pa.Table:
             if name not in ("id", "time"):
                 cols[name].append(getattr(c, name))
     return pa.Table.from_pydict(cols, schema=chunk_schema())
+
+
+class DamagedTableError(FunesError):
+    """A Lance table of the memory cannot be read: a file missing, truncated or corrupt."""
+
+
+def storage_damage(exc: BaseException) -> DamagedTableError | None:
+    """The one-line error for an exception Lance or Arrow raised reading a damaged table.
+
+    Lance reports a missing or truncated fragment file, a lost `_versions/` and the like as
+    OSError, ValueError or Arrow errors from deep inside its reader, wherever a read happens
+    (a scan, an index build, a count). Telling those apart from funes's own bugs by where
+    they were raised keeps the rule that an unexpected exception is a bug with a traceback.
+    """
+    if not isinstance(exc, (OSError, ValueError, RuntimeError)):
+        return None
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    if last is None or not any(f"{os.sep}{name}{os.sep}" in last or last.startswith(name)
+                               for name in ("lance", "pyarrow")):
+        return None
+    detail = " ".join(str(exc).split(", /")[0].split())[:200] or exc.__class__.__name__
+    return DamagedTableError(
+        f"a table of this memory cannot be read ({detail})",
+        hint="run `funes fsck` to see the damage; restore the named file from a backup, or "
+        "clone the memory again from its remote",
+    )
 
 
 class LanceTable:

@@ -20,6 +20,10 @@ sides. Nothing is re-embedded: vectors travel as fragments like chunks do.
 The local tables hold the rows of local branches only (docs/format.md, "Tables"): fetch stores
 files without appending them; `merge` appends what the new tip adds, through the same journal
 as an ordinary commit, so a crash at any point is finished or undone by the next writer.
+
+One file because it is the repository's one entrance: every check on what arrives (object
+hashes, fragment metadata against the file, ids against content) sits beside the code that
+installs it, so no path can store something unchecked.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import json
 import os
 import re
 import socket
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -195,23 +199,215 @@ def check_record(record: FragmentRecord, where: str) -> None:
     rows = meta.get("physical_rows")
     if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
         raise TransferError(f"{where}: fragment metadata has no row count")
+    for f in files:
+        for key in ("fields", "column_indices"):
+            value = f.get(key)
+            if value is not None and not (isinstance(value, list) and all(
+                    isinstance(v, int) and not isinstance(v, bool) for v in value)):
+                raise TransferError(f"{where}: fragment metadata does not parse ({key} is not "
+                                    "a list of numbers)")
     try:
         from lance.fragment import FragmentMetadata
 
         FragmentMetadata.from_json(json.dumps(meta))
-    except (ValueError, TypeError, KeyError, OSError, RuntimeError) as exc:
-        raise TransferError(f"{where}: fragment metadata does not parse ({exc})") from None
+    except BaseException as exc:  # Lance panics surface as pyo3's PanicException
+        if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
+            raise
+        detail = " ".join(str(exc).split())[:160] or exc.__class__.__name__
+        raise TransferError(f"{where}: fragment metadata does not parse ({detail})") from None
 
 
+#: Keys of a fragment's metadata whose absence means the same as these values.
+_META_DEFAULTS: dict[str, Any] = {
+    "overlays": [], "deletion_file": None, "row_id_meta": None,
+    "created_at_version_meta": None, "last_updated_at_version_meta": None,
+}
+_FILE_DEFAULTS: dict[str, Any] = {"base_id": None}
 
 
+def _normal(meta: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in meta.items() if k != "id" and not (k in defaults and v == defaults[k])}
 
-def install_data_file(table: LanceTable, expected: DataFile, src: Path, source: str) -> int:
-    """Move a downloaded fragment file into `table` after checking it; returns its size.
 
-    `src` must be on the repository's file system (a staging directory inside it), so the
-    final step is an atomic rename: a reader never sees half a file under its final name.
+def expected_schema(table: str, found: pa.Schema) -> pa.Schema:
+    """The one schema a fragment of `table` may have (vectors: of the dimension it has)."""
+    import pyarrow as pa
+
+    from funes.storage.tables import chunk_schema, vector_schema
+
+    if table == "chunks":
+        return chunk_schema()
+    index = found.get_field_index("vector")
+    kind = found.field(index).type if index >= 0 else None
+    dim = kind.list_size if isinstance(kind, pa.FixedSizeListType) else 0
+    return vector_schema(max(dim, 1))
+
+
+def verify_fragments(
+    table: str, ids: Sequence[str], records: Sequence[FragmentRecord],
+    paths: Mapping[str, Path], where: str, model: ModelStamp | None = None,
+    local_schema: pa.Schema | None = None,
+) -> None:
+    """Check a manifest's fragments against the bytes of their files; raise TransferError.
+
+    The files' hashes match the manifest already (so they are bounded by its sizes); this
+    checks that the Lance metadata describes them: one file per fragment, the table's exact
+    schema (so the field ids mean the columns they should), the file's format version, size
+    and row count, and nothing else (no overlays, deletion files, external bases, row-id
+    sequences). Then the rows themselves: together they are exactly the manifest's `ids`,
+    once each, and each chunk's content hashes to its id. Lance would otherwise trust the
+    metadata and every later read of the table would fail or return garbled rows; a row the
+    manifest does not name would be served without the signature check that covers `ids`.
+    Vectors have no content hash: they must have the dimension of the model stamp of the
+    commit that adds them (`model`) and be finite unit vectors. The schema to match is
+    `local_schema` when given (the local table they will be appended to), else the one this
+    funes writes.
+    The cost is one read of each file: what arrives.
     """
+    if list(ids) != sorted(set(ids)):
+        raise TransferError(f"{where}: the manifest's ids are not sorted and distinct")
+    seen: list[str] = []
+    for record in records:
+        if len(record.files) != 1:
+            raise TransferError(f"{where}: a fragment with {len(record.files)} files (funes "
+                                "writes one)")
+        data = record.files[0]
+        local = paths.get(data.path)
+        if local is None:
+            raise TransferError(f"{where}: fragment file {data.path} is not here to check")
+        table_rows = _read_fragment_file(local, data.path, where)
+        size = local.stat().st_size
+        if size != data.size:
+            raise TransferError(f"{where}: {data.path} is {size} bytes, its manifest says "
+                                f"{data.size}")
+        schema = table_rows.schema
+        fields = list(range(len(schema)))
+        expected = {
+            "files": [{
+                "fields": fields, "column_indices": fields,
+                "file_major_version": table_rows.major, "file_minor_version": table_rows.minor,
+                "file_size_bytes": data.size, "path": data.path[len("data/"):],
+            }],
+            "physical_rows": table_rows.num_rows,
+        }
+        files = record.meta.get("files")
+        got = {
+            **_normal(record.meta, _META_DEFAULTS),
+            "files": [_normal(f, _FILE_DEFAULTS) for f in files]
+            if isinstance(files, list) and all(isinstance(f, dict) for f in files) else files,
+        }
+        if got != expected:
+            diff = sorted(k for k in set(got) | set(expected) if got.get(k) != expected.get(k))
+            raise TransferError(
+                f"{where}: the Lance metadata of {data.path} does not describe the file "
+                f"(differs in {', '.join(diff)})",
+                hint="the remote copy is damaged or was forged; nothing was stored",
+            )
+        wanted = local_schema if local_schema is not None else expected_schema(table, schema)
+        if not schema.equals(wanted):
+            raise TransferError(f"{where}: {data.path} has another schema than the {table} "
+                                "table", hint="the two memories were written by incompatible "
+                                "funes versions, or the file was forged; nothing was stored")
+        if table == "vectors":
+            _check_vectors(table_rows.table, model, where, data.path)
+        seen.extend(table_rows.ids(table, where, data.path))
+    if sorted(seen) != list(ids):
+        extra = sorted(set(seen) - set(ids))
+        missing = sorted(set(ids) - set(seen))
+        twice = len(seen) - len(set(seen))
+        detail = (f"{len(extra)} row(s) it does not list" if extra
+                  else f"{len(missing)} listed id(s) without a row" if missing
+                  else f"{twice} id(s) twice")
+        raise TransferError(
+            f"{where}: the fragments do not hold exactly the manifest's ids ({detail})",
+            hint="the remote copy is damaged or was forged; nothing was stored",
+        )
+
+
+def _check_vectors(rows: pa.Table, model: ModelStamp | None, where: str, name: str) -> None:
+    """Vectors must have the stamped model's dimension and be finite unit vectors.
+
+    Readers rank by cosine on the assumption that vectors are normalised; a NaN or a huge
+    vector would otherwise win or break every search.
+    """
+    import numpy as np
+
+    if rows.num_rows == 0:
+        return
+    matrix = np.asarray(rows.column("vector").combine_chunks().flatten(), dtype=np.float32)
+    dim = matrix.size // rows.num_rows
+    if model is not None and dim != model.dim:
+        raise TransferError(f"{where}: vectors in {name} do not have the stamped model's "
+                            f"{model.dim} dimensions")
+    matrix = matrix.reshape(rows.num_rows, dim)
+    norms = np.linalg.norm(matrix, axis=1) if np.isfinite(matrix).all() else None
+    if norms is None or not np.allclose(norms, 1.0, atol=1e-3):
+        raise TransferError(f"{where}: vectors in {name} are not finite unit vectors")
+
+
+@dataclass
+class _FileRows:
+    """What a Lance data file really holds."""
+
+    table: pa.Table
+    major: int
+    minor: int
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.table.schema
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.table.num_rows)
+
+    def ids(self, table: str, where: str, name: str) -> list[str]:
+        """The rows' ids; for chunks, each checked against the content it hashes."""
+        from funes.model.chunk import ID_FIELDS, id_from_fields
+
+        ids = [str(i) for i in self.table.column("id").to_pylist()]
+        if table != "chunks":
+            return ids
+        # Column by column: only the fields the id hashes, no row dicts from Arrow.
+        columns = [self.table.column(f).to_pylist() for f in ID_FIELDS]
+        for cid, values in zip(ids, zip(*columns, strict=True), strict=True):
+            if id_from_fields(dict(zip(ID_FIELDS, values, strict=True))) != cid:
+                raise TransferError(
+                    f"{where}: a row of {name} does not hash to its id {cid[:12]}",
+                    hint="the remote copy is damaged or was forged; nothing was stored",
+                )
+        return ids
+
+
+def _read_fragment_file(path: Path, name: str, where: str) -> _FileRows:
+    """Open a Lance data file and read all of it; anything Lance cannot read is refused."""
+    try:
+        import lance.file
+
+        reader = lance.file.LanceFileReader(str(path))
+        meta = reader.metadata()
+        table = reader.read_all().to_table()
+        if table.num_rows != meta.num_rows:
+            raise ValueError("row count disagrees with the footer")
+        version = (int(meta.major_version), int(meta.minor_version))  # type: ignore[attr-defined]
+        return _FileRows(table, *version)
+    except TransferError:
+        raise
+    except BaseException as exc:  # Lance panics surface as pyo3's PanicException
+        if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
+            raise
+        detail = " ".join(str(exc).split())[:160] or exc.__class__.__name__
+        raise TransferError(
+            f"{where}: {name} is not a readable Lance data file ({detail})",
+            hint="the remote copy is damaged or was forged; nothing was stored",
+        ) from None
+
+
+
+
+
+def check_data_file(expected: DataFile, src: Path, source: str) -> int:
+    """Refuse a downloaded fragment file whose size or hash is not its manifest's."""
     check_data_path(expected.path, source)
     size, digest = sha256_file(src)
     if (size, digest) != (expected.size, expected.sha256):
@@ -223,6 +419,20 @@ def install_data_file(table: LanceTable, expected: DataFile, src: Path, source: 
             f"{expected.sha256[:12]})",
             hint="the remote copy is damaged or was tampered with; nothing was stored",
         )
+    return size
+
+
+def install_data_file(
+    table: LanceTable, expected: DataFile, src: Path, source: str, *, checked: bool = False
+) -> int:
+    """Move a downloaded fragment file into `table` after checking it; returns its size.
+
+    `src` must be on the repository's file system (a staging directory inside it), so the
+    final step is an atomic rename: a reader never sees half a file under its final name.
+    `checked`: the caller ran `check_data_file` already.
+    """
+    check_data_path(expected.path, source)
+    size = expected.size if checked else check_data_file(expected, src, source)
     dest = table.path / expected.path
     dest.parent.mkdir(parents=True, exist_ok=True)
     os.replace(src, dest)
@@ -380,6 +590,7 @@ def merge(
         for name, records in appends.items():
             append_records(repo.table(name), records)
             fragments += len(records)
+        repo.set_orig_head(ours)  # `funes reset --hard ORIG_HEAD` undoes this merge
         repo.refs.set_if_equals(
             HEAD, ours, new, who=repo._who(), time=now_iso(), message=message
         )

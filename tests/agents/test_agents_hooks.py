@@ -21,13 +21,13 @@ import pytest
 from funes.agents.hook import log_path, queue_dir
 from funes.storage.lock import WriteLock
 from tests.agents.conftest import child_env, wait_for
-from tests.conftest import FIXTURES, REPO_ROOT
+from tests.conftest import REPO_ROOT, SHARED_MISSING, trace_path
 
-TRACES = FIXTURES / "traces"
-CLAUDE = TRACES / "claude" / "marot__spotter__short.jsonl"
-CODEX = TRACES / "codex" / "huggingface__funes__codex_session.jsonl"
+CLAUDE = trace_path("claude/marot__spotter__short.jsonl")
+CODEX = trace_path("codex/huggingface__funes__codex_session.jsonl")
+PI = trace_path("pi/huggingface__funes__pi_session.jsonl")
 CODEX_THREAD = "019ef2fb-6574-7f83-bd99-9118713271f2"
-needs_fixtures = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/fixtures not present")
+needs_fixtures = pytest.mark.skipif(not CLAUDE.is_file(), reason=SHARED_MISSING)
 
 
 def _hook(settings: Any) -> Path:
@@ -203,7 +203,7 @@ def test_codex_notify_indexes_and_runs_the_users_previous_program(settings: Any,
 
 
 @needs_fixtures
-def test_session_end_pushes_a_memory_with_a_remote(settings: Any, claude_session: Path,
+def test_session_end_syncs_a_memory_with_a_remote(settings: Any, claude_session: Path,
                                                    tmp_path: Path, run) -> None:  # type: ignore[no-untyped-def]
     remote = tmp_path / "remote"
     added = run("--memory", str(settings.home), "remote", "add", "origin", str(remote))
@@ -213,7 +213,7 @@ def test_session_end_pushes_a_memory_with_a_remote(settings: Any, claude_session
                  json.dumps({**event, "hook_event_name": "SessionEnd"}))
     assert code == 0
     wait_for(lambda: _settled(settings, 0), what="the session-end hook run")
-    assert "push: " in _log(settings) and "not pushed" not in _log(settings)
+    assert "sync: " in _log(settings) and "not synced" not in _log(settings)
     clone = run("clone", str(remote), str(tmp_path / "copy"))
     assert clone.exit_code == 0, clone.stderr
     out = run("--format", "agent", "recall", "phx server start", "--memory",
@@ -221,12 +221,34 @@ def test_session_end_pushes_a_memory_with_a_remote(settings: Any, claude_session
     assert "mix phx.server" in out.stdout
 
 
+def test_session_start_brings_the_memory_up_to_date(settings: Any, tmp_path: Path,
+                                                     run) -> None:  # type: ignore[no-untyped-def]
+    from funes import api
+    from funes.storage.repo import Repository
+    from tests.builders import make_chunk
+
+    assert run("add", "claude").exit_code == 0
+    remote = tmp_path / "remote"
+    other = Repository.init(tmp_path / "other-machine" / ".funes", settings)
+    other.commit_chunks([make_chunk(1, text="written on the other machine")], "index")
+    api.remote_add(other, "origin", str(remote))
+    api.push(other)
+    assert run("--memory", str(settings.home), "remote", "add", "origin",
+               str(remote)).exit_code == 0
+    event = {"session_id": "55604662-cf2a-4331-851a-ec234028f8ca", "cwd": str(tmp_path),
+             "hook_event_name": "SessionStart", "source": "startup"}
+    assert _fire(settings, ["claude", "session-start"], json.dumps(event)) == 0
+    wait_for(lambda: _settled(settings, 0), what="the session-start hook run")
+    assert "sync: " in _log(settings) and "no transcript" not in _log(settings)
+    assert "written on the other machine" in _recall(run, "written on the other machine")
+
+
 @needs_fixtures
 def test_pi_extension_event_indexes_its_session(settings: Any, run) -> None:  # type: ignore[no-untyped-def]
     assert run("add", "pi").exit_code == 0
     session = settings.pi_home / "sessions" / "--home-user-earth--" / "2026_session.jsonl"
     session.parent.mkdir(parents=True)
-    shutil.copy(TRACES / "pi" / "huggingface__funes__pi_session.jsonl", session)
+    shutil.copy(PI, session)
     # what the extension runs on agent_end: the event as the last argument
     event = json.dumps({"session_file": str(session), "cwd": "/home/user/earth"})
     code = _fire(settings, ["pi", "turn-end", event])
@@ -273,7 +295,7 @@ def test_hook_worker_packs_the_memory_once_it_is_due(settings: Any, claude_sessi
     cuts = [*list(range(8, len(lines), max(1, (len(lines) - 8) // 5)))[:5], len(lines)]
     for done, cut in enumerate(cuts):
         claude_session.write_text("".join(lines[:cut]))  # the agent finished another turn
-        code, _ = _fire(settings, ["claude", "turn-end"], _stop_event(claude_session))
+        code = _fire(settings, ["claude", "turn-end"], _stop_event(claude_session))
         assert code == 0
         wait_for(lambda done=done: _settled(settings, done), what=f"hook run {done + 1}")
     assert "pack: " in _log(settings)  # no command from the user

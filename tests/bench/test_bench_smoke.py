@@ -22,7 +22,10 @@ sys.path.insert(0, str(BENCH))
 import bench_recall as br  # noqa: E402
 import longmemeval as lme  # noqa: E402
 
-pytestmark = pytest.mark.slow
+from tests.conftest import SHARED_MISSING  # noqa: E402
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not lme.S_FILE.is_file(), reason=SHARED_MISSING)]
 
 
 def _tiny(entry: dict[str, Any], distractors: int = 2, chars: int = 300) -> dict[str, Any]:

@@ -16,16 +16,17 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import SHARED_MISSING, trace_path
 
-TRACES = FIXTURES / "traces"
-CLAUDE_A = TRACES / "claude" / "marot__spotter__tool_heavy.jsonl"
-CLAUDE_B = TRACES / "claude" / "marot__spotter__short.jsonl"
-CODEX = TRACES / "codex" / "huggingface__funes__codex_session.jsonl"
-PI = TRACES / "pi" / "huggingface__funes__pi_session.jsonl"
+CLAUDE_A = trace_path("claude/marot__spotter__tool_heavy.jsonl")
+CLAUDE_B = trace_path("claude/marot__spotter__short.jsonl")
+CODEX = trace_path("codex/huggingface__funes__codex_session.jsonl")
+PI = trace_path("pi/huggingface__funes__pi_session.jsonl")
 GIT = shutil.which("git")
 
-needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/fixtures absent")
+needs_traces = pytest.mark.skipif(
+    not (CLAUDE_A.is_file() and CLAUDE_B.is_file()), reason=SHARED_MISSING
+)
 needs_git = pytest.mark.skipif(GIT is None, reason="no git binary for the independent check")
 
 #: A fixed moment well in the past, so commit and turn times never depend on the clock.

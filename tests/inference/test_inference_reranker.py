@@ -143,6 +143,7 @@ def test_recall_reranks_exactly_the_pool_it_is_given(
     from tests.builders import make_batch
 
     repo.commit_chunks(make_batch(0, 12, text=None), "seed")
+    repo.config.set("recall.budget", "0")  # the whole pool, however loaded the machine
     s = dataclasses.replace(settings, home=tmp_path / "home")
     import_model(rerank_gguf, s, name="test-reranker")
 
@@ -158,3 +159,39 @@ def test_recall_reranks_exactly_the_pool_it_is_given(
     assert all(r is None for r in reranked(rerank_pool=0))
     with pytest.raises(InvalidQueryError, match="--rerank-pool"):
         reranked(rerank_pool=-1)
+
+
+def test_the_rerank_budget_scores_what_fits_in_order_and_says_so(
+    settings: Any, repo: Any, rerank_gguf: Path, tmp_path: Path
+) -> None:
+    """A recall past its deadline keeps fused order for what the cross-encoder did not reach."""
+    import time
+
+    from funes import api
+    from funes.api.recall import Budgeted
+    from funes.inference.models import import_model
+    from tests.builders import make_batch
+
+    reranker = Reranker(rerank_gguf)
+    texts = ["alpha passage", "beta passage", "gamma passage"]
+    late = Budgeted(reranker, time.monotonic() - 1)
+    assert late.score("q", texts) == [] and (late.asked, late.scored) == (3, 0)
+    roomy = Budgeted(reranker, time.monotonic() + 600)
+    assert roomy.score("q", texts) == pytest.approx(reranker.score("q", texts), abs=1e-6)
+    signals = ["bm25", "rerank"]
+    roomy.report(signals)
+    assert signals == ["bm25", "rerank"]  # the whole pool: nothing to say
+
+    repo.commit_chunks(make_batch(0, 12, text=None), "seed")
+    s = dataclasses.replace(settings, home=tmp_path / "home")
+    import_model(rerank_gguf, s, name="test-reranker")
+    cut = api.recall(s, repo, "passage topic", k=8, neighbors=0, rerank_pool=3,
+                     budget_ms=1e-6)  # over before the first passage starts
+    assert "rerank budget: 0/3" in cut.signals and "rerank" not in cut.signals
+    assert all(h.rerank is None for h in cut.hits)
+    plain = api.recall(s, repo, "passage topic", k=8, neighbors=0, rerank=False)
+    assert [h.id for h in cut.hits] == [h.id for h in plain.hits]  # the fused order stands
+    whole = api.recall(s, repo, "passage topic", k=8, neighbors=0, rerank_pool=3, budget_ms=0)
+    assert "rerank" in whole.signals and not any(x.startswith("rerank budget")
+                                                  for x in whole.signals)
+    assert sum(h.rerank is not None for h in whole.hits) == 3

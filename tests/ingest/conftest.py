@@ -1,4 +1,9 @@
-"""Helpers shared by the ingest tests: where the real fixtures are, and piecewise parsing."""
+"""Helpers shared by the ingest tests: where the real fixtures are, and piecewise parsing.
+
+`trace(rel)` finds a transcript in the repository's own small set (tests/fixtures/traces)
+first, then in the large optional set (../shared/fixtures/traces), and skips the test with a
+message saying so when neither has it.
+"""
 
 from __future__ import annotations
 
@@ -10,23 +15,26 @@ import pytest
 
 from funes.ingest.parsers import parse_file
 from funes.model.turns import Turn
+from tests.conftest import FIXTURES, OWN_FIXTURES, SHARED_MISSING, trace_path
 
-TRACES = Path(__file__).parents[2].parent / "shared" / "fixtures" / "traces"
+TRACES = FIXTURES / "traces"
 
-needs_traces = pytest.mark.skipif(
-    not TRACES.is_dir(),
-    reason=f"real transcript fixtures not found at {TRACES} (the ../shared checkout is absent)",
-)
+#: For tests over the whole large set (every file in ../shared/fixtures/traces).
+needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason=SHARED_MISSING)
 
 
 def trace(rel: str) -> Path:
-    """A fixture file by its path relative to the traces folder."""
-    return TRACES / rel
+    """A fixture file by its path relative to the traces folder (skips when it is absent)."""
+    path = trace_path(rel)
+    if not path.is_file():
+        pytest.skip(f"{SHARED_MISSING} ({rel})")
+    return path
 
 
 def all_traces() -> list[Path]:
-    """Every fixture transcript (empty when the folder is absent)."""
-    return sorted(TRACES.glob("*/*.jsonl")) if TRACES.is_dir() else []
+    """Every fixture transcript: the large set when present, else the repository's own."""
+    folder = TRACES if TRACES.is_dir() else OWN_FIXTURES / "traces"
+    return sorted(folder.glob("*/*.jsonl"))
 
 
 def line_ends(path: Path) -> list[int]:

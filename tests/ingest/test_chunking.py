@@ -39,6 +39,7 @@ from funes.ingest.chunking import (
 from funes.ingest.tokenizer import count, get_tokenizer
 from funes.model.turns import Block, Source, Turn
 from tests.builders import tool_log, trace_strings
+from tests.conftest import SHARED_MISSING
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "traces"
@@ -129,7 +130,7 @@ def test_chunk_fields_carry_the_turns_provenance() -> None:
 
 def test_real_fixture_text() -> None:
     if not FIXTURES.exists():
-        pytest.skip("shared fixtures not available")
+        pytest.skip(SHARED_MISSING)
     strings = fixture_strings()
     long = 0
     for text in strings:
@@ -141,7 +142,7 @@ def test_real_fixture_text() -> None:
 
 def test_small_windows_on_fixture_text() -> None:
     if not FIXTURES.exists():
-        pytest.skip("shared fixtures not available")
+        pytest.skip(SHARED_MISSING)
     strings = [s for s in fixture_strings() if len(s) > 200][:400]
     for text in strings:
         check_windows(text, split_text(text, max_tokens=24, overlap_tokens=6, max_chars=300),

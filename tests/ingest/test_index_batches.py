@@ -10,15 +10,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from funes import api
 from funes.storage.fsck import fsck
 from funes.storage.repo import Repository
-from tests.conftest import FIXTURES, REPO_ROOT
+from tests.conftest import FIXTURES, REPO_ROOT, needs_shared
 
 TRACES = FIXTURES / "traces"
-pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/fixtures not present")
+pytestmark = needs_shared
 
 
 def _repo(tmp_path: Path, settings: Any, name: str, batch: int | None = None) -> Repository:

@@ -6,15 +6,13 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
-
 from funes import api
 from funes.storage.fsck import fsck
 from funes.storage.repo import Repository
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, needs_shared
 
 TRACES = FIXTURES / "traces"
-pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/fixtures not present")
+pytestmark = needs_shared
 
 CLAUDE = TRACES / "claude" / "marot__spotter__tool_heavy.jsonl"
 

@@ -1,4 +1,8 @@
-"""Parsers on the real transcripts in ../shared/fixtures/traces: counts, content, noise, resume."""
+"""Parsers on real transcripts: counts, content, noise, resume.
+
+The transcripts come from tests/fixtures/traces (small, shipped) or ../shared/fixtures/traces
+(large, optional); a test whose file is in neither skips (tests/ingest/conftest.py `trace`).
+"""
 
 from __future__ import annotations
 
@@ -33,8 +37,6 @@ from tests.ingest.conftest import (
     parse_growing,
     trace,
 )
-
-pytestmark = needs_traces
 
 TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -256,6 +258,7 @@ def _texts(turns: list[Turn]) -> list[str]:
     return [b.text for t in turns for b in t.blocks]
 
 
+@needs_traces
 def test_every_fixture_is_pinned() -> None:
     assert sorted(_rel(p) for p in all_traces()) == sorted(EXPECTED)
 

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from funes.ingest.redact import KINDS, Finding, entropy, redact, redact_turn, scan
 from funes.model.turns import Block, Turn
 from tests.builders import trace_strings
+from tests.conftest import SHARED_MISSING
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "traces"
 
@@ -98,6 +99,12 @@ def fake_secrets(seed: int = 7) -> dict[str, list[str]]:
         "password": ["hunter2hunter2", "correct horse battery staple", "Tr0ub4dor&3"],
         "secret": [rnd(rng, ALNUM, 32), rnd(rng, string.hexdigits.lower(), 40)],
         "high-entropy": [rnd(rng, ALNUM, 40)],
+        "authorization": [rnd(rng, ALNUM, 40)],
+        "xml-secret": [rnd(rng, ALNUM, 20)],
+        "netrc-password": [rnd(rng, ALNUM, 20)],
+        "curl-user": [rnd(rng, ALNUM, 20)],
+        "pgpass-password": [rnd(rng, ALNUM, 20)],
+        "kubernetes-secret": [base64.b64encode(rnd(rng, ALNUM, 24).encode()).decode()],
     }
 
 
@@ -165,6 +172,13 @@ def transcript(secrets: dict[str, list[str]]) -> str:
             f"sshKey = \"{s['high-entropy'][0]}\"",
             f"Also tried {s['openai-key'][1]} which failed.",
             f"glpat rotate: {s['gitlab-token'][0]}",
+            f"curl -H 'Authorization: Token {s['authorization'][0]}' https://api.example.com/v2",
+            f"<settings><dbPassword>{s['xml-secret'][0]}</dbPassword></settings>",
+            f"machine api.example.com login deploy password {s['netrc-password'][0]}",
+            f"curl -s -u deploy:{s['curl-user'][0]} https://ci.example.com/api",
+            f"db.internal:5432:app:deploy:{s['pgpass-password'][0]}",
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tls\ndata:\n"
+            f"  tls.key: {s['kubernetes-secret'][0]}\n",
         ]
     )
 
@@ -275,7 +289,7 @@ MAX_FIXTURE_FINDINGS = 2
 
 def test_false_positives_on_real_fixtures() -> None:
     if not FIXTURES.exists():
-        pytest.skip("shared fixtures not available")
+        pytest.skip(SHARED_MISSING)
     strings = _fixture_strings()
     assert sum(map(len, strings)) > 1_000_000
     findings = [(f.kind, s[f.start : f.end][:12]) for s in strings for f in scan(s)]
@@ -381,6 +395,7 @@ def test_entropy() -> None:
         "https://" + "a:" * 50_000 + "@",
         "sk-" + "a-" * 50_000,
         "key " * 50_000,
+        "curl " * 20_000,  # gitleaks' curl rules: `.*` bounded, or this is quadratic
     ],
 )
 def test_pathological_inputs_stay_fast(text: str) -> None:
@@ -403,7 +418,7 @@ def test_later_passes_map_back_to_original_offsets() -> None:
 
 
 def test_a_flag_glued_to_a_token_is_still_a_flag() -> None:
-    key = "AKIA" + "Q" * 16
+    key = "AKIA" + "Z7Q2M4XK9PLR3TW8"  # random-looking: "AKIA" + "Q" * 16 reads as a placeholder
     redacted, findings = redact(f" {key}--token S3cr3t-Pa55w0rd ")
     assert redacted == " [REDACTED:aws-access-key-id]--token [REDACTED:secret] "
     assert [f.kind for f in findings] == ["aws-access-key-id", "secret"]

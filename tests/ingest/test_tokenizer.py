@@ -179,6 +179,7 @@ from funes.ingest.tokenizer import (  # noqa: E402 - the table tool above must n
     load_vocab,
 )
 from tests.builders import trace_strings  # noqa: E402
+from tests.conftest import SHARED_MISSING  # noqa: E402
 
 
 def test_bundled_tables_equal_the_reference() -> None:
@@ -202,7 +203,7 @@ fixture_strings = trace_strings
 
 def test_real_fixture_text_ids_identical() -> None:
     if not FIXTURES.exists():
-        pytest.skip("shared fixtures not available")
+        pytest.skip(SHARED_MISSING)
     strings = fixture_strings()
     assert len(strings) > 10_000
     ref = reference()

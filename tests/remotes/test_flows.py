@@ -13,7 +13,7 @@ import pytest
 from funes import api
 from funes.remotes.base import NonFastForwardError
 from funes.storage.repo import Repository
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, needs_shared
 from tests.remotes.conftest import World, visible
 
 TRACES = FIXTURES / "traces"
@@ -21,7 +21,7 @@ A_SESSION = TRACES / "claude" / "marot__spotter__tool_heavy.jsonl"
 A_LATER = TRACES / "claude" / "huggingface__funes__claude_session.jsonl"
 B_SESSION = TRACES / "codex" / "huggingface__funes__codex_session.jsonl"
 
-pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/fixtures not present")
+pytestmark = needs_shared
 
 
 def _index(world: World, repo: Repository, path: object) -> None:

@@ -110,8 +110,11 @@ def state(repo: Repository, *, objects: bool = True) -> dict[str, Any]:
     }
 
 
-def pull_refused(run: Any, repo: Repository, *needles: str, fetched: bool = False) -> str:
-    """`funes pull` fails with exit 5 and one line naming the problem; nothing changed.
+def pull_refused(run: Any, repo: Repository, *, fetched: bool = False) -> str:
+    """`funes pull` fails with exit 5 and one line naming the remote; nothing changed.
+
+    The wording of the reason is not pinned (the checks may be reorganised); that the pull is
+    refused, and harmlessly, is.
 
     `fetched`: the objects themselves are sound and may be stored (as `funes fetch` would);
     what is refused is merging them into the branch and its tables.
@@ -121,8 +124,7 @@ def pull_refused(run: Any, repo: Repository, *needles: str, fetched: bool = Fals
     assert out.exit_code == 5, (out.exit_code, out.stdout, out.stderr)
     message = out.stderr.strip()
     assert message.startswith("funes: ") and len(message.splitlines()) == 1, message
-    for needle in needles:
-        assert needle in message, message
+    assert "origin" in message, message  # it names the remote that sent the bad data
     assert state(repo, objects=not fetched) == before
     assert not (repo.path / "PENDING").exists()
     # And the memory still works: a later commit is not disturbed by what was refused.
@@ -149,7 +151,7 @@ def test_a_deletion_file_is_refused(remote: Remote, mine: Repository, run: Any) 
         }
 
     remote.rewrite_chunks_manifest(add_deletion_file)
-    pull_refused(run, mine, "outside its files")
+    pull_refused(run, mine)
 
 
 def test_an_external_base_path_is_refused(remote: Remote, mine: Repository, run: Any) -> None:
@@ -157,7 +159,7 @@ def test_an_external_base_path_is_refused(remote: Remote, mine: Repository, run:
         _first_fragment(manifest)["meta"]["files"][0]["base_id"] = 1
 
     remote.rewrite_chunks_manifest(add_base_id)
-    pull_refused(run, mine, "outside its files")
+    pull_refused(run, mine)
 
 
 def test_metadata_naming_another_file_is_refused(remote: Remote, mine: Repository,
@@ -172,7 +174,7 @@ def test_metadata_naming_another_file_is_refused(remote: Remote, mine: Repositor
         fragment["meta"]["files"][0]["path"] = other
 
     remote.rewrite_chunks_manifest(rename)
-    pull_refused(run, mine, "names other files than its hashes")
+    pull_refused(run, mine)
 
 
 @pytest.mark.parametrize("rows", [None, -1, True, "4"])
@@ -186,7 +188,7 @@ def test_a_missing_or_bad_row_count_is_refused(remote: Remote, mine: Repository,
             meta["physical_rows"] = rows
 
     remote.rewrite_chunks_manifest(set_rows)
-    pull_refused(run, mine, "row count")
+    pull_refused(run, mine)
 
 
 def _drop_field_ids(meta: dict[str, Any]) -> None:
@@ -199,15 +201,13 @@ def _garble_field_ids(meta: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("garble", [
     _drop_field_ids,
-    pytest.param(_garble_field_ids, marks=pytest.mark.xfail(
-        strict=True, reason="issue 14: metadata Lance's from_json accepts but cannot commit "
-        "crashes the merge (TypeError) and leaves PENDING behind")),
+    _garble_field_ids,
 ], ids=["missing", "mistyped"])
 def test_metadata_lance_cannot_read_is_refused(remote: Remote, mine: Repository, run: Any,
                                                garble: Callable[[dict[str, Any]], None]) -> None:
     remote.rewrite_chunks_manifest(
         lambda manifest, table: garble(_first_fragment(manifest)["meta"]))
-    pull_refused(run, mine, "does not parse")
+    pull_refused(run, mine)
 
 
 def _other_schema(remote: Remote, tmp_path: Path) -> None:
@@ -234,7 +234,7 @@ def test_fragments_of_another_schema_never_reach_the_table(remote: Remote, mine:
     before = state(mine, objects=False)
     del before["pending"]
     out = run("--memory", str(mine.path), "pull")
-    assert out.exit_code != 0 and "another schema" in out.stderr, out.stderr
+    assert out.exit_code != 0 and out.stderr.startswith("funes: "), out.stderr
     after = state(mine, objects=False)
     del after["pending"]
     assert after == before
@@ -242,9 +242,7 @@ def test_fragments_of_another_schema_never_reach_the_table(remote: Remote, mine:
     assert rows == [make_chunk(10, session="mine").id]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14: refused at merge time with exit 1, not 5, "
-                   "and the merge journal (PENDING) is left behind")
 def test_fragments_of_another_schema_are_refused(remote: Remote, mine: Repository,
                                                  run: Any, tmp_path: Path) -> None:
     _other_schema(remote, tmp_path)
-    pull_refused(run, mine, "another schema", fetched=True)
+    pull_refused(run, mine, fetched=True)

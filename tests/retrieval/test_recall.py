@@ -14,7 +14,7 @@ from funes import api
 from funes.model.chunk import Chunk
 from funes.storage.repo import Repository
 from tests.builders import vector_table
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, SHARED_MISSING
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -125,7 +125,7 @@ def test_bad_input_is_refused(run, settings, small: Repository) -> None:  # type
     mem = str(small.path)
     for args in (["recall", ""], ["recall", "   "], ["recall", "x", "-k", "0"],
                  ["recall", "x", "-k", "100000"], ["recall", "x", "--half-life", "-1"],
-                 ["recall", "x", "--harness", "cursor"], ["recall", "x", "--since", "yesterday"],
+                 ["recall", "x", "--harness", "notepad"], ["recall", "x", "--since", "yesterday"],
                  ["recall", "x", "--candidates", "0"], ["recall", "x", "--rerank-pool", "-1"]):
         result = run("--memory", mem, *args)
         assert result.exit_code == 2, (args, result.stderr)
@@ -146,7 +146,7 @@ def test_no_embeddings_still_answers_and_reports_backlog(run, small: Repository)
 def test_every_get_line_opens_the_cited_turn(run, settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     traces = FIXTURES / "traces"
     if not traces.is_dir():
-        pytest.skip("../shared/fixtures not present")
+        pytest.skip(SHARED_MISSING)
     repo = Repository.init(tmp_path / "m" / ".funes", settings)
     sources = [str(traces / "claude"), str(traces / "codex")]
     api.index(settings, memory=str(repo.path), paths=sources)

@@ -55,7 +55,6 @@ def test_pull_reports_the_unsigned_commit(pulled: tuple[Repository, Any]) -> Non
     assert mine.head_commit().chunk_count == 2  # type: ignore[union-attr]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14")
 def test_recall_marks_the_unsigned_passage(pulled: tuple[Repository, Any]) -> None:
     mine, out = pulled
     assert out.exit_code == 0, out.stderr

@@ -41,6 +41,8 @@ def seed_memory(tmp_path_factory: pytest.TempPathFactory, shared_models: Path) -
     api.index(settings, memory=str(repo.path), paths=[str(sources)], agents=["import"])
     drained = api.embed(settings, repo)
     assert drained.remaining == 0 and drained.embedded > 0
+    # No rerank deadline: the server and the process must rank alike on a loaded machine.
+    repo.config.set("recall.budget", "0")
     return repo.path
 
 
@@ -54,7 +56,7 @@ def memory(seed_memory: Path, tmp_path: Path, settings: Any, with_models: Path,
     # A server started on demand runs this checkout's code too.
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
     yield Repository.open(target, settings)
-    ep = warm.endpoint(target)
+    ep = warm.endpoint(settings)
     if not warm.lock_held(ep):  # servers are gone by now; leave nothing in /tmp/funes-<uid>
         for path in (ep.socket, ep.lock, ep.log, ep.spawned):
             path.unlink(missing_ok=True)

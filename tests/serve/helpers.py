@@ -67,7 +67,7 @@ def funes_cmd(*args: str) -> list[str]:
 
 
 class ServerProcess:
-    """A `funes serve` subprocess for one repository."""
+    """A `funes serve` subprocess (this user's server), started with `repo` to warm up."""
 
     def __init__(self, repo: Repository, log: Path, *args: str) -> None:
         self.repo = repo
@@ -89,14 +89,14 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise AssertionError(f"server exited {self.proc.returncode}: {self.output()}")
             try:
-                warm.request(settings, self.repo.path, "ping", timeout=2)
+                warm.request(settings, "ping", timeout=2)
                 return
             except warm.ServerUnavailable:
                 time.sleep(0.05)
         raise AssertionError(f"server did not answer within {timeout}s: {self.output()}")
 
     def status(self, settings: Any) -> warm.ServerStatus:
-        found = warm.server_status(settings, self.repo)
+        found = warm.server_status(settings)
         assert found is not None, self.output()
         return found
 

@@ -95,7 +95,7 @@ def test_recalls_during_concurrent_index_commits(memory: Repository, settings: A
     def recalls() -> None:
         try:
             while not done.is_set():
-                data = warm.request(settings, memory.path, "recall",
+                data = warm.request(settings, "recall", memory.path,
                                     {"query": f"{WORD} maintenance", "k": 8, "neighbors": 1})
                 _check_hits(warm.decode_recall(data), memory, seen)
                 counts["recalls"] += 1
@@ -113,7 +113,7 @@ def test_recalls_during_concurrent_index_commits(memory: Repository, settings: A
     assert not errors, (errors, server.output())
     assert counts["recalls"] >= batches
     # After the last commit a recall sees every session the index runs added.
-    final = warm.decode_recall(warm.request(settings, memory.path, "recall",
+    final = warm.decode_recall(warm.request(settings, "recall", memory.path,
                                             {"query": f"{WORD} maintenance", "k": 20}))
     _check_hits(final, memory, seen)
     assert {f"late-{b}" for b in range(batches)} <= seen

@@ -14,13 +14,14 @@ import os
 import shutil
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from funes import __version__
+from funes import __version__, protocol
 from funes.api import warm
 from funes.storage.repo import Repository
 
@@ -109,48 +110,48 @@ def _ask_raw(ep: warm.Endpoint, payload: bytes, *, shut: bool = True) -> bytes:
         return b"".join(chunks)
 
 
-def _message(settings: Any, ep: warm.Endpoint, **fields: Any) -> bytes:
-    message = {"v": warm.PROTOCOL, "funes": __version__, "op": "recall", "repo": str(ep.repo),
+def _message(settings: Any, repo: Repository, **fields: Any) -> bytes:
+    message = {"v": warm.PROTOCOL, "funes": __version__, "op": "recall", "repo": str(repo.path),
                "home": str(settings.home.resolve()), "args": {"query": "line reader"}}
-    return warm.dumps({**message, **fields})
+    return protocol.dumps({**message, **fields})
 
 
 def test_bad_requests_get_nothing_and_the_server_lives_on(
     memory: Repository, settings: Any, start_server: Any
 ) -> None:
     server = start_server(memory)
-    ep = warm.endpoint(memory.path)
-    assert b'"ok": true' in _ask_raw(ep, _message(settings, ep))
-    oversized = b"x" * (warm.MAX_REQUEST + (1 << 17))  # no newline: it never ends
+    ep = warm.endpoint(settings)
+    assert b'"ok": true' in _ask_raw(ep, _message(settings, memory))
+    oversized = b"x" * (protocol.MAX_REQUEST + (1 << 17))  # no newline: it never ends
     for bad in (oversized, b"[1, 2, 3]\n", b'"just a string"\n', b"\xff\xfe\n", b"{\n"):
         assert _ask_raw(ep, bad) == b"", bad[:20]
-    no_version = json.loads(_ask_raw(ep, _message(settings, ep, v=None)))
+    no_version = json.loads(_ask_raw(ep, _message(settings, memory, v=None)))
     assert no_version["ok"] is False and no_version["refused"].startswith("protocol None")
     assert server.proc.poll() is None
-    assert b'"ok": true' in _ask_raw(ep, _message(settings, ep))
+    assert b'"ok": true' in _ask_raw(ep, _message(settings, memory))
 
 
 def test_a_crashing_handler_is_refused_logged_and_survived(
     memory: Repository, settings: Any, start_server: Any
 ) -> None:
     server = start_server(memory)
-    ep = warm.endpoint(memory.path)
-    crash = _message(settings, ep, args={"query": "line reader", "no_such_argument": 1})
+    ep = warm.endpoint(settings)
+    crash = _message(settings, memory, args={"query": "line reader", "no_such_argument": 1})
     answer = json.loads(_ask_raw(ep, crash))
     assert answer == {"v": warm.PROTOCOL, "ok": False, "refused": "internal error",
                       "funes": __version__}
     assert "Traceback" in server.output() and "no_such_argument" in server.output()
     assert server.proc.poll() is None
-    assert json.loads(_ask_raw(ep, _message(settings, ep)))["ok"] is True
+    assert json.loads(_ask_raw(ep, _message(settings, memory)))["ok"] is True
 
 
 # -- the client against a server that answers badly ---------------------------------------------
 
 
 @pytest.fixture
-def fake_server(memory: Repository) -> Iterator[Callable[[bytes], list[bytes]]]:
-    """Listen on the memory's socket and answer every request with the given bytes."""
-    ep = warm.endpoint(memory.path)
+def fake_server(memory: Repository, settings: Any) -> Iterator[Callable[[bytes], list[bytes]]]:
+    """Listen on the server's socket and answer every request with the given bytes."""
+    ep = warm.endpoint(settings)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(ep.socket))
     listener.listen(8)
@@ -207,7 +208,7 @@ def test_the_client_works_alone_when_the_answer_is_bad(
     expected = run("--memory", str(memory.path), "--format", "agent", "recall", "line reader")
     assert expected.exit_code == 0 and "line reader" in expected.stdout
     if reply == b"OVERSIZED":
-        reply = (b'{"v": 1, "ok": true, "result": "' + b"x" * (warm.MAX_RESPONSE + (1 << 20))
+        reply = (b'{"v": 1, "ok": true, "result": "' + b"x" * (protocol.MAX_RESPONSE + (1 << 20))
                  + b'"}\n')
     seen = fake_server(reply)
     got = run("--memory", str(memory.path), "--format", "agent", "recall", "line reader")
@@ -218,18 +219,21 @@ def test_the_client_works_alone_when_the_answer_is_bad(
 # -- exits -------------------------------------------------------------------------------------
 
 
-def test_exits_when_its_memory_is_deleted(memory: Repository, settings: Any,
-                                          start_server: Any) -> None:
+def test_closes_a_memory_that_is_deleted_and_lives_on(memory: Repository, settings: Any,
+                                                      start_server: Any) -> None:
     server = start_server(memory, "--idle", "0")
+    assert [m.path for m in server.status(settings).memories] == [str(memory.path)]
     shutil.rmtree(memory.path)
-    assert server.wait_exit(30) == 0
-    assert "exiting (repository removed)" in server.output()
-    assert not warm.endpoint(memory.path).socket.exists()
+    deadline = time.monotonic() + 30
+    while server.status(settings).memories and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert server.status(settings).memories == []  # one server per user: it serves others
+    assert server.proc.poll() is None and warm.endpoint(settings).socket.exists()
 
 
 def test_exits_when_its_socket_is_removed(memory: Repository, settings: Any,
                                           start_server: Any) -> None:
     server = start_server(memory, "--idle", "0")
-    warm.endpoint(memory.path).socket.unlink()
+    warm.endpoint(settings).socket.unlink()
     assert server.wait_exit(30) == 0
     assert "exiting (socket removed)" in server.output()

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from funes import api, protocol
 from funes.api import warm
 from funes.storage.repo import Repository
 from tests.serve.helpers import START_TIMEOUT, kill_pid
@@ -30,7 +31,7 @@ def test_no_server_means_in_process_work_and_no_server_started(
     alone = run("--memory", str(memory.path), *QUERY)
     assert alone == _in_process(run, monkeypatch, memory)
     assert alone.exit_code == 0 and "line reader" in alone.stdout
-    ep = warm.endpoint(memory.path)
+    ep = warm.endpoint(warm_settings())
     assert not ep.socket.exists() and not warm.lock_held(ep)
 
 
@@ -42,7 +43,8 @@ def test_server_killed_mid_request(memory: Repository, settings: Any, start_serv
     os.kill(server.pid, signal.SIGSTOP)  # it can take the connection but never answer
     answers: list[Any] = []
     asker = threading.Thread(target=lambda: answers.append(
-        warm.recall(warm_settings(), memory, "streaming parser leaked memory")))
+        api.recall(warm_settings(), memory, "streaming parser leaked memory",
+                   via_server=True)))
     asker.start()
     time.sleep(0.5)  # the request is sent and waiting for its answer
     assert not answers
@@ -51,7 +53,7 @@ def test_server_killed_mid_request(memory: Repository, settings: Any, start_serv
     assert answers and [h.row["text"] for h in answers[0].hits]
     server.wait_exit()
     # The dead server left its socket behind: a stale socket, and the CLI still answers.
-    assert warm.endpoint(memory.path).socket.exists()
+    assert warm.endpoint(warm_settings()).socket.exists()
     assert run("--memory", str(memory.path), *QUERY) == expected
 
 
@@ -87,21 +89,21 @@ def test_recall_starts_a_server_on_demand(memory: Repository, settings: Any, run
     status = None
     try:
         while time.monotonic() - started < START_TIMEOUT:
-            status = warm.server_status(warm_settings(), memory)
+            status = warm.server_status(warm_settings())
             if status is not None:
                 break
             time.sleep(0.1)
-        assert status is not None, warm.endpoint(memory.path).log.read_text()
+        assert status is not None, warm.endpoint(warm_settings()).log.read_text()
         assert status.idle_timeout == warm.DEFAULT_IDLE
         second = run("--memory", str(memory.path), *QUERY)
         assert second == expected
-        after = warm.server_status(warm_settings(), memory)
+        after = warm.server_status(warm_settings())
         assert after is not None and after.requests.get("recall") == 1
         # Another recall while it runs starts nothing new: still the same server.
         assert after.pid == status.pid
         got = run("--memory", str(memory.path), "get", "sess-parser", "sess-parser-m1")
         assert got.exit_code == 0
-        assert warm.stop_server(warm_settings(), memory)
+        assert warm.stop_server(warm_settings())
     finally:
         if status is not None:
             kill_pid(status.pid)
@@ -110,9 +112,10 @@ def test_recall_starts_a_server_on_demand(memory: Repository, settings: Any, run
 def test_auto_start_is_not_retried_while_a_start_is_recent(
     memory: Repository, settings: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    ep = warm.endpoint(memory.path)
+    ep = warm.endpoint(settings)
     ep.spawned.touch()  # a start attempt a moment ago, whose server never came up
-    assert not warm.start_server(settings, memory)  # within RESPAWN_AFTER of the last attempt
+    # Within RESPAWN_AFTER of the last attempt: no second start.
+    assert not warm.start_server(settings, warm=memory.path)
     assert not warm.lock_held(ep)
 
 
@@ -120,7 +123,7 @@ def test_a_server_of_another_version_is_asked_to_stop(
     memory: Repository, run: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     expected = _in_process(run, monkeypatch, memory)
-    ep = warm.endpoint(memory.path)
+    ep = warm.endpoint(warm_settings())
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(ep.socket))
     listener.listen(4)
@@ -131,8 +134,8 @@ def test_a_server_of_another_version_is_asked_to_stop(
         for _ in range(2):
             conn, _ = listener.accept()
             with conn:
-                ops.append(warm.loads(conn.makefile("rb").readline())["op"])
-                conn.sendall(warm.dumps({"v": warm.PROTOCOL, "ok": False,
+                ops.append(protocol.loads(conn.makefile("rb").readline())["op"])
+                conn.sendall(protocol.dumps({"v": warm.PROTOCOL, "ok": False,
                                          "refused": "funes 0.0.1", "funes": "0.0.1"}))
 
     thread = threading.Thread(target=old_server)
@@ -144,4 +147,5 @@ def test_a_server_of_another_version_is_asked_to_stop(
     finally:
         listener.close()
         ep.socket.unlink()
-    assert ops == ["recall", "stop"]
+    # The thin client asked first (`run`); the CLI then stopped it without asking again.
+    assert ops == ["run", "stop"]

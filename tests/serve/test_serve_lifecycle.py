@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from funes import protocol
 from funes.api import warm
 from funes.storage.repo import Repository
 from tests.serve.helpers import child_env, funes_cmd
@@ -20,7 +21,7 @@ from tests.serve.helpers import child_env, funes_cmd
 def test_socket_is_private_short_and_removed_on_stop(memory: Repository, settings: Any,
                                                      start_server: Any, run: Any) -> None:
     server = start_server(memory)
-    ep = warm.endpoint(memory.path)
+    ep = warm.endpoint(settings)
     assert stat.S_IMODE(os.stat(ep.socket).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(ep.socket.parent).st_mode) == 0o700
     assert len(os.fsencode(ep.socket)) < 100  # AF_UNIX paths hold 107 bytes
@@ -28,7 +29,8 @@ def test_socket_is_private_short_and_removed_on_stop(memory: Repository, setting
     shown = run("--memory", str(memory.path), "--format", "json", "serve", "--status")
     assert shown.exit_code == 0, shown.stderr
     status = json.loads(shown.stdout)
-    assert status["pid"] == server.pid and status["repo"] == str(memory.path)
+    assert status["pid"] == server.pid and status["home"] == str(settings.home.resolve())
+    assert [m["path"] for m in status["memories"]] == [str(memory.path)]  # warmed up
     assert status["protocol"] == warm.PROTOCOL and status["idle_timeout"] == 600
 
     stopped = run("--memory", str(memory.path), "serve", "--stop")
@@ -43,9 +45,9 @@ def test_socket_is_private_short_and_removed_on_stop(memory: Repository, setting
 
 def test_exits_when_idle(memory: Repository, settings: Any, start_server: Any) -> None:
     server = start_server(memory, "--idle", "1")
-    warm.request(settings, memory.path, "ping")  # a request restarts the idle clock
+    warm.request(settings, "ping")  # a request restarts the idle clock
     assert server.wait_exit(30) == 0
-    assert not warm.endpoint(memory.path).socket.exists()
+    assert not warm.endpoint(settings).socket.exists()
     assert "exiting (idle)" in server.output()
 
 
@@ -54,11 +56,11 @@ def test_sigterm_removes_the_socket(memory: Repository, settings: Any,
     server = start_server(memory)
     server.proc.terminate()
     assert server.wait_exit() == 0
-    assert not warm.endpoint(memory.path).socket.exists()
+    assert not warm.endpoint(settings).socket.exists()
     assert "exiting (signal)" in server.output()
 
 
-def test_second_serve_for_the_same_memory_exits_quietly(memory: Repository, settings: Any,
+def test_second_serve_for_the_same_user_exits_quietly(memory: Repository, settings: Any,
                                                         start_server: Any) -> None:
     first = start_server(memory)
     second = subprocess.run(funes_cmd("--memory", str(memory.path), "serve"),
@@ -70,14 +72,14 @@ def test_second_serve_for_the_same_memory_exits_quietly(memory: Repository, sett
 
 def test_stale_socket_is_detected_and_replaced(memory: Repository, settings: Any,
                                                start_server: Any, run: Any) -> None:
-    ep = warm.endpoint(memory.path)
+    ep = warm.endpoint(settings)
     # What a server killed with SIGKILL leaves: the socket file, nobody listening.
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     stale.bind(str(ep.socket))
     stale.close()
     assert ep.socket.exists()
     with pytest.raises(warm.ServerUnavailable, match="ConnectionRefused"):
-        warm.request(settings, memory.path, "ping")
+        warm.request(settings, "ping")
     answered = run("--memory", str(memory.path), "--format", "agent", "recall", "line reader")
     assert answered.exit_code == 0 and "line reader" in answered.stdout
 
@@ -88,21 +90,22 @@ def test_stale_socket_is_detected_and_replaced(memory: Repository, settings: Any
 def test_refuses_requests_it_must_not_answer(memory: Repository, settings: Any,
                                              start_server: Any) -> None:
     start_server(memory)
-    ep = warm.endpoint(memory.path)
+    ep = warm.endpoint(settings)
 
     def ask(**fields: Any) -> dict[str, Any]:
         message = {"v": warm.PROTOCOL, "funes": __import__("funes").__version__, "op": "recall",
-                   "repo": str(ep.repo), "home": str(settings.home.resolve()),
+                   "repo": str(memory.path), "home": str(settings.home.resolve()),
                    "args": {"query": "line reader"}, **fields}
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(30)
             sock.connect(str(ep.socket))
-            sock.sendall(warm.dumps(message))
-            return warm.loads(sock.makefile("rb").readline())
+            sock.sendall(protocol.dumps(message))
+            return protocol.loads(sock.makefile("rb").readline())
 
     assert ask()["ok"] is True
     assert ask(v=99)["refused"].startswith("protocol 99")
-    assert ask(repo="/elsewhere/.funes")["refused"] == "another repository"
+    elsewhere = ask(repo="/elsewhere/.funes")  # any memory may be asked about; this is none
+    assert elsewhere["ok"] is False and elsewhere["error"]["exit_code"] == 3
     assert ask(home="/other/home")["refused"] == "another FUNES_HOME"
     assert ask(funes="0.0.0")["refused"].startswith("funes ")
     assert ask(op="explode")["refused"] == "unknown operation 'explode'"

@@ -49,7 +49,7 @@ def test_pack_rewrites_fragments_and_keeps_ids_results_and_fsck(repo: Repository
     hits = _hits(repo, "passage topic 3")
     head = repo.head()
 
-    result = pack.pack(repo)  # 40 ≥ the default threshold of 32
+    result = pack.pack(repo)  # 40 ≥ the default threshold
     assert result.did_pack and result.packed["chunks"] == 40
     assert len(repo.chunks.dataset().get_fragments()) < 4
     assert repo.head() == head  # no commit: a pack is layout, not history

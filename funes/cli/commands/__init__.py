@@ -1,1 +1,1 @@
-"""One module per verb family; each exposes COMMANDS for funes.cli.main to register."""
+"""One module per verb family; each exposes COMMANDS, loaded on use by funes.cli.app."""

@@ -4,29 +4,45 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import click
 
 from funes import api
+from funes.cli.app import App, pass_app
 from funes.cli.options import memory_option
 from funes.cli.output import render
 from funes.cli.progress import progress_bar
 
 AGENTS = ("claude", "codex", "pi", "hermes", "opencode", "gemini", "cursor", "copilot")
-ASK_AGENTS = ("claude", "codex")
 
-
-def _app(ctx: click.Context) -> Any:
-    return ctx.find_root().obj
 
 
 def _memory_arg(memory: str | None) -> str | None:
-    return str(Path(memory).expanduser().resolve()) if memory else None
+    """A local MEMORY as an absolute path; a remote one (`org/name`, `file://…`) as given."""
+    if not memory or api.is_remote_memory(memory) or memory.startswith("file://"):
+        return memory
+    return str(Path(memory).expanduser().resolve())
+
+
+def _attached_text(a: api.AttachResult) -> str:
+    if a.action == "cloned":
+        head = f"cloned {a.url} into {a.path}"
+    elif a.action == "created":
+        head = f"created the remote {a.url} ({a.remote}) from {a.path}"
+    else:
+        head = f"{a.path} syncs with {a.url} ({a.remote})"
+    if a.synced is not None and a.synced.pushed is not None and not a.synced.pushed.up_to_date:
+        head += f"; pushed {a.synced.pushed.commits} commit(s)"
+    if a.synced is not None and a.synced.merged is not None \
+            and a.synced.merged.kind != "up-to-date":
+        head += f"; merged its commits ({a.synced.merged.chunk_count} chunks now)"
+    if not a.owned:
+        head += "\nnot your memory (another owner): its passages are marked untrusted"
+    return head
 
 
 def _wiring_text(r: api.WiringResult, verb: str) -> str:
-    lines = []
+    lines = [_attached_text(r.attached)] if r.attached is not None else []
     if r.created_memory:
         lines.append(f"created the global memory {r.created_memory} (as `funes init --global`)")
     if r.changed:
@@ -51,70 +67,82 @@ def _wiring_text(r: api.WiringResult, verb: str) -> str:
 @click.argument("memory", required=False)
 @click.option("--index", "index_now", is_flag=True,
               help="Also index the agent's existing sessions now.")
-@click.pass_context
-def add(ctx: click.Context, agent: str, memory: str | None, index_now: bool) -> None:
-    """Wire funes into an agent: MCP server, per-turn index hook, session-end push.
+@click.option("--project", is_flag=True,
+              help="With a remote MEMORY: keep it in this directory's project memory "
+              "(./.funes) instead of the global one.")
+@pass_app
+def add(app: App, agent: str, memory: str | None, index_now: bool, project: bool) -> None:
+    """Wire funes into an agent: MCP server, per-turn index hook, sync at session boundaries.
 
     Registers `funes mcp [MEMORY]` with AGENT (through its own CLI when it is on PATH,
-    otherwise in its configuration file) and installs hooks that index each finished turn and
-    push at session end when the memory has a remote. Without MEMORY, every session goes to its
-    project memory or the global one (created if missing). Running it again changes nothing;
-    every file edited is backed up first, and `funes remove AGENT` puts it back.
-    """
-    app = _app(ctx)
+    otherwise in its configuration file) and installs hooks that index each finished turn and,
+    when the memory has a remote, sync it (fetch, merge, push) at session start and end.
+    Without MEMORY, every session goes to its project memory or the global one (created if
+    missing). MEMORY may be a local memory (a path) or a remote one: ORG/NAME or
+    hf://datasets/ORG/NAME (the Hub), file://PATH or a directory remote. For a remote, the
+    same command on every machine makes it that machine's memory: cloned when this machine
+    has none (into the global memory, or the project memory with --project or inside one),
+    created from this memory (private) when the remote does not exist, synced when both
+    exist. Running it again changes nothing; every file edited is backed up first, and
+    `funes remove AGENT` puts it back.
+
+    \b
+    Example:
+      funes add claude --index
+      funes add codex acme/funes-memory
+    """  # noqa: D301 (click's \b keeps the example lines as written)
+    if memory is None and app.memory and api.is_remote_memory(app.memory):
+        api.writable_memory(app.settings, app.memory, command=f"add {agent}")  # refuses
     with progress_bar("indexing", enabled=None if index_now else False) as progress:
         result = api.agents_add(app.settings, agent, _memory_arg(memory) or app.memory,
-                                index_now=index_now, progress=progress)
+                                project=project, index_now=index_now, progress=progress)
     render(app.fmt, result, human=lambda r: _wiring_text(r, "wired"))
 
 
 @click.command()
 @click.argument("agent", type=click.Choice(AGENTS))
-@click.pass_context
-def remove(ctx: click.Context, agent: str) -> None:
+@pass_app
+def remove(app: App, agent: str) -> None:
     """Take funes out of an agent's configuration, restoring what was there.
 
     A file funes edited and nobody changed since gets its original bytes back; a file that
     changed since loses only funes' entries. The memory itself is not touched.
     """
-    app = _app(ctx)
     result = api.agents_remove(app.settings, agent)
     render(app.fmt, result, human=lambda r: _wiring_text(r, "unwired"))
 
 
 @click.command()
 @click.argument("memory", required=False)
-@click.pass_context
-def mcp(ctx: click.Context, memory: str | None) -> None:
+@pass_app
+def mcp(app: App, memory: str | None) -> None:
     """Serve the memory to an agent over MCP (stdio): tools recall, get and status.
 
     Each tool returns what `funes recall|get|status --format agent` prints. Models stay loaded
     between calls. Without MEMORY, each call finds the memory from the agent's working
     directory, like the CLI. Agents start this command themselves (`funes add`).
     """
-    app = _app(ctx)
     api.mcp_serve(app.settings, _memory_arg(memory) or app.memory)
 
 
 @click.command()
-@click.argument("agent", type=click.Choice(ASK_AGENTS))
+@click.argument("agent", metavar="AGENT")
 @click.argument("question")
 @click.option("-k", type=int, default=None, help="Passages to hand over (default: recall.k, 8).")
 @click.option("--timeout", type=float, default=300.0, show_default=True,
               help="Seconds the agent may take to answer.")
 @click.option("--show-prompt", is_flag=True, help="Print the prompt sent to the agent (stderr).")
 @memory_option
-@click.pass_context
-def ask(ctx: click.Context, agent: str, question: str, k: int | None, timeout: float,
+@pass_app
+def ask(app: App, agent: str, question: str, k: int | None, timeout: float,
         show_prompt: bool) -> None:
-    """Answer a question from memory through an agent, with all its tools disabled.
+    """Answer a question from memory through an agent (claude or codex), tools disabled.
 
     Recalls passages for QUESTION, hands them to `claude -p` or `codex exec` (no tools, no MCP
     servers) with the instruction to answer only from them and name the sessions used, and
     prints the answer. Fails before starting the agent when the memory cannot be read, the
     agent's CLI is not installed, or nothing was recalled.
     """
-    app = _app(ctx)
     result = api.ask(app.settings, agent, question, memory=app.memory, k=k, timeout=timeout)
     if show_prompt:
         click.echo(result.prompt, err=True)
@@ -127,15 +155,15 @@ def ask(ctx: click.Context, agent: str, question: str, k: int | None, timeout: f
 
 @click.command(hidden=True)
 @click.argument("action", type=click.Choice(["run"]))
-@click.pass_context
-def hook(ctx: click.Context, action: str) -> None:
+@pass_app
+def hook(app: App, action: str) -> None:
     """Drain the agent-hook queue (started detached by the hook script; logs to stdout)."""
 
     def say(line: str) -> None:
         stamp = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
         print(f"{stamp} {line}", flush=True)
 
-    api.hook_run(_app(ctx).settings, say)
+    api.hook_run(app.settings, say)
 
 
 COMMANDS = [add, remove, mcp, ask, hook]

@@ -10,14 +10,10 @@ from typing import Any
 import click
 
 from funes import api
+from funes.cli.app import App, pass_app
 from funes.cli.options import memory_option
 from funes.cli.output import render, short
 from funes.errors import FunesError
-
-
-def _app(ctx: click.Context) -> Any:
-    return ctx.find_root().obj
-
 
 # -- hooks ----------------------------------------------------------------------------------
 
@@ -43,34 +39,37 @@ def _hooks_text(r: api.HooksReport) -> str:
     return "\n".join(lines)
 
 
-@click.group()
-def hooks() -> None:
-    """Git hooks that link each commit to the agent turns behind it."""
+@click.group(invoke_without_command=True)
+@click.pass_context
+def hooks(ctx: click.Context) -> None:
+    """Git hooks that link each commit to the agent turns behind it.
+
+    With no subcommand, shows the hooks of this git repository (like `funes hooks status`).
+    """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(hooks_status)
 
 
 @hooks.command("install")
 @click.option("--push", is_flag=True,
               help="Also install a pre-push hook that pushes the memory with the code.")
-@click.pass_context
-def hooks_install(ctx: click.Context, push: bool) -> None:
+@pass_app
+def hooks_install(app: App, push: bool) -> None:
     """Install the post-commit hook here, chaining any hook already in place."""
-    app = _app(ctx)
     render(app.fmt, api.hooks_install(app.settings, push=push), human=_hooks_text)
 
 
 @hooks.command("uninstall")
-@click.pass_context
-def hooks_uninstall(ctx: click.Context) -> None:
+@pass_app
+def hooks_uninstall(app: App) -> None:
     """Remove funes's hooks and restore the hooks they chained, byte for byte."""
-    app = _app(ctx)
     render(app.fmt, api.hooks_uninstall(app.settings), human=_hooks_text)
 
 
 @hooks.command("status")
-@click.pass_context
-def hooks_status(ctx: click.Context) -> None:
+@pass_app
+def hooks_status(app: App) -> None:
     """Show which hooks are installed, what they chain and where commits are linked."""
-    app = _app(ctx)
     render(app.fmt, api.hooks_status(app.settings), human=_hooks_text)
 
 
@@ -98,15 +97,14 @@ def _link_text(r: api.LinkResult) -> str:
 @click.option("--hook", is_flag=True, hidden=True,
               help="Run as the post-commit hook's detached process (bounded, logged).")
 @memory_option
-@click.pass_context
-def link(ctx: click.Context, rev: str, no_index: bool, hook: bool) -> None:
+@pass_app
+def link(app: App, rev: str, no_index: bool, hook: bool) -> None:
     """Link a code commit (default HEAD) to the agent turns since the previous linked one.
 
     What the post-commit hook runs for each commit: index new turns, pick the repository's
     turns since its previous linked commit, record the link in the memory, and write a
     `refs/notes/funes` note on the commit. Run it by hand for a commit the hook missed.
     """
-    app = _app(ctx)
     if not hook:
         result = api.link_commit(app.settings, rev, memory=app.memory, index=not no_index)
         for warning in result.warnings:
@@ -221,14 +219,13 @@ def _links_json(found: list[Any]) -> list[dict[str, Any]]:
               help="Whole turns, scaffolding-only turns included (default: the first 600 "
               "characters of each turn that has words of its own).")
 @memory_option
-@click.pass_context
-def why(ctx: click.Context, rev: str, limit: int, full: bool) -> None:
+@pass_app
+def why(app: App, rev: str, limit: int, full: bool) -> None:
     """Show the agent turns behind a code commit (default HEAD), newest last.
 
     Each turn ends with the `funes get` command that opens it whole. Outside the code
     repository (a memory cloned elsewhere), name the commit by its id or a prefix of it.
     """
-    app = _app(ctx)
     if limit < 0:
         raise click.BadParameter("must be 0 or more", param_hint="--limit")
     result = api.why(app.repo(), rev)
@@ -286,14 +283,13 @@ def _blame_text(r: api.BlameResult, *, limit: int, full: bool, get_suffix: str,
 @click.option("--full", is_flag=True,
               help="Whole turns, scaffolding-only turns included (as for `why`).")
 @memory_option
-@click.pass_context
-def blame(ctx: click.Context, spec: str, rev: str, limit: int, full: bool) -> None:
+@pass_app
+def blame(app: App, spec: str, rev: str, limit: int, full: bool) -> None:
     """Show who last changed each line of a file, and the agent turns behind those commits.
 
     Reads the committed file (like `git blame REV -- FILE`); FILE:12 or FILE:12-20 narrows
     it to those lines.
     """
-    app = _app(ctx)
     if limit < 0:
         raise click.BadParameter("must be 0 or more", param_hint="--limit")
     result = api.blame(app.repo(), spec, rev)

@@ -11,7 +11,7 @@ from funes.cli.options import memory_option
 from funes.cli.output import render
 from funes.cli.progress import progress_bar
 
-AGENTS = ("claude", "codex", "pi", "hermes", "opencode", "gemini", "cursor", "copilot", "import")
+AGENTS = api.HARNESSES
 
 
 def _summary_text(s: api.IndexSummary) -> str:
@@ -70,10 +70,13 @@ def _summary_json(s: api.IndexSummary) -> dict[str, Any]:
     help="Only this agent's transcripts (repeatable). With PATHs: the format of the files.",
 )
 @click.option("--since", metavar="WHEN", help="Only turns since WHEN (2026-11-01, 12h, 7d).")
+@click.option("--no-tool-results", "no_tool_results", is_flag=True,
+              help="Leave tool output out (the calls stay): a leaner memory. "
+              "Config: index.toolResults.")
 @memory_option
 @click.pass_context
 def index(ctx: click.Context, paths: tuple[str, ...], agents: tuple[str, ...],
-          since: str | None) -> None:
+          since: str | None, no_tool_results: bool) -> None:
     """Index agent transcripts into memory, incrementally.
 
     With PATHs (files or directories), index them into the current memory. Without, read each
@@ -83,7 +86,8 @@ def index(ctx: click.Context, paths: tuple[str, ...], agents: tuple[str, ...],
     app = ctx.find_root().obj
     with progress_bar("indexing") as progress:
         summary = api.index(app.settings, memory=app.memory, paths=paths, agents=agents,
-                            since=since, progress=progress)
+                            since=since, progress=progress,
+                            tool_results=False if no_tool_results else None)
     if app.fmt == "json":
         render("json", _summary_json(summary), human=str)
     else:

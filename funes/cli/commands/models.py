@@ -4,28 +4,29 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
 from funes import api
+from funes.cli.app import App, pass_app
 from funes.cli.output import render
 
 
-def _app(ctx: click.Context) -> Any:
-    return ctx.find_root().obj
+@click.group(invoke_without_command=True)
+@click.pass_context
+def models(ctx: click.Context) -> None:
+    """Manage the GGUF models funes runs (embedding and reranking).
 
-
-@click.group()
-def models() -> None:
-    """Manage the GGUF models funes runs (embedding and reranking)."""
+    With no subcommand, lists them (like `funes models list`).
+    """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(models_list)
 
 
 @models.command("list")
-@click.pass_context
-def models_list(ctx: click.Context) -> None:
+@pass_app
+def models_list(app: App) -> None:
     """Known and installed models."""
-    app = _app(ctx)
     entries = api.models_list(app.settings)
 
     def text(items: list[api.ModelEntry]) -> str:
@@ -41,34 +42,42 @@ def models_list(ctx: click.Context) -> None:
 
 
 @models.command("install")
-@click.argument("name")
-@click.pass_context
-def models_install(ctx: click.Context, name: str) -> None:
-    """Install a known model: cache, pinned download, or local conversion."""
-    app = _app(ctx)
-    info = api.models_install(app.settings, name,
-                              lambda line: click.echo(line, err=True) if sys.stderr.isatty()
-                              else None)
-    render(app.fmt, info, human=lambda i: f"{i.name} {i.kind} sha256 {i.sha256} ({i.source})")
+@click.argument("name", required=False)
+@pass_app
+def models_install(app: App, name: str | None) -> None:
+    """Install a known model (cache, pinned download, or local conversion).
+
+    Without NAME, install the defaults: the embedding model and the reranker.
+    """
+    def say(line: str) -> None:
+        if sys.stderr.isatty():
+            click.echo(line, err=True)
+
+    def line(i: api.ModelInfo) -> str:
+        return f"{i.name} {i.kind} sha256 {i.sha256} ({i.source})"
+
+    if name is None:
+        infos = api.models_install_defaults(app.settings, say)
+        render(app.fmt, infos, human=lambda items: "\n".join(line(i) for i in items))
+        return
+    render(app.fmt, api.models_install(app.settings, name, say), human=line)
 
 
 @models.command("import")
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 @click.option("--name", default=None, help="Cache name (default: the file or directory name).")
 @click.option("--kind", type=click.Choice(["embed", "rerank"]), default=None)
-@click.pass_context
-def models_import(ctx: click.Context, path: Path, name: str | None, kind: str | None) -> None:
+@pass_app
+def models_import(app: App, path: Path, name: str | None, kind: str | None) -> None:
     """Import a GGUF file, or convert a BERT safetensors directory."""
-    app = _app(ctx)
     info = api.models_import(app.settings, path, name=name, kind=kind)
     render(app.fmt, info, human=lambda i: f"{i.name} {i.kind} sha256 {i.sha256}")
 
 
 @models.command("verify")
-@click.pass_context
-def models_verify(ctx: click.Context) -> None:
+@pass_app
+def models_verify(app: App) -> None:
     """Re-hash every cached model; exit 1 if any is damaged."""
-    app = _app(ctx)
     results = api.models_verify(app.settings)
     render(app.fmt, results,
            human=lambda rs: "\n".join(f"{'ok ' if r.ok else 'BAD'} {r.name} {r.detail}"

@@ -2,34 +2,33 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from funes import api
-from funes.api import warm
 from funes.api.agent_format import where as _where
+from funes.cli.app import App, pass_app
+from funes.cli.commands.agents import AGENTS as WIRED_AGENTS
 from funes.cli.options import memory_option
 from funes.cli.output import render
 from funes.cli.progress import progress_bar
 
-AGENTS = ("claude", "codex", "pi", "hermes", "opencode", "gemini", "cursor", "copilot", "import")
-BLOCK_TYPES = ("text", "thinking", "tool_use", "tool_result")
+F = TypeVar("F", bound=Callable[..., Any])
 UNTRUSTED = api.UNTRUSTED
-
-
-def _app(ctx: click.Context) -> Any:
-    return ctx.find_root().obj
 
 
 def _ts(row: dict[str, Any]) -> str:
     return str(row.get("ts") or "-")
 
 
-def render_agent(result: api.RecallResult, label: str, trusted: bool) -> str:
+def render_agent(result: api.RecallResult, label: str, trusted: bool,
+                 note: str | None = None) -> str:
     """The stable agent format of docs/design.md §8 (pinned by golden tests; shared with MCP)."""
-    return api.recall_text(result, label, trusted)
+    return api.recall_text(result, label, trusted, note)
 
 
 def render_human(result: api.RecallResult, label: str, trusted: bool) -> str:
@@ -56,88 +55,94 @@ def render_human(result: api.RecallResult, label: str, trusted: bool) -> str:
     return "\n".join(out)
 
 
-def _json(result: api.RecallResult, label: str, trusted: bool) -> dict[str, Any]:
-    return {
-        "query": result.query,
-        "memory": label,
-        "trusted": trusted,
-        "signals": result.signals,
-        "backlog": result.backlog,
-        "hits": [
-            {
-                **{k: (v.isoformat() if hasattr(v, "isoformat") else v)
-                   for k, v in h.row.items()},
-                "score": h.score,
-                "bm25_rank": h.bm25_rank,
-                "vector_rank": h.vector_rank,
-                "rerank": h.rerank,
-                "get": f"funes get {h.row['session_id']} {h.row['turn_id']} --memory {label}",
-                "neighbors": [{k: n[k] for k in ("session_id", "turn_id", "seq", "role",
-                                                 "block_type", "text")} for n in h.neighbors],
-            }
-            for h in result.hits
-        ],
-    }
+def render_turns(turns: list[api.TurnView], fmt: str) -> str:
+    """`get` output: each turn with a header line, its blocks whole (shared with MCP)."""
+    if fmt == "human":
+        return api.turns_text(turns, lambda line: click.style(line, bold=True))
+    return api.get_output(fmt, turns)
+
+
+def print_recall(app: App, result: api.RecallResult, label: str, trusted: bool,
+                 note: str | None = None) -> None:
+    """Print a recall in the app's format (`recall` and `quickstart`).
+
+    `note` is the one-line warning of a memory that has not synced for long (agent format).
+    """
+    if app.fmt == "human":
+        click.echo(render_human(result, label, trusted))
+    else:
+        click.echo(api.recall_output(app.fmt, result, label, trusted, note))
+
+
+def recall_options(func: F) -> F:
+    """The options of `funes recall`, each a field of `api.RecallRequest`."""
+    for option in reversed([
+        click.option("-k", type=int, default=None,
+                     help="Passages to return (default: recall.k, 8)."),
+        click.option("--candidates", type=int, default=50, show_default=True,
+                     help="Candidates from each of BM25 and vector search before fusion."),
+        click.option("--half-life", type=float, default=None,
+                     help="Recency half-life in days; 0 turns recency off "
+                     "(default: recall.halfLife)."),
+        click.option("--neighbors", type=int, default=1, show_default=True,
+                     help="Neighbouring turns shown around each hit."),
+        click.option("--harness", multiple=True, type=click.Choice(api.HARNESSES),
+                     help="Only this agent."),
+        click.option("--type", "block_type", multiple=True,
+                     type=click.Choice(api.BLOCK_TYPES),
+                     help="Only this block type (repeatable)."),
+        click.option("--project", multiple=True, help="Only this project identity or workdir."),
+        click.option("--session", multiple=True, help="Only this session id."),
+        click.option("--since", help="Only passages since WHEN (2026-11-01, 7d, 12h)."),
+        click.option("--until", help="Only passages before WHEN."),
+        click.option("--no-rerank", "rerank", flag_value=False, default=True,
+                     help="Skip the cross-encoder even if installed."),
+        click.option("--rerank-pool", type=int, default=None, metavar="N",
+                     help="Fused passages the cross-encoder re-scores, ~40 ms each "
+                     "(default: recall.rerankPool, 4)."),
+        click.option("--budget", "budget_ms", type=float, default=None, metavar="MS",
+                     help="Stop reranking when the recall has taken this long; 0: never "
+                     "(default: recall.budget, 300)."),
+    ]):
+        func = option(func)
+    return func
 
 
 @click.command()
-@click.argument("query")
-@click.option("-k", type=int, default=None, help="Passages to return (default: recall.k, 8).")
-@click.option("--candidates", type=int, default=50, show_default=True,
-              help="Candidates from each of BM25 and vector search before fusion.")
-@click.option("--half-life", type=float, default=None,
-              help="Recency half-life in days; 0 turns recency off (default: recall.halfLife).")
-@click.option("--neighbors", type=int, default=1, show_default=True,
-              help="Neighbouring turns shown around each hit.")
-@click.option("--harness", multiple=True, type=click.Choice(AGENTS), help="Only this agent.")
-@click.option("--type", "block_type", multiple=True, type=click.Choice(BLOCK_TYPES),
-              help="Only this block type (repeatable).")
-@click.option("--project", multiple=True, help="Only this project identity or workdir.")
-@click.option("--session", multiple=True, help="Only this session id.")
-@click.option("--since", help="Only passages since WHEN (2026-11-01, 7d, 12h).")
-@click.option("--until", help="Only passages before WHEN.")
-@click.option("--no-rerank", is_flag=True, help="Skip the cross-encoder even if installed.")
-@click.option("--rerank-pool", type=int, default=None, metavar="N",
-              help="Fused passages the cross-encoder re-scores, ~40 ms each "
-              "(default: recall.rerankPool, 4).")
+@click.argument("query", nargs=-1, required=True)
+@recall_options
 @memory_option
-@click.pass_context
-def recall(ctx: click.Context, query: str, k: int | None, candidates: int,
-           half_life: float | None, neighbors: int, harness: tuple[str, ...],
-           block_type: tuple[str, ...], project: tuple[str, ...], session: tuple[str, ...],
-           since: str | None, until: str | None, no_rerank: bool,
-           rerank_pool: int | None) -> None:
+@pass_app
+def recall(app: App, /, query: tuple[str, ...], **options: Any) -> None:
     """Find past passages: BM25 + vectors, fused, reranked, recency-weighted.
 
-    Prints each hit with its provenance and the `funes get` command that opens its turn.
-    An empty result prints `no results` and exits 0.
-    """
-    app = _app(ctx)
-    repo = app.repo()
+    The words of QUERY may be quoted or not. Prints each hit with its provenance and the
+    `funes get` command that opens its turn. An empty result prints `no results` and exits 0.
+
+    \b
+    Example:
+      funes recall why did we drop the streaming parser
+      funes recall "flaky CI" --since 7d --format json
+    """  # noqa: D301 (click\'s \b keeps the example lines as written)
+    choice = app.choice()
+    repo = choice.repo
     # The warm server answers when it runs (funes.api.warm), else this process does.
-    result = warm.recall(app.settings, repo, query, k=k, candidates=candidates,
-                         half_life=half_life, neighbors=neighbors, harness=harness,
-                         block_type=block_type, project=project, session=session,
-                         since=since, until=until, rerank=not no_rerank,
-                         rerank_pool=rerank_pool)
-    label = api.memory_label(repo)
-    trusted = api.owned(repo)
-    if app.fmt == "json":
-        render("json", _json(result, label, trusted), human=str)
-        return
-    if result.backlog and app.fmt == "human":
+    result = api.recall(app.settings, repo, api.RecallRequest(" ".join(query), **options),
+                        via_server=True)
+    if not result.hits:
+        given = [f"--{name.replace('_', '-')} {' '.join(values)}" for name, values in (
+            ("harness", options.get("harness") or ()),
+            ("type", options.get("block_type") or ()),
+            ("project", options.get("project") or ()),
+            ("session", options.get("session") or ()),
+            ("since", (options["since"],) if options.get("since") else ()),
+            ("until", (options["until"],) if options.get("until") else ())) if values]
+        why = api.empty_recall(repo, result, given)
+        click.echo(f"funes: no results: {why.reason} ({why.hint})", err=True)
+    if result.backlog and result.hits and app.fmt == "human":
         click.echo(f"note: {result.backlog} chunks not embedded yet (found by words only); "
                    "run `funes embed`", err=True)
-    if app.fmt == "agent":
-        click.echo(render_agent(result, label, trusted))
-    else:
-        click.echo(render_human(result, label, trusted))
-
-
-def render_turns(turns: list[api.TurnView], fmt: str) -> str:
-    """`get` output: each turn with a header line, its blocks whole (shared with MCP)."""
-    bold = (lambda line: click.style(line, bold=True)) if fmt == "human" else None
-    return api.turns_text(turns, bold)
+    print_recall(app, result, choice.label, choice.owned, api.sync_note(repo))
 
 
 @click.command()
@@ -146,15 +151,16 @@ def render_turns(turns: list[api.TurnView], fmt: str) -> str:
 @click.option("--window", type=int, default=0, show_default=True,
               help="Also show N turns before and after.")
 @memory_option
-@click.pass_context
-def get(ctx: click.Context, session_id: str, turn_id: str, window: int) -> None:
-    """Open a turn (and its neighbours) whole, split chunks stitched back together."""
-    app = _app(ctx)
-    turns = warm.get(app.settings, app.repo(), session_id, turn_id, window)
-    if app.fmt == "json":
-        render("json", turns, human=str)
-    else:
-        click.echo(render_turns(turns, app.fmt))
+@pass_app
+def get(app: App, session_id: str, turn_id: str, window: int) -> None:
+    """Open a turn (and its neighbours) whole, split chunks stitched back together.
+
+    \b
+    Example:
+      funes get 5f0c2a1e-… 41 --window 1
+    """  # noqa: D301 (click\'s \b keeps the example lines as written)
+    turns = api.get(app.repo(), session_id, turn_id, window, via_server=True)
+    click.echo(render_turns(turns, app.fmt))
 
 
 @click.command()
@@ -163,11 +169,9 @@ def get(ctx: click.Context, session_id: str, turn_id: str, window: int) -> None:
 @click.option("--limit", type=int, default=None, help="Embed at most N chunks.")
 @click.option("--model", default=None, help="Model to stamp a new memory with.")
 @memory_option
-@click.pass_context
-def embed(ctx: click.Context, budget: float | None, limit: int | None,
-          model: str | None) -> None:
+@pass_app
+def embed(app: App, budget: float | None, limit: int | None, model: str | None) -> None:
     """Embed chunks waiting for vectors, newest first, in resumable steps."""
-    app = _app(ctx)
     with progress_bar("embedding") as progress:
         result = api.embed(app.settings, app.repo(), budget=budget, limit=limit, model=model,
                            progress=progress)
@@ -184,14 +188,13 @@ def embed(ctx: click.Context, budget: float | None, limit: int | None,
 @click.option("--budget", type=float, default=None, metavar="SECONDS",
               help="Stop after about this many seconds; `funes embed` continues.")
 @memory_option
-@click.pass_context
-def reindex(ctx: click.Context, model: str, budget: float | None) -> None:
+@pass_app
+def reindex(app: App, model: str, budget: float | None) -> None:
     """Re-embed the whole memory with another embedding model, on purpose.
 
     The memory is re-stamped with MODEL at once; vectors of the old model stay on disk but no
     longer count. The new model must have the same dimension.
     """
-    app = _app(ctx)
     with progress_bar("re-embedding") as progress:
         result = api.reindex(app.settings, app.repo(), model, budget=budget, progress=progress)
     render(app.fmt, result,
@@ -203,33 +206,51 @@ def reindex(ctx: click.Context, model: str, budget: float | None) -> None:
 @click.argument("query", required=False)
 @click.option("--budget", type=float, default=60.0, show_default=True, metavar="SECONDS",
               help="Time to spend embedding before the recall (0: words only).")
-@click.pass_context
-def quickstart(ctx: click.Context, query: str | None, budget: float) -> None:
+@pass_app
+def quickstart(app: App, query: str | None, budget: float) -> None:
     """Set up and run the main job: index this machine's agent sessions, answer a recall.
 
     Creates the global memory if needed, indexes every agent's sessions, embeds what fits in
     the budget, and recalls QUERY. With no agent history on this machine, it uses the small
     sample memory shipped with funes instead.
-    """
-    app = _app(ctx)
+
+    \b
+    Example:
+      funes quickstart
+      funes quickstart "why did the build break" --budget 120
+    """  # noqa: D301 (click\'s \b keeps the example lines as written)
     with progress_bar("quickstart") as progress:
         done = api.quickstart(app.settings, query, budget=budget, progress=progress)
     label = api.memory_label(done.memory)
     s = done.indexed
-    where = "the bundled sample memory (no agent history found here)" if done.sample else label
+    where = (f"the bundled sample memory, {label} (no agent history found here)"
+             if done.sample else label)
     say = [f"# memory: {where}",
            f"# indexed {s.sessions} sessions, {s.turns} turns, {s.added} new chunks"]
     if done.embedded is not None:
         say.append(f"# embedded {done.embedded.embedded} chunks "
                    f"({done.embedded.remaining} waiting: `funes embed` continues)")
-    say.append(f'# funes recall "{done.query}"')
+    # The command as the user can type it again: the sample is not the memory `funes recall`
+    # finds by itself, so its line names it.
+    again = ["funes", "recall", done.query] + (["--memory", label] if done.sample else [])
+    say.append(f"# {shlex.join(again)}")
     click.echo("\n".join(say), err=app.fmt == "json")
-    if app.fmt == "json":
-        render("json", _json(done.result, label, True), human=str)
-    elif app.fmt == "agent":
-        click.echo(render_agent(done.result, label, True))
-    else:
-        click.echo(render_human(done.result, label, True))
+    print_recall(app, done.result, label, True)
+    click.echo("\n".join(_next_steps(done.sample)), err=app.fmt == "json")
+
+
+def _next_steps(sample: bool) -> list[str]:
+    """What to run after the quickstart (printed last, so it is what the user sees)."""
+    first = ("# next: wire funes into the agent you use; its sessions then go to your memory"
+             if sample else "# next: wire funes into your agents, so each turn is indexed")
+    return [
+        "",
+        first,
+        f"#   funes add {'|'.join(WIRED_AGENTS)}",
+        "#       index each finished turn, and give the agent a recall tool",
+        '#   funes recall "your question"       search your memory',
+        "#   funes status                       what the memory holds",
+    ]
 
 
 COMMANDS = [recall, get, embed, reindex, quickstart]

@@ -1,4 +1,4 @@
-"""Repository verbs: init, log, show, status, fsck, config."""
+"""Repository verbs: init, log, show, status, fsck, config, reset, reflog, unforget."""
 
 from __future__ import annotations
 
@@ -9,12 +9,9 @@ from typing import Any
 import click
 
 from funes import api
+from funes.cli.app import App, pass_app
 from funes.cli.options import memory_option
 from funes.cli.output import render, short, to_dict
-
-
-def _app(ctx: click.Context) -> Any:
-    return ctx.find_root().obj
 
 
 @click.command()
@@ -22,10 +19,9 @@ def _app(ctx: click.Context) -> Any:
 @click.option(
     "--global", "is_global", is_flag=True, help="Create the user's memory at $FUNES_HOME."
 )
-@click.pass_context
-def init(ctx: click.Context, path: Path | None, is_global: bool) -> None:
+@pass_app
+def init(app: App, path: Path | None, is_global: bool) -> None:
     """Create a memory: PATH/.funes (default: here), or the global one with --global."""
-    app = _app(ctx)
     result = api.init(app.settings, path, is_global=is_global)
     kind = "global" if is_global else "project"
     verb = "Initialised empty" if result.created else "Found existing"
@@ -54,10 +50,9 @@ def _code_line(link: Any) -> str:
 @click.option("--links", is_flag=True,
               help="Show the code commits each memory commit links (git hooks).")
 @memory_option
-@click.pass_context
-def log(ctx: click.Context, rev: str | None, limit: int | None, links: bool) -> None:
+@pass_app
+def log(app: App, rev: str | None, limit: int | None, links: bool) -> None:
     """List commits, newest first: one line each (id, time, message)."""
-    app = _app(ctx)
     entries = api.log(app.repo(), rev, limit, links=links)
     if app.fmt == "json":
         render(
@@ -87,10 +82,9 @@ def log(ctx: click.Context, rev: str | None, limit: int | None, links: bool) -> 
 @click.command()
 @click.argument("rev", default="HEAD")
 @memory_option
-@click.pass_context
-def show(ctx: click.Context, rev: str) -> None:
+@pass_app
+def show(app: App, rev: str) -> None:
     """Show one commit: parents, author, model, what it added and hid."""
-    app = _app(ctx)
     result = api.show(app.repo(), rev)
     if app.fmt == "json":
         render(
@@ -127,10 +121,15 @@ def show(ctx: click.Context, rev: str) -> None:
 
 @click.command()
 @memory_option
-@click.pass_context
-def status(ctx: click.Context) -> None:
-    """Describe the memory: where it is, HEAD, chunks and sessions by agent, model stamp."""
-    app = _app(ctx)
+@pass_app
+def status(app: App) -> None:
+    """Describe the memory: where it is, HEAD, chunks and sessions by agent, model stamp.
+
+    \b
+    Example:
+      funes status
+      funes status --format json
+    """  # noqa: D301 (click\'s \b keeps the example lines as written)
     repo = app.repo()
     result = api.status(repo)
     search = api.search_status(app.settings, repo)
@@ -146,10 +145,9 @@ def status(ctx: click.Context) -> None:
 @click.option("--verify", is_flag=True, help="Also check commit signatures: bad ones are "
               "errors, unsigned commits and unknown signers warnings.")
 @memory_option
-@click.pass_context
-def fsck(ctx: click.Context, no_rows: bool, verify: bool) -> None:
+@pass_app
+def fsck(app: App, no_rows: bool, verify: bool) -> None:
     """Verify every object, ref, fragment file and chunk row; exit 1 on damage."""
-    app = _app(ctx)
     report = api.fsck(app.repo(), rows=not no_rows, verify=verify)
 
     def text(r: api.FsckReport) -> str:
@@ -166,18 +164,50 @@ def fsck(ctx: click.Context, no_rows: bool, verify: bool) -> None:
         sys.exit(1)
 
 
-@click.group()
-def config() -> None:
-    """Read and write repository settings (`funes config set user.name Ada`)."""
+def _set_global(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.meta["funes.config.global"] = True
+
+
+def global_option(func: Any) -> Any:
+    """`--global`, accepted on `config` and on each of its subcommands (same meaning)."""
+    return click.option(
+        "--global", "is_global", is_flag=True, expose_value=False, is_eager=True,
+        callback=_set_global,
+        help="The user config ($FUNES_HOME/user.config: user.name, user.email), which every "
+        "memory on this machine falls back to.",
+    )(func)
+
+
+def _is_global() -> bool:
+    """Whether `--global` was given (before or after the subcommand)."""
+    return bool(click.get_current_context().meta.get("funes.config.global"))
+
+
+@click.group(invoke_without_command=True)
+@global_option
+@click.pass_context
+def config(ctx: click.Context) -> None:
+    """Read and write settings: the memory's, or with --global the user's.
+
+    With no subcommand, lists what is set (like `funes config list`). `funes config --global
+    set user.name "Ada Lovelace"` names you in the commits of every memory on this machine.
+    """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(config_list)
 
 
 @config.command("get")
 @click.argument("key")
+@global_option
 @memory_option
-@click.pass_context
-def config_get(ctx: click.Context, key: str) -> None:
+@pass_app
+def config_get(app: App, key: str) -> None:
     """Print a value (exit 1 when it is not set and has no default)."""
-    value = api.config_get(_app(ctx).repo(), key)
+    if _is_global():
+        value = api.user_config_get(app.settings, key)
+    else:
+        value = api.config_get(app.repo(), key)
     if value is None:
         sys.exit(1)
     click.echo(value)
@@ -186,31 +216,98 @@ def config_get(ctx: click.Context, key: str) -> None:
 @config.command("set")
 @click.argument("key")
 @click.argument("value")
+@global_option
 @memory_option
-@click.pass_context
-def config_set(ctx: click.Context, key: str, value: str) -> None:
+@pass_app
+def config_set(app: App, key: str, value: str) -> None:
     """Set a value (validated against the known keys)."""
-    api.config_set(_app(ctx).repo(), key, value)
+    if _is_global():
+        api.user_config_set(app.settings, key, value)
+    else:
+        api.config_set(app.repo(), key, value)
 
 
 @config.command("unset")
 @click.argument("key")
+@global_option
 @memory_option
-@click.pass_context
-def config_unset(ctx: click.Context, key: str) -> None:
+@pass_app
+def config_unset(app: App, key: str) -> None:
     """Remove a value."""
-    if not api.config_unset(_app(ctx).repo(), key):
+    if _is_global():
+        done = api.user_config_unset(app.settings, key)
+    else:
+        done = api.config_unset(app.repo(), key)
+    if not done:
         sys.exit(1)
 
 
 @config.command("list")
+@global_option
 @memory_option
-@click.pass_context
-def config_list(ctx: click.Context) -> None:
+@pass_app
+def config_list(app: App) -> None:
     """Print every value that is set, as key=value."""
-    app = _app(ctx)
-    items = api.config_list(app.repo())
+    items = api.user_config_list(app.settings) if _is_global() else api.config_list(app.repo())
     render(app.fmt, dict(items), human=lambda d: "\n".join(f"{k}={v}" for k, v in d.items()))
 
 
-COMMANDS = [init, log, show, status, fsck, config]
+@click.command()
+@click.argument("rev")
+@click.option("--hard", is_flag=True, required=True,
+              help="Move the branch and the rows readers see (the only mode).")
+@memory_option
+@pass_app
+def reset(app: App, rev: str, hard: bool) -> None:
+    """Point the current branch at REV, as git's `reset --hard` (e.g. ORIG_HEAD, HEAD@{1}).
+
+    Undoes a merge or pull: the rows it brought leave what recall and status read (their
+    files stay until `funes gc`, so another reset can bring them back). `funes reflog`
+    lists where the branch was. With HEAD missing, `funes reset --hard main` repairs it.
+    """
+    result = api.reset(app.repo(), rev)
+    render(
+        app.fmt,
+        result,
+        human=lambda r: f"HEAD is now at {short(r.new)} on {r.branch} (was {short(r.old)}; "
+        f"{r.dropped} fragment(s) left the tables, {r.appended} joined; "
+        f"{r.chunk_count} chunks)",
+    )
+
+
+@click.command()
+@click.argument("ref", required=False, default="HEAD")
+@memory_option
+@pass_app
+def reflog(app: App, ref: str) -> None:
+    """Where REF (default HEAD, or a branch) pointed, newest first: names for `reset`."""
+    lines = api.reflog(app.repo(), ref)
+    render(
+        app.fmt,
+        lines,
+        human=lambda ls: "\n".join(
+            f"{short(x.new)} {x.selector}: {x.message} ({x.time})" for x in ls),
+    )
+
+
+@click.command()
+@click.argument("rev")
+@memory_option
+@pass_app
+def unforget(app: App, rev: str) -> None:
+    """Lift the tombstones commit REV carries: the chunks they hid come back.
+
+    The way back from a tombstone a pull brought in (say an unsigned teammate's `forget`
+    that also hid your own chunks of the same transcript). The lift is itself a tombstone
+    in a new commit, so it travels like one; `funes log` shows the commits that forgot.
+    """
+    result = api.unforget(app.repo(), rev)
+    render(
+        app.fmt,
+        result,
+        human=lambda r: f"lifted {len(r.tombstones)} tombstone(s): {r.restored} chunk(s) "
+        f"visible again (commit {short(r.commit)})",
+    )
+
+
+COMMANDS = [init, log, show, status, fsck, config, reset, reflog, unforget]

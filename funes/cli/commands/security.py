@@ -7,11 +7,8 @@ from typing import Any
 import click
 
 from funes.api import security as sec
+from funes.cli.app import App, pass_app
 from funes.cli.output import render, short
-
-
-def _app(ctx: click.Context) -> Any:
-    return ctx.find_root().obj
 
 
 def _forget_text(r: sec.ForgetResult) -> str:
@@ -30,9 +27,9 @@ def _forget_text(r: sec.ForgetResult) -> str:
 @click.option("--match", metavar="TEXT", help="Chunks whose text contains TEXT (plain text, "
               "case-sensitive).")
 @click.option("--dry-run", "-n", is_flag=True, help="Count what would be forgotten.")
-@click.pass_context
+@pass_app
 def forget(
-    ctx: click.Context, session: str | None, chunk: str | None, before: str | None,
+    app: App, session: str | None, chunk: str | None, before: str | None,
     match: str | None, dry_run: bool,
 ) -> None:
     """Hide chunks from every recall, here and wherever the tombstone travels.
@@ -42,7 +39,6 @@ def forget(
     it does not erase copies made before it arrived. `funes gc` removes the bytes from this
     machine's disk.
     """
-    app = _app(ctx)
     result = sec.forget(app.repo(), session=session, chunk=chunk, before=before, match=match,
                         dry_run=dry_run)
     render(app.fmt, result, human=_forget_text)
@@ -64,15 +60,14 @@ def _scrub_text(r: sec.ScrubResult) -> str:
 
 @click.command()
 @click.option("--dry-run", "-n", is_flag=True, help="List what would be redacted.")
-@click.pass_context
-def scrub(ctx: click.Context, dry_run: bool) -> None:
+@pass_app
+def scrub(app: App, dry_run: bool) -> None:
     """Re-run secret redaction over stored chunks and replace the dirty ones.
 
     Each chunk the current detectors find a secret in is hidden by a tombstone and replaced
     by a redacted copy (a new id, embedded by the backlog). Run `funes gc` afterwards to remove
     the originals from disk.
     """
-    app = _app(ctx)
     result = sec.scrub(app.repo(), dry_run=dry_run)
     render(app.fmt, result, human=_scrub_text)
 
@@ -87,8 +82,8 @@ def _gc_text(r: sec.GcResult) -> str:
 
 
 @click.command()
-@click.pass_context
-def gc(ctx: click.Context) -> None:
+@pass_app
+def gc(app: App) -> None:
     """Physically remove tombstoned and unreachable data from this machine.
 
     Rewrites the fragments holding tombstoned rows without them (the one rewrite funes
@@ -97,7 +92,6 @@ def gc(ctx: click.Context) -> None:
     their copies. Then packs small fragments into few (the hooks and `funes index` do that
     too, once a table has `pack.threshold` fragments).
     """
-    app = _app(ctx)
     render(app.fmt, sec.gc(app.repo()), human=_gc_text)
 
 
@@ -107,14 +101,18 @@ COMMANDS: list[click.Command] = [forget, scrub, gc]
 # -- keys ----------------------------------------------------------------------------------------
 
 
-@click.group()
-def keys() -> None:
+@click.group(invoke_without_command=True)
+@click.pass_context
+def keys(ctx: click.Context) -> None:
     """Ed25519 keys that sign commits, and the teammates' keys you trust.
 
     Keys live in $FUNES_HOME/keys/ (the private key is mode 0600). Once a key exists every
     commit this machine writes is signed; pull, clone and `fsck --verify` report unsigned
     commits and unknown or bad signatures, and --require-signed refuses them.
+    With no subcommand, lists the keys (like `funes keys list`).
     """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(keys_list)
 
 
 def _key_dict(k: sec.PublicKey) -> dict[str, Any]:
@@ -129,20 +127,18 @@ def _key_line(k: dict[str, Any]) -> str:
 @keys.command("generate")
 @click.option("--comment", help="Who the key belongs to (default: user name and email).")
 @click.option("--force", is_flag=True, help="Replace an existing key.")
-@click.pass_context
-def keys_generate(ctx: click.Context, comment: str | None, force: bool) -> None:
+@pass_app
+def keys_generate(app: App, comment: str | None, force: bool) -> None:
     """Create your signing key; later commits are signed with it."""
-    app = _app(ctx)
     key = _key_dict(sec.keys_generate(app.settings, comment, force=force))
     render(app.fmt, key, human=lambda k: f"generated signing key {k['id']}\n"
            f"share it with `funes keys export`; teammates run `funes keys trust '<line>'`")
 
 
 @keys.command("list")
-@click.pass_context
-def keys_list(ctx: click.Context) -> None:
+@pass_app
+def keys_list(app: App) -> None:
     """Your key and the keys you trust."""
-    app = _app(ctx)
     render(app.fmt, [_key_dict(k) for k in sec.keys_list(app.settings)],
            human=lambda ks: "\n".join(_key_line(k) for k in ks) or "no keys")
 
@@ -150,10 +146,9 @@ def keys_list(ctx: click.Context) -> None:
 @keys.command("export")
 @click.option("--remote", "remote", metavar="NAME", help="Print the memory key of encrypted "
               "remote NAME instead (secret: share it only with teammates, over a safe channel).")
-@click.pass_context
-def keys_export(ctx: click.Context, remote: str | None) -> None:
+@pass_app
+def keys_export(app: App, remote: str | None) -> None:
     """Print your public key as one line (for `funes keys trust`), or a memory key."""
-    app = _app(ctx)
     if remote:
         line = sec.memory_key_export(app.repo(), remote)
         render(app.fmt, {"remote": remote, "key": line}, human=lambda d: d["key"])
@@ -164,24 +159,22 @@ def keys_export(ctx: click.Context, remote: str | None) -> None:
 @keys.command("import")
 @click.argument("line")
 @click.option("--url", help="The remote URL the key is for (default: the one in the line).")
-@click.pass_context
-def keys_import(ctx: click.Context, line: str, url: str | None) -> None:
+@pass_app
+def keys_import(app: App, line: str, url: str | None) -> None:
     """Store the memory key of an encrypted remote.
 
     LINE is a `funes keys export --remote` line, or a file holding one; clone, fetch and push
     then decrypt and encrypt with it.
     """
-    app = _app(ctx)
     target = sec.memory_key_import(app.settings, line, url)
     render(app.fmt, {"url": target}, human=lambda d: f"imported the memory key for {d['url']}")
 
 
 @keys.command("trust")
 @click.argument("pubkey")
-@click.pass_context
-def keys_trust(ctx: click.Context, pubkey: str) -> None:
+@pass_app
+def keys_trust(app: App, pubkey: str) -> None:
     """Trust PUBKEY (an exported line, or a file holding one)."""
-    app = _app(ctx)
     render(app.fmt, _key_dict(sec.keys_trust(app.settings, pubkey)),
            human=lambda k: f"trusted {k['id']} {k['comment']}".rstrip())
 

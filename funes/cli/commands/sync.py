@@ -1,4 +1,4 @@
-"""Distribution verbs: remote, push, fetch, pull, merge, clone."""
+"""Distribution verbs: remote, push, fetch, pull, sync, merge, clone."""
 
 from __future__ import annotations
 
@@ -9,12 +9,9 @@ from typing import Any
 import click
 
 from funes import api
+from funes.cli.app import App, pass_app
 from funes.cli.output import render, short
 from funes.cli.progress import progress_bar
-
-
-def _app(ctx: click.Context) -> Any:
-    return ctx.find_root().obj
 
 
 def _size(n: int) -> str:
@@ -29,13 +26,17 @@ def _size(n: int) -> str:
 # -- remote ------------------------------------------------------------------------------------
 
 
-@click.group()
-def remote() -> None:
+@click.group(invoke_without_command=True)
+@click.pass_context
+def remote(ctx: click.Context) -> None:
     """Manage remotes: where this memory is pushed to and pulled from.
 
     URL forms: ORG/NAME or hf://datasets/ORG/NAME[/FOLDER] (a Hugging Face dataset repository),
     a directory path or file://PATH. Write ./ORG/NAME for a directory that does not exist yet.
+    With no subcommand, lists the remotes (like `git remote -v`).
     """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(remote_list)
 
 
 @remote.command("add")
@@ -43,14 +44,13 @@ def remote() -> None:
 @click.argument("url")
 @click.option("--encrypt", is_flag=True, help="Encrypt everything sent to it client-side "
               "(AES-256-GCM) with this memory's key; the remote is then not Lance-readable.")
-@click.pass_context
-def remote_add(ctx: click.Context, name: str, url: str, encrypt: bool) -> None:
+@pass_app
+def remote_add(app: App, name: str, url: str, encrypt: bool) -> None:
     """Add a remote NAME at URL.
 
     With --encrypt, objects and fragment files are sealed before they leave; the key lives in
     $FUNES_HOME/keys/memories/ (`funes keys export --remote NAME` hands it to teammates).
     """
-    app = _app(ctx)
     info = api.remote_add(app.repo(), name, url, encrypt=encrypt)
     render(app.fmt, info, human=lambda i: f"added remote {i.name} → {i.url}"
            + (" (encrypted)" if encrypt else ""))
@@ -58,10 +58,9 @@ def remote_add(ctx: click.Context, name: str, url: str, encrypt: bool) -> None:
 
 @remote.command("remove")
 @click.argument("name")
-@click.pass_context
-def remote_remove(ctx: click.Context, name: str) -> None:
+@pass_app
+def remote_remove(app: App, name: str) -> None:
     """Remove a remote, its remote-tracking refs and cached state."""
-    app = _app(ctx)
     info = api.remote_remove(app.repo(), name)
     render(app.fmt, info, human=lambda i: f"removed remote {i.name} ({i.url})")
 
@@ -69,19 +68,17 @@ def remote_remove(ctx: click.Context, name: str) -> None:
 @remote.command("set-url")
 @click.argument("name")
 @click.argument("url")
-@click.pass_context
-def remote_set_url(ctx: click.Context, name: str, url: str) -> None:
+@pass_app
+def remote_set_url(app: App, name: str, url: str) -> None:
     """Point remote NAME at another URL."""
-    app = _app(ctx)
     info = api.remote_set_url(app.repo(), name, url)
     render(app.fmt, info, human=lambda i: f"remote {i.name} → {i.url}")
 
 
 @remote.command("list")
-@click.pass_context
-def remote_list(ctx: click.Context) -> None:
+@pass_app
+def remote_list(app: App) -> None:
     """List remotes, one per line: name and URL."""
-    app = _app(ctx)
     items = api.remote_list(app.repo())
     render(app.fmt, items, human=lambda xs: "\n".join(f"{i.name}\t{i.url}" for i in xs))
 
@@ -133,9 +130,13 @@ def _push_text(r: api.PushResult) -> str:
               "has commits this one lacks.")
 @click.option("--dry-run", "-n", is_flag=True, help="Show what would be sent (and held "
               "back); change nothing.")
-@click.pass_context
+@click.option("--public", is_flag=True, help="Then make the Hub memory public, after the "
+              "publish gate scanned everything it holds (asks first).")
+@click.option("--yes", "-y", is_flag=True, help="With --public: do not ask.")
+@pass_app
 def push(
-    ctx: click.Context, remote: str | None, branch: str | None, force: bool, dry_run: bool
+    app: App, remote: str | None, branch: str | None, force: bool, dry_run: bool,
+    public: bool, yes: bool,
 ) -> None:
     """Send BRANCH (default: the current one) to REMOTE (default: its remote, or origin).
 
@@ -143,12 +144,20 @@ def push(
     (`funes pull`), or --force. Only what the remote lacks is uploaded; on the Hub a push is
     one commit, and a push with nothing new makes none.
 
-    Every outgoing chunk passes the publish gate (the redaction detectors again, plus gitleaks
-    or trufflehog when installed): chunks that still look secret are held back, listed
-    (session, turn, detector; never the secret), and the push exits 1 after sending the rest.
-    If a scanner fails, nothing is sent.
+    Every outgoing chunk passes the publish gate (the redaction detectors again, the
+    Betterleaks engine, plus gitleaks or trufflehog when installed): chunks that still look
+    secret are held back, listed (session, turn, engine:rule; never the secret), and the push
+    exits 1 after sending the rest. If a scanner fails, nothing is sent.
+
+    --public then makes the memory (a Hub dataset) public: the publish gate scans every chunk
+    the remote's history holds, not only what this push sends, and funes asks before it
+    changes anything (--yes does not ask). Found secrets keep it private (exit 1).
     """
-    app = _app(ctx)
+    if public:
+        if dry_run or force or branch:
+            raise click.UsageError("--public goes alone (with REMOTE and --yes)")
+        _publish(app, remote, yes)
+        return
     with progress_bar("pushing") as progress:
         result = api.push(
             app.repo(), remote, branch, force=force, progress=progress, dry_run=dry_run
@@ -156,6 +165,30 @@ def push(
     render(app.fmt, result, human=_push_text)
     if result.held:
         sys.exit(1)
+
+
+def _publish(app: Any, remote: str | None, yes: bool) -> None:
+    def confirm(check: api.PublishCheck) -> bool:
+        summary = (f"{check.url} would become public: {check.commits} commit(s), "
+                   f"{check.scanned} chunk(s), all scanned by the publish gate, none flagged. "
+                   "Anyone could read every passage.")
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            raise click.UsageError(f"{summary} Confirm with --yes (no terminal to ask on)")
+        return click.confirm(f"{summary} Make it public?", default=False, err=True)
+
+    with progress_bar("publishing") as progress:
+        result = api.publish(app.repo(), remote, confirm=confirm, progress=progress)
+
+    def text(r: api.PublishResult) -> str:
+        first = _push_text(r.push)
+        if not r.public:
+            return f"{first}\nnot made public (declined); {r.check.url} stays private"
+        return (f"{first}\n{r.check.url} is public now ({r.check.scanned} chunk(s) scanned); "
+                "undo on the Hub in its settings")
+
+    render(app.fmt, result, human=text)
 
 
 def _fetch_text(r: api.FetchResult) -> str:
@@ -172,13 +205,12 @@ def _fetch_text(r: api.FetchResult) -> str:
 
 @click.command()
 @click.argument("remote", required=False)
-@click.pass_context
-def fetch(ctx: click.Context, remote: str | None) -> None:
+@pass_app
+def fetch(app: App, remote: str | None) -> None:
     """Download what REMOTE has and this memory lacks; update refs/remotes/REMOTE/*.
 
     Nothing is merged: `funes merge REMOTE/BRANCH` (or `funes pull`) does that.
     """
-    app = _app(ctx)
     with progress_bar("fetching") as progress:
         result = api.fetch(app.repo(), remote, progress=progress)
     render(app.fmt, result, human=_fetch_text)
@@ -194,15 +226,8 @@ def _merge_text(m: api.MergeResult) -> str:
     return f"{head}\n{m.fragments} fragment(s), {m.rows} rows added; {m.chunk_count} chunks"
 
 
-def _signature_text(checks: Any) -> str:
-    counts: dict[str, int] = {}
-    for c in checks:
-        if c.status != "good":
-            counts[c.status] = counts.get(c.status, 0) + 1
-    if not counts:
-        return ""
-    parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    return f"signatures: {parts} commit(s) not signed by a trusted key (`funes fsck --verify`)"
+def _signature_text(settings: Any, checks: Any) -> str:
+    return api.signature_note(settings, tuple(checks)) or ""
 
 
 _REQUIRE_SIGNED = click.option(
@@ -215,8 +240,8 @@ _REQUIRE_SIGNED = click.option(
 @click.argument("remote", required=False)
 @click.argument("branch", required=False)
 @_REQUIRE_SIGNED
-@click.pass_context
-def pull(ctx: click.Context, remote: str | None, branch: str | None,
+@pass_app
+def pull(app: App, remote: str | None, branch: str | None,
          require_signed: bool) -> None:
     """Fetch REMOTE, then merge its BRANCH (default: the current one) into HEAD.
 
@@ -225,7 +250,6 @@ def pull(ctx: click.Context, remote: str | None, branch: str | None,
     models refuse to merge. Unsigned commits and unknown or bad signatures among the incoming
     commits are reported; --require-signed refuses the merge (exit 1).
     """
-    app = _app(ctx)
     with progress_bar("pulling") as progress:
         result = api.pull(app.repo(), remote, branch, progress=progress,
                           require_signed=require_signed)
@@ -233,17 +257,83 @@ def pull(ctx: click.Context, remote: str | None, branch: str | None,
         render("json", result, human=str)
         return
     text = _fetch_text(result.fetch)
+    signatures = _signature_text(app.settings, result.signatures)
     render(app.fmt, result, human=lambda r: "\n".join(
-        part for part in (text, _merge_text(r.merge), _signature_text(r.signatures)) if part
+        part for part in (text, _merge_text(r.merge), signatures) if part
     ))
+
+
+def _sync_text(r: api.SyncResult) -> str:
+    lines = []
+    if r.merged is not None and r.merged.kind != "up-to-date":
+        lines.append(_merge_text(r.merged))
+    if r.pushed is not None:
+        lines.append(_push_text(r.pushed))
+    elif r.merged is None:
+        lines.append(f"{r.remote}: nothing to sync yet")
+    elif not lines:
+        lines.append(f"up to date with {r.remote} ({r.url})")
+    if r.attempts > 1:
+        lines.append(f"(another machine pushed meanwhile: synced on try {r.attempts})")
+    return "\n".join(lines)
+
+
+@click.command()
+@click.argument("remote", required=False)
+@click.option("--no-push", is_flag=True, help="Only fetch and merge (bring this memory up to "
+              "date); send nothing.")
+@pass_app
+def sync(app: App, remote: str | None, no_push: bool) -> None:
+    """Fetch REMOTE (default: the branch's remote, or origin), merge, push; retry a race.
+
+    What the agent hooks run at session boundaries, and the one command that gets a stuck
+    sync going again: the remote's new commits are merged into this memory (the union of
+    both), then this memory is pushed through the publish gate. When another machine pushes
+    in between, the round runs again (a few times) instead of failing. The outcome is
+    recorded: `funes status` shows it. Exit 4 when the race was lost every time, 5 when the
+    remote cannot be reached; nothing local is lost either way.
+    """
+    with progress_bar("syncing") as progress:
+        result = api.sync(app.repo(), remote, push=not no_push, progress=progress)
+    render(app.fmt, result, human=_sync_text)
+    if result.pushed is not None and result.pushed.held:
+        sys.exit(1)
+
+
+@click.command()
+@click.argument("name", required=False)
+@click.argument("rev", required=False)
+@click.option("--delete", "-d", is_flag=True, help="Remove the local tag NAME.")
+@pass_app
+def tag(app: App, name: str | None, rev: str | None, delete: bool) -> None:
+    """Name a commit: `funes tag NAME [REV]` (default HEAD); without NAME, list the tags.
+
+    Tags never move (remove one with -d to name another commit). `funes push` sends the tags
+    of the history it publishes, `funes fetch`/`pull`/`clone` bring the remote's, and
+    `--memory ORG/NAME@TAG` or `funes clone ORG/NAME@TAG` read the memory as it was there.
+    """
+    if name is None:
+        if delete or rev:
+            raise click.UsageError("name the tag")
+        items = api.tag_list(app.repo())
+        render(app.fmt, items, human=lambda xs: "\n".join(
+            f"{t.name}\t{short(t.commit)}\t{t.time or '-'}" for t in xs))
+        return
+    if delete:
+        if rev:
+            raise click.UsageError("`funes tag -d NAME` takes no REV")
+        info = api.tag_delete(app.repo(), name)
+        render(app.fmt, info, human=lambda t: f"deleted tag {t.name} (was {short(t.commit)})")
+        return
+    info = api.tag_create(app.repo(), name, rev)
+    render(app.fmt, info, human=lambda t: f"tagged {short(t.commit)} as {t.name}")
 
 
 @click.command()
 @click.argument("rev")
-@click.pass_context
-def merge(ctx: click.Context, rev: str) -> None:
+@pass_app
+def merge(app: App, rev: str) -> None:
     """Merge REV (a branch, origin/main, a commit id) into the current branch."""
-    app = _app(ctx)
     result = api.merge(app.repo(), rev)
     render(app.fmt, result, human=_merge_text)
 
@@ -254,8 +344,8 @@ def merge(ctx: click.Context, rev: str) -> None:
 @click.option("--global", "is_global", is_flag=True,
               help="Clone into the user's memory at $FUNES_HOME.")
 @_REQUIRE_SIGNED
-@click.pass_context
-def clone(ctx: click.Context, source: str, directory: Path | None, is_global: bool,
+@pass_app
+def clone(app: App, source: str, directory: Path | None, is_global: bool,
           require_signed: bool) -> None:
     """Copy the memory at SOURCE into DIRECTORY/.funes (default: ./NAME), or --global.
 
@@ -264,7 +354,6 @@ def clone(ctx: click.Context, source: str, directory: Path | None, is_global: bo
     memories clone without a token. Unsigned commits and unknown or bad signatures are
     reported; --require-signed refuses them (exit 1, nothing left behind).
     """
-    app = _app(ctx)
     with progress_bar("cloning") as progress:
         result = api.clone(app.settings, source, str(directory) if directory else None,
                            is_global=is_global, progress=progress,
@@ -278,10 +367,10 @@ def clone(ctx: click.Context, source: str, directory: Path | None, is_global: bo
             f"({r.fetch.objects} objects, {r.fetch.files} fragment file(s), "
             f"{_size(r.fetch.bytes)})"
         )
-        sig = _signature_text(r.signatures)
+        sig = _signature_text(app.settings, r.signatures)
         return f"{line}\n{sig}" if sig else line
 
     render(app.fmt, result, human=text)
 
 
-COMMANDS = [remote, push, fetch, pull, merge, clone]
+COMMANDS = [remote, push, fetch, pull, sync, merge, clone, tag]

@@ -139,7 +139,7 @@ def read_head_records(path: Path, max_lines: int = _SNIFF_LINES) -> list[Any] | 
         if not raw.strip():
             continue
         try:
-            records.append(json.loads(raw))
+            records.append(loads_line(raw))
         except (ValueError, RecursionError):
             continue
         if len(records) >= max_lines:
@@ -150,6 +150,18 @@ def read_head_records(path: Path, max_lines: int = _SNIFF_LINES) -> list[Any] | 
 # --------------------------------------------------------------------------------------------
 # Reading lines
 # --------------------------------------------------------------------------------------------
+
+
+def loads_line(line: bytes) -> Any:
+    """One JSONL record; bytes that are not UTF-8 become U+FFFD instead of losing the turn.
+
+    A tool's binary output pasted into a transcript, or a log in another encoding, should
+    cost a few characters, not the whole turn.
+    """
+    try:
+        return json.loads(line)
+    except UnicodeDecodeError:
+        return json.loads(line.decode("utf-8", "replace"))
 
 
 def iter_complete_lines(
@@ -374,7 +386,7 @@ class LineParser:
                 self.skip("blank-line")
                 continue
             try:
-                record = json.loads(line)
+                record = loads_line(line)
             except (ValueError, RecursionError):
                 self.skip("invalid-json")
                 continue

@@ -1,0 +1,81 @@
+"""What `funes recall` and `funes get` print in the agent and json formats.
+
+One home for these bytes because two processes print them: the CLI when it does the work
+itself, and the warm server when the thin client (funes.cli.thin) hands it a whole command
+and prints the answer as it comes. Both call `recall_output` and `get_output`, so the output
+is the same whichever process made it (tests/serve/test_serve_output.py holds them to it).
+The human format stays in the CLI: it is for a terminal, where the full CLI runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from funes.api.agent_format import recall_text, turns_text
+from funes.api.recall import RecallResult, TurnView
+
+__all__ = ["get_output", "recall_json", "recall_output", "to_dict", "to_json"]
+
+
+def to_dict(value: Any) -> Any:
+    """A result as plain JSON-able data (dataclasses, paths and collections converted)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_dict(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): to_dict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [to_dict(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def to_json(value: Any) -> str:
+    """Serialise a result (dataclasses included) as indented JSON."""
+    return json.dumps(to_dict(value), indent=2, ensure_ascii=False, sort_keys=False)
+
+
+def recall_json(result: RecallResult, label: str, trusted: bool) -> dict[str, Any]:
+    """`funes recall --format json`: the hits with every score and the `get` command."""
+    return {
+        "query": result.query,
+        "memory": label,
+        "trusted": trusted,
+        "signals": result.signals,
+        "backlog": result.backlog,
+        "hits": [
+            {
+                **{k: (v.isoformat() if hasattr(v, "isoformat") else v)
+                   for k, v in h.row.items()},
+                "score": h.score,
+                "bm25_rank": h.bm25_rank,
+                "vector_rank": h.vector_rank,
+                "rerank": h.rerank,
+                "get": f"funes get {h.row['session_id']} {h.row['turn_id']} --memory {label}",
+                "neighbors": [{k: n[k] for k in ("session_id", "turn_id", "seq", "role",
+                                                 "block_type", "text")} for n in h.neighbors],
+            }
+            for h in result.hits
+        ],
+    }
+
+
+def recall_output(fmt: str, result: RecallResult, label: str, trusted: bool,
+                  note: str | None = None) -> str:
+    """The text `funes recall` prints on stdout in the `agent` or `json` format.
+
+    `note` (a memory that has not synced for long) is a first line of the agent format.
+    """
+    if fmt == "json":
+        return to_json(recall_json(result, label, trusted))
+    return recall_text(result, label, trusted, note)
+
+
+def get_output(fmt: str, turns: list[TurnView]) -> str:
+    """The text `funes get` prints on stdout in the `agent` or `json` format."""
+    if fmt == "json":
+        return to_json(turns)
+    return turns_text(turns)

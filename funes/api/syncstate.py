@@ -1,0 +1,158 @@
+"""Where each remote stands: the recorded outcome of the last sync, ahead/behind, the stale note.
+
+Every `sync`, `push`, `pull` and `clone` records how it ended in
+`.funes/remotes/<remote>/last-sync.json` (local state, never sent): `funes status` shows it
+with the one command that fixes a failure, and recall's agent output carries a one-line note
+once a memory has not synced for `sync.staleAfter` seconds (docs/agents.md). A failure that
+persists is therefore visible where people look, not only in the hook log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from funes.errors import FunesError
+from funes.model.refs import remote_ref
+from funes.remotes import sync as _sync
+from funes.remotes.base import RemoteNotFoundError
+from funes.storage.atomic import write_atomic
+from funes.storage.repo import Repository
+from funes.storage.transfer import ancestors
+
+__all__ = ["STALE_AFTER", "LastSync", "RemoteStatus", "default_remote_name", "last_sync",
+           "record_sync", "recorded", "remote_status", "sync_note"]
+
+#: A memory that has not synced with a remote for this long gets a note in agent output.
+STALE_AFTER = 86400.0
+#: Largest last-sync record read back (a few fields).
+_RECORD_MAX = 1 << 14
+
+
+@dataclass(frozen=True)
+class LastSync:
+    """The last sync, push or pull against one remote, as `status` reports it."""
+
+    time: float
+    ok: bool
+    #: The error's message when it failed, else a summary.
+    detail: str
+    #: The one command that fixes a failure (None when it succeeded).
+    fix: str | None
+    #: When a sync last succeeded (0: never).
+    last_ok: float
+
+
+@dataclass(frozen=True)
+class RemoteStatus:
+    """One remote in `status`: how far apart the two sides are, and how the last sync went."""
+
+    name: str
+    url: str
+    #: Commits of the current branch the remote lacks, and the other way round, as of the
+    #: last fetch (None: never fetched).
+    ahead: int | None
+    behind: int | None
+    last: LastSync | None
+
+
+def default_remote_name(repo: Repository) -> str:
+    """The remote a bare `funes sync` (or push, pull) uses for the current branch."""
+    return _sync.default_remote(repo, repo.head_branch().removeprefix("refs/heads/"))
+
+
+def _record_path(repo: Repository, name: str) -> Path:
+    return repo.path / "remotes" / name / "last-sync.json"
+
+
+def last_sync(repo: Repository, name: str) -> LastSync | None:
+    """The recorded outcome of the last sync, push or pull against remote `name`."""
+    try:
+        with _record_path(repo, name).open("rb") as fh:
+            raw = fh.read(_RECORD_MAX + 1)
+        data = json.loads(raw) if len(raw) <= _RECORD_MAX else {}
+        return LastSync(float(data["time"]), bool(data["ok"]), str(data["detail"])[:500],
+                        str(data["fix"])[:200] if data.get("fix") else None,
+                        float(data.get("last_ok") or 0))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def record_sync(repo: Repository, name: str, ok: bool, detail: str, fix: str | None) -> None:
+    """Record how a sync against `name` ended (`funes status` shows it; `last_sync` reads it)."""
+    now = time.time()
+    before = last_sync(repo, name)
+    body = {"time": now, "ok": ok, "detail": detail, "fix": fix,
+            "last_ok": now if ok else (before.last_ok if before else 0)}
+    path = _record_path(repo, name)
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(body).encode())
+
+
+@contextlib.contextmanager
+def recorded(repo: Repository, name: str, verb: str) -> Iterator[None]:
+    """Record how a sync, push or pull against `name` ended (what `status` shows)."""
+    try:
+        yield
+    except FunesError as exc:
+        record_sync(repo, name, False, exc.message, _fix_for(repo, exc, name))
+        raise
+    record_sync(repo, name, True, verb, None)
+
+
+def _fix_for(repo: Repository, exc: FunesError, name: str) -> str:
+    """The one command that gets a failed sync going again.
+
+    On the Hub, a refusal (HTTP 401/403, or "no such repository, or no access", which is what
+    the Hub answers a revoked token) needs a fresh token first.
+    """
+    url = repo.config.get(f"remote.{name}.url") or ""
+    refused = isinstance(exc, RemoteNotFoundError) or "not allowed" in exc.message
+    if url.startswith("hf://") and refused:
+        return f"hf auth login && funes sync {name}"
+    return f"funes sync {name}"
+
+
+def remote_status(repo: Repository) -> list[RemoteStatus]:
+    """Every remote: ahead/behind of the current branch against its tracking ref, last sync."""
+    branch = repo.head_branch().removeprefix("refs/heads/")
+    head = repo.head()
+    out = []
+    for name in sorted(repo.config.subsections("remote")):
+        url = repo.config.get(f"remote.{name}.url")
+        if not url:
+            continue
+        tracking = repo.refs.read(remote_ref(name, branch))
+        ahead = behind = None
+        if tracking is not None and repo.objects.has(tracking):
+            theirs = ancestors(repo, tracking)
+            ours = ancestors(repo, head) if head else set()
+            ahead, behind = len(ours - theirs), len(theirs - ours)
+        out.append(RemoteStatus(name, url, ahead, behind, last_sync(repo, name)))
+    return out
+
+
+def sync_note(repo: Repository, now: float | None = None) -> str | None:
+    """One line for agent output when the memory has not synced with a remote for long."""
+    stale_after = float(repo.config.get("sync.staleAfter") or STALE_AFTER)
+    now = time.time() if now is None else now
+    for name in sorted(repo.config.subsections("remote")):
+        last = last_sync(repo, name)
+        if last is None or (last.ok and now - last.time < stale_after):
+            continue
+        if last.last_ok and now - last.last_ok < stale_after:
+            continue
+        since = (datetime.fromtimestamp(last.last_ok, UTC).strftime("%Y-%m-%d %H:%M UTC")
+                 if last.last_ok else "never")
+        why = "" if last.ok else f" ({last.detail})"
+        return (f"# note: this memory has not synced with {name} since {since}{why}; "
+                f"run `{last.fix or f'funes sync {name}'}`")
+    return None
+
+
