@@ -207,6 +207,79 @@ def test_hooks_directory_and_layout_exist() -> None:
         assert (REPO_ROOT / name).exists(), name
 
 
+def _runtime_imports(path: Path, modules: set[str]) -> set[str]:
+    """The funes modules `path` imports at run time (``TYPE_CHECKING`` blocks left out).
+
+    ``from funes.x import y`` counts as importing ``funes.x.y`` when that is a module, so a
+    package's ``__init__`` is not blamed for its submodules' imports.
+    """
+    tree = ast.parse(path.read_text("utf-8"))
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    typing_only: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            typing_only |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            subs = [f"{name}.{a.name}" for a in node.names if f"{name}.{a.name}" in modules]
+            names = subs or [name]
+        for name in names:
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name not in ("funes", module):
+                found.add(name)
+    return found
+
+
+def test_no_import_cycles() -> None:
+    """Within a layer too: a cycle means two modules are one idea split in two (or the reverse)."""
+    paths = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+    graph = {m: _runtime_imports(p, set(paths)) for m, p in paths.items()}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append([*trail[trail.index(nxt):], nxt])
+            elif nxt not in state:
+                visit(nxt, [*trail, nxt])
+        state[node] = 2
+
+    for start in sorted(graph):
+        if start not in state:
+            visit(start, [start])
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+#: Lines above which a module must say in its docstring why it stays one file.
+MODULE_LINES = 600
+
+
+def test_large_modules_say_why_they_are_one_file() -> None:
+    big = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        lines = path.read_text("utf-8").count("\n")
+        if lines <= MODULE_LINES:
+            continue
+        doc = ast.get_docstring(ast.parse(path.read_text("utf-8"))) or ""
+        if "One file because" not in doc:
+            big.append(f"{_module_name(path)}: {lines} lines and no 'One file because' reason")
+    assert not big, "\n".join(big)
 def test_hooks_first_step_is_light() -> None:
     """What an agent's or git's hook runs in the foreground imports no CLI, library or model."""
     probe = (

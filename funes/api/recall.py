@@ -143,7 +143,7 @@ def recall(
     if via_server:
         from funes.api import warm
 
-        return warm.recall(settings, repo, request)
+        return warm.recall(settings, repo, request, lambda: run_recall(settings, repo, request))
     return run_recall(settings, repo, request)
 
 

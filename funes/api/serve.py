@@ -30,6 +30,10 @@ Each request runs in its own thread on a `Snapshot` of its memory (funes.storage
 HEAD and each Lance table pinned when the request starts, so a recall that overlaps an index
 run's commit sees one consistent state. The server records which embedder objects served its
 recalls, so `status` can show that the model stayed loaded (`embedder_loads` stays 1).
+
+One file because the server is one state machine: the socket loop, the open memories with
+their idle and memory-budget eviction, and the handlers all read and change the same state
+under one lock; the wire format lives in funes.protocol and the client in funes.api.warm.
 """
 
 from __future__ import annotations

@@ -31,19 +31,21 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from funes import protocol
 from funes._env import Settings
-from funes.api.recall import RecallRequest, run_recall
 from funes.errors import FunesError
 from funes.protocol import PROTOCOL, Endpoint, lock_held
 from funes.retrieval.get import BlockView, TurnView, get_turns
 from funes.retrieval.recall import Hit, RecallResult
 from funes.storage.repo import Repository
+
+if TYPE_CHECKING:
+    from funes.api.recall import RecallRequest
 
 __all__ = [
     "DEFAULT_IDLE",
@@ -208,11 +210,13 @@ def _enabled(settings: Settings) -> bool:
     return settings.serve in ("auto", "use")
 
 
-def recall(settings: Settings, repo: Repository, query: RecallRequest) -> RecallResult:
-    """`funes.api.recall.run_recall`, answered by the warm server when one runs.
+def recall(settings: Settings, repo: Repository, query: RecallRequest,
+           local: Callable[[], RecallResult]) -> RecallResult:
+    """A recall answered by the warm server when one runs, else by `local()` in-process.
 
     With `FUNES_SERVE=auto` and no server, starts one in the background for the next query
-    and answers this one in-process.
+    and answers this one in-process. `local` is `funes.api.recall.run_recall` bound to the
+    request: passed in, so this client module needs nothing from the module that calls it.
     """
     if _enabled(settings):
         try:
@@ -225,7 +229,7 @@ def recall(settings: Settings, repo: Repository, query: RecallRequest) -> Recall
                 stop_server(settings, wait=0)  # the next recall starts a current one
             elif settings.serve == "auto":
                 start_server(settings, warm=repo.path)
-    return run_recall(settings, repo, query)
+    return local()
 
 
 def get(settings: Settings, repo: Repository, session_id: str, turn_id: str,

@@ -23,6 +23,10 @@ The pitfalls below were each measured to abort the process or to change results:
   tokens keep their text and are typed CONTROL.
 * `pooling_type` is MEAN for the sentence embedder and RANK for the cross-encoder, and
   `attention.causal` is false.
+
+One file because the converter is one mapping: the tensor-name table, the vocabulary
+rewriting and the metadata must agree with each other and with llama.cpp's loader, and are
+read together when llama.cpp changes.
 """
 
 from __future__ import annotations

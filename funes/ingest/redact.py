@@ -28,6 +28,11 @@ everything stays linear in the text (pathological inputs are tested).
 
 Idempotent: no detector matches its own ``[REDACTED:…]`` marker, so redacting twice changes
 nothing (tested), and the publish gate finds nothing in redacted text.
+
+One file because every detector shares one pass: the keyword prefilter, the replacement
+that extends a match to the whole token and the placeholder allowlist decide together what
+a span becomes, and splitting them would put the halfway-redaction bug back between modules.
+The gitleaks rules themselves are data (funes/ingest/data/gitleaks).
 """
 
 from __future__ import annotations

@@ -20,6 +20,10 @@ sides. Nothing is re-embedded: vectors travel as fragments like chunks do.
 The local tables hold the rows of local branches only (docs/format.md, "Tables"): fetch stores
 files without appending them; `merge` appends what the new tip adds, through the same journal
 as an ordinary commit, so a crash at any point is finished or undone by the next writer.
+
+One file because it is the repository's one entrance: every check on what arrives (object
+hashes, fragment metadata against the file, ids against content) sits beside the code that
+installs it, so no path can store something unchecked.
 """
 
 from __future__ import annotations
