@@ -335,12 +335,14 @@ def test_fetching_fuzzed_objects_writes_nothing_outside(
 def repository_state(repo: Any) -> dict[str, Any]:
     """Every file of a repository that a refused fetch must leave alone, with its bytes' hash.
 
-    Left out: `tmp/` (staging, emptied after each fetch) and `logs/`.
+    Left out: `tmp/` (staging, emptied after each fetch), `logs/`, and the record of the last
+    sync's outcome (`remotes/<r>/last-sync.json`: a refused fetch writes that it failed, so
+    `funes status` can show it).
     """
     out = {}
     for path in sorted(repo.path.rglob("*")):
         rel = path.relative_to(repo.path)
-        if rel.parts[0] in ("tmp", "logs") or not path.is_file():
+        if rel.parts[0] in ("tmp", "logs") or not path.is_file() or rel.name == "last-sync.json":
             continue
         out[str(rel)] = hash_bytes(path.read_bytes())
     return out

@@ -23,14 +23,16 @@ WORD = "wombatquince"
 def snapshot_tree(root: Path) -> dict[str, bytes]:
     """Every file under a memory with its bytes.
 
-    Left out: `lock` (it holds the last writer's pid, not data) and a Hub remote's
+    Left out: `lock` (it holds the last writer's pid, not data), a Hub remote's
     `remotes/<r>/state.json`, the cache of the refs it last listed (docs/format.md: safe to
-    delete), which records what the remote said even when funes refused what it sent.
+    delete), which records what the remote said even when funes refused what it sent, and
+    `remotes/<r>/last-sync.json`, the record of the last sync's outcome: a refused pull must
+    write that it failed (so `funes status` shows it with the fix), and nothing else.
     """
     out: dict[str, bytes] = {}
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
-        cache = rel.startswith("remotes/") and rel.endswith("/state.json")
+        cache = rel.startswith("remotes/") and rel.endswith(("/state.json", "/last-sync.json"))
         if path.is_file() and not path.is_symlink() and rel != "lock" and not cache:
             out[rel] = path.read_bytes()
     return out

@@ -123,7 +123,10 @@ def test_sigterm_during_a_clone_removes_the_half_made_memory(tmp_path: Path, set
 
     import pytest
 
-    from funes.api import sync as api_sync
+    import importlib
+
+    # the module, not `funes.api.sync` the function (the package exports `sync` the verb)
+    api_sync = importlib.import_module("funes.api.sync")
 
     sc = scene(tmp_path, settings)
     real = api_sync._clone_into
