@@ -118,12 +118,11 @@ def test_a_clone_killed_half_way_does_not_block_the_retry(tmp_path: Path, settin
 
 def test_sigterm_during_a_clone_removes_the_half_made_memory(tmp_path: Path, settings: Any,
                                                              monkeypatch: Any) -> None:
+    import importlib
     import signal
     from dataclasses import replace
 
     import pytest
-
-    import importlib
 
     # the module, not `funes.api.sync` the function (the package exports `sync` the verb)
     api_sync = importlib.import_module("funes.api.sync")
