@@ -448,6 +448,30 @@ class LineParser:
             self._project_cache[workdir] = project_identity(workdir)
         return self._project_cache[workdir]
 
+    def resolve_parent(self, parent_id: object) -> str | None:
+        """The turn a ``parentId`` means, looking through records that carried no turn.
+
+        Formats whose records form a chain or tree (pi, Copilot CLI) link metadata records too;
+        a turn's parent is the nearest ancestor that became a turn (see :meth:`link_record`).
+        """
+        pid = as_str(parent_id)
+        if not pid:
+            return None
+        links = state_map(self.state, "links")
+        if pid in links:
+            target = links[pid]
+            return target if isinstance(target, str) else None
+        return pid
+
+    def link_record(self, record: dict[str, Any]) -> None:
+        """Remember that a record (``id``/``parentId``) that became no turn leads to its parent."""
+        entry_id = as_str(record.get("id"))
+        if entry_id:
+            links = state_map(self.state, "links")
+            if entry_id not in links:
+                bounded_put(links, entry_id, self.resolve_parent(record.get("parentId")),
+                            LINK_MAP_LIMIT)
+
     def remember_tool(self, call_id: str | None, name: str | None) -> None:
         """Remember a tool call's name so its result can be labelled with it."""
         if call_id and name:

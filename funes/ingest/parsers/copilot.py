@@ -83,7 +83,7 @@ class CopilotParser(LineParser):
         kind = record.get("type")
         data = as_dict(record.get("data"))
         if not isinstance(kind, str) or data is None:
-            self._link(record)
+            self.link_record(record)
             self.skip("missing-field")
             return
         if kind in ("session.start", "session.resume"):
@@ -116,7 +116,7 @@ class CopilotParser(LineParser):
                 return
         if kind == "tool.execution_start":
             self.remember_tool(as_str(data.get("toolCallId")), as_str(data.get("toolName")))
-        self._link(record)
+        self.link_record(record)
         if kind in _IGNORED or kind.startswith(_IGNORED_PREFIXES):
             self.skip(f"ignored:{type_label(kind)}")
         else:
@@ -168,26 +168,6 @@ class CopilotParser(LineParser):
         name = self.tool_name_for(call_id) or as_str(properties.get("tool"))
         return make_block("tool_result", text or "", tool_name=name, tool_call_id=call_id)
 
-    # -- event links ---------------------------------------------------------------------------
-
-    def _resolve(self, parent_id: object) -> str | None:
-        pid = as_str(parent_id)
-        if not pid:
-            return None
-        links = state_map(self.state, "links")
-        if pid in links:
-            target = links[pid]
-            return target if isinstance(target, str) else None
-        return pid
-
-    def _link(self, record: dict[str, Any]) -> None:
-        event_id = as_str(record.get("id"))
-        if event_id:
-            links = state_map(self.state, "links")
-            if event_id not in links:
-                bounded_put(links, event_id, self._resolve(record.get("parentId")),
-                            LINK_MAP_LIMIT)
-
     def _emit(
         self,
         record: dict[str, Any],
@@ -210,12 +190,12 @@ class CopilotParser(LineParser):
             blocks=[b for b in blocks if b is not None],
             start=start,
             end=end,
-            parent_turn_id=self._resolve(record.get("parentId")),
+            parent_turn_id=self.resolve_parent(record.get("parentId")),
             workdir=as_str(self.state.get("cwd")),
             extra=extra,
         )
         if turn is None:
-            self._link(record)
+            self.link_record(record)
         elif event_id:
             bounded_put(seen, event_id, 1, LINK_MAP_LIMIT)
 

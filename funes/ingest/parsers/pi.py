@@ -31,17 +31,14 @@ from typing import Any
 
 from funes.ingest import noise
 from funes.ingest.parsers.base import (
-    LINK_MAP_LIMIT,
     LineParser,
     ParseResult,
     ParserSpec,
     as_dict,
     as_list,
     as_str,
-    bounded_put,
     make_block,
     render_json,
-    state_map,
     type_label,
 )
 from funes.model.turns import Block
@@ -88,7 +85,7 @@ class PiParser(LineParser):
             self.skip("missing-field")
             return
         if not isinstance(kind, str):
-            self._link(record)
+            self.link_record(record)
             self.skip(f"unknown-type:{type_label(kind)}")
             return
         if kind == "session":
@@ -97,7 +94,7 @@ class PiParser(LineParser):
         if kind == "message":
             message = as_dict(record.get("message"))
             if message is None:
-                self._link(record)
+                self.link_record(record)
                 self.skip("missing-field")
                 return
             self._message(record, message, index, start, end)
@@ -111,7 +108,7 @@ class PiParser(LineParser):
             extra = {"custom_type": ct} if (ct := as_str(record.get("customType"))) else None
             self._emit(record, "system", blocks, index, start, end, extra)
         else:
-            self._link(record)
+            self.link_record(record)
             label = type_label(kind)
             self.skip(f"ignored:{label}" if kind in _IGNORED else f"unknown-type:{label}")
 
@@ -131,25 +128,6 @@ class PiParser(LineParser):
         self.ts(record.get("timestamp"))
         self.skip("ignored:session")
 
-    # -- tree links ----------------------------------------------------------------------------
-
-    def _resolve(self, parent_id: object) -> str | None:
-        pid = as_str(parent_id)
-        if not pid:
-            return None
-        links = state_map(self.state, "links")
-        if pid in links:
-            target = links[pid]
-            return target if isinstance(target, str) else None
-        return pid
-
-    def _link(self, record: dict[str, Any]) -> None:
-        entry_id = as_str(record.get("id"))
-        if entry_id:
-            links = state_map(self.state, "links")
-            if entry_id not in links:
-                bounded_put(links, entry_id, self._resolve(record.get("parentId")), LINK_MAP_LIMIT)
-
     # -- messages -----------------------------------------------------------------------------
 
     def _message(
@@ -158,7 +136,7 @@ class PiParser(LineParser):
         role = as_str(message.get("role")) or ""
         turn_role = _ROLE_MAP.get(role)
         if turn_role is None:
-            self._link(record)
+            self.link_record(record)
             self.skip(f"unknown-type:message:{type_label(role)}")
             return
         blocks: list[Block | None]
@@ -248,7 +226,7 @@ class PiParser(LineParser):
         entry_id = as_str(record.get("id"))
         if entry_id:
             turn_id = entry_id
-            parent = self._resolve(record.get("parentId"))
+            parent = self.resolve_parent(record.get("parentId"))
         else:
             turn_id = f"{session}#{index}"
             parent = as_str(self.state.get("last_turn"))
@@ -270,7 +248,7 @@ class PiParser(LineParser):
             self.state["last_turn"] = turn_id
         elif entry_id:
             # An empty message is still a node of the tree: children resolve through it.
-            self._link(record)
+            self.link_record(record)
 
 
 def _parse(path: Path, start: int, state: dict[str, Any] | None, final: bool) -> ParseResult:
