@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from funes.errors import UsageError
 from funes.ingest.represent import vector_label
 from funes.retrieval import indexes, timeexpr
+from funes.retrieval.margin import RERANK_SKIPPED, head_decided
 from funes.storage.repo import Repository
 
 if TYPE_CHECKING:
@@ -348,7 +349,10 @@ def recall(
     # The adjusted order decides which passages the cross-encoder reads.
     pool = sorted(pool, key=lambda c: base[c], reverse=True)
     rerank_scores: dict[str, float] = {}
-    if reranker is not None and opts.rerank_pool:
+    decided = reranker is not None and opts.rerank_pool > 0 and head_decided(pool, base)
+    if decided:
+        signals.append(RERANK_SKIPPED)
+    if reranker is not None and opts.rerank_pool and not decided:
         head = pool[: opts.rerank_pool]
         scores = reranker.score(query, [rows[c]["text"] for c in head])
         # A time-budgeted reranker (funes.api.recall.Budgeted) may score only the first few.

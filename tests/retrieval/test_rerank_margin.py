@@ -1,0 +1,87 @@
+"""Reranking is skipped when the fused head is already decided (funes.retrieval.margin)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from funes.inference.fake import FakeEmbedder, FakeReranker
+from funes.model.chunk import Chunk
+from funes.retrieval import margin
+from funes.retrieval import recall as rr
+from funes.storage.repo import Repository
+
+
+def _chunk(i: int, text: str) -> Chunk:
+    return Chunk(text=text, harness="claude", session_id=f"s{i}", turn_id=f"s{i}-t0", seq=0,
+                 ts=f"2026-10-{i + 1:02d}T10:00:00Z", role="assistant", block_type="text",
+                 block_idx=0, split_idx=0, workdir="/src/app", project="github.com/acme/app")
+
+
+#: Passages about the scheduler, one of which names the deadlock (a rare word), and the same
+#: note about a flaky upload in two sessions (a head two passages share).
+TEXTS = [
+    "The scheduler deadlock came from holding the queue lock while waiting on the pool.",
+    *(f"Note {i}: the scheduler loop ran job {i} and the scheduler logged it." for i in range(11)),
+    "Retried the flaky upload twice before it passed.",
+    "Retried the flaky upload twice before it passed.",
+]
+
+
+@pytest.fixture
+def memory(tmp_path: Path, settings) -> Repository:  # type: ignore[no-untyped-def]
+    repo = Repository.init(tmp_path / "mem" / ".funes", settings)
+    repo.commit_chunks([_chunk(i, t) for i, t in enumerate(TEXTS)], "seed")
+    return repo
+
+
+def _recall(repo: Repository, query: str, reranker: FakeReranker) -> rr.RecallResult:
+    return rr.recall(repo, query, rr.Options(k=5, neighbors=0, half_life_days=0),
+                     reranker=reranker)
+
+
+def test_a_clear_margin_skips_the_reranker_and_says_so(memory: Repository) -> None:
+    fake = FakeReranker()
+    result = _recall(memory, "scheduler deadlock", fake)
+    assert fake.calls == 0
+    assert margin.RERANK_SKIPPED in result.signals and "rerank" not in result.signals
+    assert result.hits[0].row["text"] == TEXTS[0]  # the fused head stands
+    assert result.hits[0].rerank is None
+
+
+def test_a_close_head_is_reranked(memory: Repository) -> None:
+    fake = FakeReranker()
+    result = _recall(memory, "scheduler loop", fake)
+    assert fake.calls == rr.Options().rerank_pool
+    assert "rerank" in result.signals and margin.RERANK_SKIPPED not in result.signals
+    assert sum(h.rerank is not None for h in result.hits) == rr.Options().rerank_pool
+
+
+def test_the_margin_is_a_share_of_the_pools_spread() -> None:
+    pool = [f"c{i}" for i in range(margin.MARGIN_MIN_POOL)]
+    spread = {c: 1.0 - 0.05 * i for i, c in enumerate(pool)}  # best 1.0, worst 0.55
+    assert margin.head_margin(pool, spread) == pytest.approx(0.05 / 0.45)
+    assert not margin.head_decided(pool, spread)
+    lead = {**spread, "c0": 1.0 + margin.RERANK_MARGIN * 0.45 / (1 - margin.RERANK_MARGIN)}
+    assert margin.head_decided(pool, lead)
+    # Scaling every score alike (one signal's or two's scale) does not change the decision.
+    assert margin.head_decided(pool, {c: 3 * s for c, s in lead.items()})
+    # Too few candidates, or all equal: nothing is measured and the reranker runs.
+    assert margin.head_margin(pool[:-1], lead) is None
+    assert margin.head_margin(pool, dict.fromkeys(pool, 0.7)) is None
+
+
+def test_with_both_signals_the_same_margin_decides(memory: Repository) -> None:
+    from funes.ingest import backlog
+
+    embedder = FakeEmbedder()
+    backlog.drain(memory, embedder)
+    calls = {}
+    for query in ("scheduler deadlock", "flaky upload retried"):
+        fake = FakeReranker()
+        result = rr.recall(memory, query, rr.Options(k=5, neighbors=0), embedder=embedder,
+                           reranker=fake)
+        assert "vector" in result.signals
+        calls[query] = fake.calls
+    assert calls == {"scheduler deadlock": 0, "flaky upload retried": rr.Options().rerank_pool}
