@@ -87,7 +87,15 @@ from funes.api.recall import (
     reindex,
     search_status,
 )
-from funes.api.render import get_output, recall_json, recall_output, to_dict, to_json
+from funes.api.render import (
+    get_output,
+    recall_json,
+    recall_output,
+    recall_printed,
+    recall_stderr,
+    to_dict,
+    to_json,
+)
 from funes.api.repo import (
     InitResult,
     LogEntry,
@@ -254,6 +262,8 @@ __all__ = [
     "recall",
     "recall_json",
     "recall_output",
+    "recall_printed",
+    "recall_stderr",
     "recall_text",
     "record_sync",
     "reflog",

@@ -4,7 +4,8 @@ One home for these bytes because two processes print them: the CLI when it does 
 itself, and the warm server when the thin client (funes.cli.thin) hands it a whole command
 and prints the answer as it comes. Both call `recall_output` and `get_output`, so the output
 is the same whichever process made it (tests/serve/test_serve_output.py holds them to it).
-The human format stays in the CLI: it is for a terminal, where the full CLI runs.
+The human format stays in the CLI: it is for a terminal, where the full CLI runs; what
+`recall` says on stderr (why a recall is empty) is shared by every format.
 """
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from funes.api.agent_format import recall_text, turns_text
-from funes.api.recall import RecallResult, TurnView
+from funes.api.recall import RecallRequest, RecallResult, TurnView
+from funes.api.syncstate import sync_note
+from funes.api.user import empty_recall
+from funes.storage.repo import Repository
 
-__all__ = ["get_output", "recall_json", "recall_output", "to_dict", "to_json"]
+__all__ = ["get_output", "recall_json", "recall_output", "recall_printed", "recall_stderr",
+           "to_dict", "to_json"]
 
 
 def to_dict(value: Any) -> Any:
@@ -72,6 +77,29 @@ def recall_output(fmt: str, result: RecallResult, label: str, trusted: bool,
     if fmt == "json":
         return to_json(recall_json(result, label, trusted))
     return recall_text(result, label, trusted, note)
+
+
+def recall_stderr(repo: Repository, result: RecallResult, request: RecallRequest) -> str:
+    """What `funes recall` says on stderr: for an empty result, why and what to run; else ""."""
+    if result.hits:
+        return ""
+    given = [f"--{name} {' '.join(values)}" for name, values in (
+        ("harness", request.harness), ("type", request.block_type),
+        ("project", request.project), ("session", request.session),
+        ("since", (request.since,) if request.since else ()),
+        ("until", (request.until,) if request.until else ())) if values]
+    why = empty_recall(repo, result, given)
+    return f"funes: no results: {why.reason} ({why.hint})\n"
+
+
+def recall_printed(fmt: str, repo: Repository, result: RecallResult, request: RecallRequest,
+                   label: str, trusted: bool) -> tuple[str, str]:
+    """(stdout, stderr) of `funes recall` in the `agent` or `json` format, newlines included.
+
+    The memory's stale-sync note (funes.api.syncstate) heads the agent format.
+    """
+    out = recall_output(fmt, result, label, trusted, sync_note(repo)) + "\n"
+    return out, recall_stderr(repo, result, request)
 
 
 def get_output(fmt: str, turns: list[TurnView]) -> str:

@@ -66,7 +66,7 @@ from funes.api.recall import (
     run_recall,
 )
 from funes.api.recall import get as _get
-from funes.api.render import get_output, recall_output
+from funes.api.render import get_output, recall_printed
 from funes.errors import FunesError, UsageError, describe
 from funes.retrieval import indexes
 from funes.storage.repo import Repository
@@ -567,7 +567,8 @@ class _Server:
             repo = open_memory(settings, args.get("memory"))
             if request is not None:
                 found = self._recall(repo.path, request)
-                out = recall_output(fmt, found, memory_label(repo), owned(repo)) + "\n"
+                out, err = recall_printed(fmt, repo, found, request, memory_label(repo),
+                                          owned(repo))
             else:
                 with self._memory(repo.path) as memory:
                     turns = _get(memory.view(), str(args["session_id"]), str(args["turn_id"]),

@@ -107,3 +107,52 @@ def test_real_cli_processes_print_identical_bytes(memory: Repository, settings: 
         outputs.append((done.returncode, done.stdout, done.stderr))
     assert outputs[0] == outputs[1] and outputs[0][0] == 0
     assert server.status(settings).requests == {"recall": 2, "get": 1}
+
+
+#: Empty recalls, each with the reason the CLI gives on stderr (and the same through the server).
+EMPTY = [
+    ("filtered", ("recall", "parser", "--session", "no-such-session"),
+     "funes: no results: nothing matches within --session no-such-session"),
+    ("empty memory", ("recall", "parser"), "funes: no results: the memory holds no passages yet"),
+    ("not embedded", ("recall", "zyzzyva"), "none could match by meaning"),
+]
+
+
+@pytest.mark.parametrize("fmt", ["agent", "json"])
+@pytest.mark.parametrize("case", EMPTY, ids=lambda c: c[0])
+def test_an_empty_recall_says_why_through_the_server_too(
+    memory: Repository, settings: Any, start_server: Any, run: Any, tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch, case: tuple[str, tuple[str, ...], str], fmt: str,
+) -> None:
+    from tests.builders import make_chunk
+
+    what, args, reason = case
+    target = memory
+    if what != "filtered":
+        target = Repository.init(tmp_path / what.replace(" ", "-") / ".funes", settings)
+        if what == "not embedded":
+            target.commit_chunks([make_chunk(1, text="a passage waiting for its vector")],
+                                 "index")
+    server = start_server(memory)  # one server answers for every memory
+    served, local = _both(run, monkeypatch, target, ("--format", fmt, *args))
+    assert server.status(settings).requests.get("recall") == 1
+    assert (served.exit_code, served.stdout, served.stderr) == (
+        local.exit_code, local.stdout, local.stderr)
+    assert served.exit_code == 0 and reason in served.stderr, served.stderr
+
+
+def test_the_stale_sync_note_is_printed_through_the_server_too(
+    memory: Repository, settings: Any, start_server: Any, run: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from funes import api
+
+    memory.config.set("remote.origin.url", "file:///nowhere/origin")
+    api.record_sync(memory, "origin", False, "cannot reach it", "funes sync origin")
+    assert api.sync_note(memory) is not None
+    server = start_server(memory)
+    served, local = _both(run, monkeypatch, memory, ("--format", "agent", "recall", "parser"))
+    assert server.status(settings).requests.get("recall") == 1
+    assert (served.exit_code, served.stdout, served.stderr) == (
+        local.exit_code, local.stdout, local.stderr)
+    assert served.stdout.startswith("# note: this memory has not synced with origin")

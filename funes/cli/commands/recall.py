@@ -127,22 +127,20 @@ def recall(app: App, /, query: tuple[str, ...], **options: Any) -> None:
     choice = app.choice()
     repo = choice.repo
     # The warm server answers when it runs (funes.api.warm), else this process does.
-    result = api.recall(app.settings, repo, api.RecallRequest(" ".join(query), **options),
-                        via_server=True)
-    if not result.hits:
-        given = [f"--{name.replace('_', '-')} {' '.join(values)}" for name, values in (
-            ("harness", options.get("harness") or ()),
-            ("type", options.get("block_type") or ()),
-            ("project", options.get("project") or ()),
-            ("session", options.get("session") or ()),
-            ("since", (options["since"],) if options.get("since") else ()),
-            ("until", (options["until"],) if options.get("until") else ())) if values]
-        why = api.empty_recall(repo, result, given)
-        click.echo(f"funes: no results: {why.reason} ({why.hint})", err=True)
-    if result.backlog and result.hits and app.fmt == "human":
+    request = api.RecallRequest(" ".join(query), **options)
+    result = api.recall(app.settings, repo, request, via_server=True)
+    if app.fmt != "human":
+        # The very bytes the warm server prints for the thin client (funes.api.render).
+        out, err = api.recall_printed(app.fmt, repo, result, request, choice.label,
+                                      choice.owned)
+        click.echo(err, err=True, nl=False)
+        click.echo(out, nl=False)
+        return
+    click.echo(api.recall_stderr(repo, result, request), err=True, nl=False)
+    if result.backlog and result.hits:
         click.echo(f"note: {result.backlog} chunks not embedded yet (found by words only); "
                    "run `funes embed`", err=True)
-    print_recall(app, result, choice.label, choice.owned, api.sync_note(repo))
+    click.echo(render_human(result, choice.label, choice.owned))
 
 
 @click.command()
