@@ -42,7 +42,7 @@ from funes.inference.errors import ModelError, ModelLoadError
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-__all__ = ["CONTEXT_QUANTUM", "Runtime", "clean_text", "default_threads"]
+__all__ = ["CONTEXT_QUANTUM", "Runtime", "clean_text", "default_threads", "threads_now"]
 
 #: llama.cpp requires n_ctx and n_ubatch to be multiples of this (otherwise it aborts).
 CONTEXT_QUANTUM = 256
@@ -57,6 +57,8 @@ _STRIP_ACCENTS_KEY = "tokenizer.ggml.normalizer.strip_accents"
 _DROPPED_CATEGORIES = frozenset({"Cc", "Cf", "Co"})
 _BREAKS = frozenset(" \t\n\r")
 _ASCII_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+#: "1-min 5-min 15-min running/total last-pid": the running count is what `threads_now` reads.
+_LOADAVG = "/proc/loadavg"
 _BACKEND_LOCK = threading.Lock()
 _BACKEND_READY = False
 
@@ -67,6 +69,42 @@ def default_threads() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def threads_now(limit: int) -> int:
+    """Threads worth giving llama.cpp for the next decode: the CPUs other processes leave free.
+
+    llama.cpp's threads meet at a barrier after every operation, so when one of them shares
+    its core with another busy process all of them wait for it, a scheduler slice at a time:
+    with the other core of 2 busy, 2 threads reranked 4 passages 7× slower than 1 thread did
+    (bench/results/fast-path.md). /proc/loadavg counts the tasks on a CPU right now; this
+    process's own (this thread, llama.cpp's workers still spinning after the last decode)
+    are not others. `limit` stays the most ever used.
+    """
+    try:
+        with open(_LOADAVG, "rb") as fh:
+            running = int(fh.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return limit
+    others = max(0, running - _running_here())
+    return max(1, min(limit, default_threads() - others))
+
+
+def _running_here() -> int:
+    """Threads of this process on a CPU now (state R in /proc/self/task/*/stat)."""
+    count = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 1
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue  # the thread ended meanwhile
+        count += stat[stat.rfind(b")") + 2:][:1] == b"R"
+    return max(1, count)
 
 
 def clean_text(text: str) -> str:
@@ -233,6 +271,7 @@ class Runtime:
         self._ctx = ctx
         self.n_ctx = n_ctx
         self.n_threads = n_threads
+        self._threads = n_threads  # what the context decodes with now (`threads_now`)
         self.vocab = llama_cpp.llama_model_get_vocab(model)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
         self.n_embd = int(llama_cpp.llama_model_n_embd(model))
@@ -429,6 +468,10 @@ class Runtime:
         self._batch.n_tokens = n
         if self._memory:
             llama_cpp.llama_memory_clear(self._memory, True)
+        threads = threads_now(self.n_threads)
+        if threads != self._threads:
+            llama_cpp.llama_set_n_threads(self._ctx, threads, threads)
+            self._threads = threads
         rc = int(llama_cpp.llama_decode(self._ctx, self._batch))
         if rc != 0:
             raise ModelError(f"llama.cpp failed to evaluate the input (llama_decode {rc})")
