@@ -195,7 +195,9 @@ def warm_rows(rs: Any, label: str, mem: Path, queries: Sequence[str], busy: bool
     for q in queries[:3]:
         api.recall(rs, repo, q)
     with busy_core(busy):
-        for what, kw in (("default budget (300 ms)", {}), ("reranker off", {"rerank": False})):
+        for what, kw in (("default budget (300 ms)", {}), ("no budget (--budget 0)",
+                                                             {"budget_ms": 0}),
+                         ("reranker off", {"rerank": False})):
             load = load_now()
             times: list[float] = []
             cpu: list[float] = []
@@ -251,20 +253,22 @@ def cold_rows(rs: Any, label: str, mem: Path, queries: Sequence[str], reps: int,
               log: Callable[[str], None]) -> list[Row]:
     env = env_for(rs, "off")
     rows: list[Row] = []
-    load = load_now()
-    times = []
-    for i in range(reps):
-        t, done = wall([*br.funes_cmd(), "--format", "agent", "recall", queries[i],
-                        "--memory", str(mem)], env)
-        if done.returncode != 0:
-            raise RuntimeError(done.stderr)
-        times.append(t)
-    cpu = CPU[-reps:]
-    rows.append((f"cold `funes recall`, reranker on (pool 4), new process ({label})",
-                 f"wall p50 {p50(times) / 1000:.2f} s, max {max(times):.2f} s; CPU p50 "
-                 f"{p50(cpu) / 1000:.2f} s (n={reps})",
-                 f"{load} → {load_now()}"))
-    log(f"  {rows[-1]}")
+    for what, extra in (("default budget", []), ("--budget 0 (no deadline)", ["--budget", "0"])):
+        load = load_now()
+        times = []
+        for i in range(reps):
+            t, done = wall([*br.funes_cmd(), "--format", "json", "recall", queries[i],
+                            "--memory", str(mem), *extra], env)
+            if done.returncode != 0:
+                raise RuntimeError(done.stderr)
+            times.append(t)
+            signals = ", ".join(json.loads(done.stdout)["signals"])
+        cpu = CPU[-reps:]
+        rows.append((f"cold `funes recall`, reranker on (pool 4), {what}, new process ({label})",
+                     f"wall p50 {p50(times) / 1000:.2f} s, max {max(times):.2f} s; CPU p50 "
+                     f"{p50(cpu) / 1000:.2f} s (n={reps}); last signals: {signals}",
+                     f"{load} → {load_now()}"))
+        log(f"  {rows[-1]}")
     parts: dict[str, list[float]] = {}
     signals = ""
     for i in range(3):
