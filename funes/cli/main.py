@@ -16,6 +16,12 @@ from typing import Any
 def main(argv: list[str] | None = None) -> None:
     """Entry point: answer through the warm server when possible, else run the CLI."""
     args = sys.argv[1:] if argv is None else list(argv)
+    if args == ["--version"]:
+        # click's version option prints exactly this; an agent probing for funes waits less.
+        from funes import __version__
+
+        sys.stdout.write(f"funes, version {__version__}\n")
+        sys.exit(0)
     from funes.cli import thin
 
     code = thin.run(args)

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import click
+import pytest
+from click.testing import CliRunner
 
 from funes.cli import app
 from funes.storage.repo import Repository
@@ -77,3 +79,16 @@ def test_the_command_table_matches_the_command_modules() -> None:
         command = app.cli.get_command(ctx, name)
         assert command is not None and command.short_help == entry.short
         assert len(f"  {name:<12}{entry.short}") <= 80, name  # fits a narrow terminal
+
+
+def test_version_without_click_prints_what_click_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    from funes.cli.app import cli
+    from funes.cli.main import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    fast = capsys.readouterr().out
+    clicked = CliRunner().invoke(cli, ["--version"])
+    assert clicked.exit_code == 0 and fast == clicked.output
+    assert fast.startswith("funes, version ")
