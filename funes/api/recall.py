@@ -56,6 +56,20 @@ def _reranker(settings: Settings, repo: Repository) -> Reranker | None:
     return load_reranker(settings, repo.config.get("model.rerank"), max_tokens=256)
 
 
+def preload_reranker(settings: Settings, repo: Repository) -> None:
+    """Load the memory's reranker into this process now (the warm server's warm-up)."""
+    _reranker(settings, repo)
+
+
+def _deferred_reranker(settings: Settings, repo: Repository) -> Deferred | None:
+    """The installed reranker, to be loaded when a recall first needs it; None: none installed."""
+    from funes.inference import models
+
+    if models.find_installed(settings, kind="rerank", name=repo.config.get("model.rerank")) is None:
+        return None
+    return Deferred(lambda: _reranker(settings, repo))
+
+
 @dataclass(frozen=True)
 class RecallRequest:
     """One recall's question and knobs: spelled once, for the CLI, the server and the library.
@@ -183,8 +197,9 @@ def run_recall(settings: Settings, repo: Repository, request: RecallRequest) -> 
         # run commits (funes.storage.snapshot).
         repo = snapshot(repo)
     embedder = _embedder_for(repo, settings) if r.vector else None
-    reranker = _reranker(settings, repo) if r.rerank and opts.rerank_pool else None
-    # The budget counts the search, not loading models (a cold process's one-off cost).
+    reranker = _deferred_reranker(settings, repo) if r.rerank and opts.rerank_pool else None
+    # The budget counts the search, not loading models (a cold process's one-off cost; the
+    # reranker's, loaded only when a recall gets to reranking, is added to the deadline).
     started = time.monotonic()
     timed = None
     if reranker is not None and budget > 0:
@@ -244,6 +259,35 @@ class Prefetched:
         return getattr(self._embedder, name)
 
 
+class Deferred:
+    """A reranker loaded on its first use, so a recall that never reranks never loads it.
+
+    A cold process pays ≈ 0.15 s CPU to load the cross-encoder, and its first recall often
+    does not use it: the head was decided (funes.retrieval.margin) or the budget was spent
+    reading cold indexes. `ready` loads it and says how long that took.
+    """
+
+    def __init__(self, load: Callable[[], Reranker | None]) -> None:
+        self._load = load
+        self._reranker: Reranker | None = None
+        self._loaded = False
+
+    def ready(self) -> float:
+        """Load the reranker if not yet; the seconds that took (0 once loaded)."""
+        if self._loaded:
+            return 0.0
+        started = time.monotonic()
+        self._reranker = self._load()
+        self._loaded = True
+        return time.monotonic() - started
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        self.ready()
+        if self._reranker is None:  # uninstalled since the recall began
+            return []
+        return self._reranker.score(query, passages)
+
+
 class Budgeted:
     """A reranker that scores passages in order until the recall's deadline, then stops.
 
@@ -254,7 +298,7 @@ class Budgeted:
     many of the pool were scored (`rerank budget: 2/4`; `rerank` is there when any was).
     """
 
-    def __init__(self, reranker: Reranker, deadline: float) -> None:
+    def __init__(self, reranker: Reranker | Deferred, deadline: float) -> None:
         self._reranker = reranker
         self._deadline = deadline
         self.asked = 0
@@ -268,6 +312,9 @@ class Budgeted:
             now = time.monotonic()
             if now + cost > self._deadline:
                 break
+            if isinstance(self._reranker, Deferred):
+                self._deadline += self._reranker.ready()  # loading is not searching
+                now = time.monotonic()
             scores.extend(self._reranker.score(query, [passage]))
             cost = time.monotonic() - now
         self.scored = len(scores)

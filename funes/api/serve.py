@@ -63,6 +63,7 @@ from funes.api.recall import (
     BLOCK_TYPES,
     HARNESSES,
     RecallRequest,
+    preload_reranker,
     run_recall,
 )
 from funes.api.recall import get as _get
@@ -393,6 +394,7 @@ class _Server:
         """Load the models and the memory's indexes now rather than during the first request."""
         try:
             self._recall(repo.path, RecallRequest("warm up", k=1, neighbors=0))
+            preload_reranker(self.settings, repo)  # recall loads it only when it reranks
         except Exception as exc:  # a failed warm-up only means the first request is slower
             self.log(f"warm-up failed: {exc}")
         finally:

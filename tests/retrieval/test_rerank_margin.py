@@ -85,3 +85,44 @@ def test_with_both_signals_the_same_margin_decides(memory: Repository) -> None:
         assert "vector" in result.signals
         calls[query] = fake.calls
     assert calls == {"scheduler deadlock": 0, "flaky upload retried": rr.Options().rerank_pool}
+
+
+class _Loader:
+    """Counts loads of a fake reranker, each taking `delay` seconds."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.loads = 0
+        self.reranker = FakeReranker()
+
+    def __call__(self) -> FakeReranker:
+        import time
+
+        time.sleep(self.delay)
+        self.loads += 1
+        return self.reranker
+
+
+def test_a_decided_head_never_loads_the_reranker(memory: Repository) -> None:
+    from funes.api.recall import Deferred
+
+    loader = _Loader()
+    clear = _recall(memory, "scheduler deadlock", Deferred(loader))  # type: ignore[arg-type]
+    assert loader.loads == 0 and margin.RERANK_SKIPPED in clear.signals
+    close = _recall(memory, "scheduler loop", Deferred(loader))  # type: ignore[arg-type]
+    assert loader.loads == 1 and "rerank" in close.signals
+    assert loader.reranker.calls == rr.Options().rerank_pool
+
+
+def test_loading_the_reranker_does_not_count_against_the_budget() -> None:
+    import time
+
+    from funes.api.recall import Budgeted, Deferred
+
+    texts = ["alpha passage", "beta passage", "gamma passage"]
+    late = _Loader()
+    spent = Budgeted(Deferred(late), time.monotonic() - 1)  # type: ignore[arg-type]
+    assert spent.score("passage", texts) == [] and late.loads == 0  # over: nothing loaded
+    slow = _Loader(delay=1.5)
+    timed = Budgeted(Deferred(slow), time.monotonic() + 1.0)  # type: ignore[arg-type]
+    assert len(timed.score("passage", texts)) == 3 and slow.loads == 1
