@@ -149,9 +149,11 @@ def thin_rows(settings: Any, label: str, mem: Path, queries: Sequence[str],
     ep = protocol.endpoint(settings.home)
     with server(settings, mem):
         for what, argv_of, args_of in (
+            # No rerank deadline: the same request must give the same bytes both ways.
             ("recall", lambda i: ["--format", "agent", "recall", queries[i % len(queries)],
-                                  "--memory", str(mem)],
-             lambda i: run_args("recall", mem, request={"query": queries[i % len(queries)]})),
+                                  "--memory", str(mem), "--budget", "0"],
+             lambda i: run_args("recall", mem, request={"query": queries[i % len(queries)],
+                                                        "budget_ms": 0.0})),
             ("get --window 1", lambda i: ["get", hits[i % len(hits)]["session_id"],
                                           hits[i % len(hits)]["turn_id"], "--window", "1",
                                           "--memory", str(mem)],
