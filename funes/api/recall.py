@@ -294,9 +294,16 @@ class Budgeted:
     The cross-encoder costs about 40 ms a passage on a quiet 2-core machine and twice that
     when the other core is busy; a deadline keeps the recall's latency where agents feel it
     and spends what is left on the best-fused passages first. A passage is started only when
-    the time the previous one took still fits. `report` then says in the result's signals how
-    many of the pool were scored (`rerank budget: 2/4`; `rerank` is there when any was).
+    the time the previous one took still fits; the first one, when the last passage this
+    process scored would still fit (a first passage started blindly overran the 300 ms budget
+    at 113k chunks beside a busy core, bench/results/fast-path.md). That estimate is halved
+    each time it alone keeps a recall from reranking, so one slow passage cannot stop
+    reranking for good. `report` then says in the result's signals how many of the pool
+    were scored (`rerank budget: 2/4`; `rerank` is there when any was).
     """
+
+    #: Seconds the last passage scored in this process took (one reranker per process).
+    passage_cost = 0.0
 
     def __init__(self, reranker: Reranker | Deferred, deadline: float) -> None:
         self._reranker = reranker
@@ -307,16 +314,18 @@ class Budgeted:
     def score(self, query: str, passages: Sequence[str]) -> list[float]:
         self.asked = len(passages)
         scores: list[float] = []
-        cost = 0.0
+        cost = Budgeted.passage_cost
         for passage in passages:
             now = time.monotonic()
             if now + cost > self._deadline:
+                if not scores and now <= self._deadline:
+                    Budgeted.passage_cost = cost / 2  # only the estimate said no
                 break
             if isinstance(self._reranker, Deferred):
                 self._deadline += self._reranker.ready()  # loading is not searching
                 now = time.monotonic()
             scores.extend(self._reranker.score(query, [passage]))
-            cost = time.monotonic() - now
+            cost = Budgeted.passage_cost = time.monotonic() - now
         self.scored = len(scores)
         return scores
 

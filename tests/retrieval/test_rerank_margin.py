@@ -126,3 +126,21 @@ def test_loading_the_reranker_does_not_count_against_the_budget() -> None:
     slow = _Loader(delay=1.5)
     timed = Budgeted(Deferred(slow), time.monotonic() + 1.0)  # type: ignore[arg-type]
     assert len(timed.score("passage", texts)) == 3 and slow.loads == 1
+
+
+def test_the_first_passage_starts_only_if_the_last_ones_cost_fits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    from funes.api.recall import Budgeted
+
+    texts = ["alpha passage", "beta passage"]
+    monkeypatch.setattr(Budgeted, "passage_cost", 5.0)  # the last passage took 5 s
+    fake = FakeReranker()
+    tight = Budgeted(fake, time.monotonic() + 1.0)  # type: ignore[arg-type]
+    assert tight.score("passage", texts) == [] and fake.calls == 0
+    assert Budgeted.passage_cost == 2.5  # halved: the estimate alone said no
+    roomy = Budgeted(fake, time.monotonic() + 60.0)  # type: ignore[arg-type]
+    assert len(roomy.score("passage", texts)) == 2
+    assert Budgeted.passage_cost < 1.0  # what a fake passage really takes
