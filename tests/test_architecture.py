@@ -23,8 +23,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("funes.api",),
     ("funes.cli",),
 )
-#: Importable from every layer.
-SHARED = ("funes.errors", "funes._env", "funes.protocol", "funes")
+#: Importable from every layer (standard library only, below every layer).
+SHARED = ("funes.errors", "funes._env", "funes.protocol", "funes.process", "funes")
 
 HEAVY = ("lance", "lancedb", "llama_cpp", "huggingface_hub", "mcp", "pyarrow", "numpy", "rich")
 
@@ -133,7 +133,7 @@ def test_help_and_version_load_no_heavy_modules() -> None:
 
 #: Everything of funes a `funes recall` answered by the warm server may import.
 THIN_PATH = ["funes", "funes._env", "funes.cli", "funes.cli.main", "funes.cli.thin",
-             "funes.protocol"]
+             "funes.process", "funes.protocol"]
 
 
 def test_thin_path_imports_only_the_protocol(tmp_path: Path) -> None:

@@ -14,20 +14,16 @@ with the event appended, detached, exactly as Codex would have.
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
 import json
 import os
 import select
 import signal
-import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from funes import process
 from funes._env import Settings
 from funes._env import settings as load_settings
 
@@ -37,7 +33,6 @@ DEADLINE = 0.8
 MAX_PAYLOAD = 1 << 20
 #: The log of hook work, foreground and detached (`funes hook run` writes here too).
 LOG_NAME = "agent-hooks.log"
-LOG_LIMIT = 1 << 20
 EVENTS = ("turn-end", "session-end", "session-start")
 #: Agents whose event arrives as the last argument instead of on stdin.
 ARGV_PAYLOAD = ("codex", "pi")
@@ -54,29 +49,13 @@ def lock_path(settings: Settings) -> Path:
 
 
 def log_path(settings: Settings) -> Path:
-    """Where hook work reports (rotated past `LOG_LIMIT`, one old copy kept)."""
+    """Where hook work reports (kept small: funes.process.open_log)."""
     return settings.home / "logs" / LOG_NAME
-
-
-def open_log(settings: Settings) -> int:
-    """An append descriptor on the hook log."""
-    path = log_path(settings)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileNotFoundError):
-        if path.stat().st_size > LOG_LIMIT:
-            os.replace(path, path.with_name(LOG_NAME + ".1"))
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
 
 def log(settings: Settings, message: str) -> None:
     """One timestamped line in the hook log (never raises)."""
-    with contextlib.suppress(OSError):
-        fd = open_log(settings)
-        try:
-            stamp = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-            os.write(fd, f"{stamp} {message}\n".encode("utf-8", "replace"))
-        finally:
-            os.close(fd)
+    process.log_line(log_path(settings), message)
 
 
 def _read_stdin(deadline: float) -> bytes:
@@ -114,17 +93,7 @@ def _parse(raw: bytes | str) -> dict[str, Any]:
 
 def worker_running(settings: Settings) -> bool:
     """Whether a `funes hook run` holds the hook lock right now."""
-    try:
-        fd = os.open(lock_path(settings), os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        return exc.errno in (errno.EAGAIN, errno.EACCES)
-    finally:
-        os.close(fd)  # closing releases a lock we may have taken
-    return False
+    return process.lock_held(lock_path(settings))
 
 
 def enqueue(settings: Settings, agent: str, event: str, payload: dict[str, Any]) -> str:
@@ -140,24 +109,12 @@ def enqueue(settings: Settings, agent: str, event: str, payload: dict[str, Any])
     return ident
 
 
-def _detached(argv: list[str], *, out: int | None = None, cwd: Path | None = None) -> None:
-    subprocess.Popen(
-        argv,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=out if out is not None else subprocess.DEVNULL,
-        stderr=out if out is not None else subprocess.DEVNULL,
-        start_new_session=True,  # outlives the hook and the agent's Ctrl-C
-        close_fds=True,
-    )
-
-
 def start_worker(settings: Settings) -> None:
     """Start `funes hook run` detached, its output going to the hook log."""
-    fd = open_log(settings)
+    fd = process.open_log(log_path(settings))
     try:
-        _detached([sys.executable, "-m", "funes", "--format", "agent", "hook", "run"],
-                  out=fd, cwd=settings.home)
+        process.detach([sys.executable, "-m", "funes", "--format", "agent", "hook", "run"],
+                       cwd=settings.home, stdout=fd, stderr=fd)
     finally:
         os.close(fd)
 
@@ -179,7 +136,7 @@ def main(argv: list[str]) -> int:
             raw = _read_stdin(start + DEADLINE / 2)
             chain = []
         if chain and isinstance(raw, str):
-            _detached([*chain, raw])  # the user's own notify program, as Codex would run it
+            process.detach([*chain, raw])  # the user's own notify program, as Codex runs it
         enqueue(settings, agent, event, _parse(raw))
         if not worker_running(settings):
             start_worker(settings)

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from funes import process
 from funes._env import Settings
 from funes.agents.hook import lock_path, queue_dir
 from funes.agents.wiring import agents_dir, bound_memory
@@ -170,16 +170,14 @@ def _sync(repo: Repository, event: str, say: Callable[[str], None]) -> None:
 
     At a session start only fetch and merge (`--no-push`): nothing new was written yet.
     """
-    from funes.gitlink.hook import run_bounded
-
     start = event == "session-start"
-    argv = [sys.executable, "-m", "funes", "--format", "agent", "--memory", str(repo.path),
-            "sync", *(["--no-push"] if start else [])]
+    args = ["--format", "agent", "--memory", str(repo.path), "sync",
+            *(["--no-push"] if start else [])]
     stamp = repo.path / "index" / "last-hook-sync"
     stamp.parent.mkdir(parents=True, exist_ok=True)
     stamp.touch()
-    ok, detail = run_bounded(argv, cwd=repo.path,
-                             timeout=START_TIMEOUT if start else SYNC_TIMEOUT)
+    ok, detail = process.run_funes(args, cwd=repo.path,
+                                   timeout=START_TIMEOUT if start else SYNC_TIMEOUT)
     if ok:
         say(f"sync: {repo.path}: {detail or 'done'}")
         return

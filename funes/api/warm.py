@@ -28,7 +28,6 @@ import contextlib
 import dataclasses
 import importlib
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -36,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from funes import protocol
+from funes import process, protocol
 from funes._env import Settings
 from funes.errors import FunesError
 from funes.protocol import PROTOCOL, Endpoint, lock_held
@@ -68,10 +67,6 @@ __all__ = [
 DEFAULT_IDLE = 600.0
 #: Seconds after a start attempt during which no client starts another.
 RESPAWN_AFTER = 60.0
-
-#: Servers this process started: kept so the `Popen` objects are not collected while the
-#: child runs (which warns), and reaped by `subprocess` once they exit.
-_STARTED: list[subprocess.Popen[bytes]] = []
 
 ServerUnavailable = protocol.Unavailable
 ServerOutdated = protocol.Outdated
@@ -287,15 +282,11 @@ def start_server(settings: Settings, *, idle: float = DEFAULT_IDLE,
                 return False
         ep.spawned.touch(mode=0o600)
         os.utime(ep.spawned)
-        fd = os.open(ep.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(ep.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # this run's log
         try:
-            _STARTED.append(subprocess.Popen(
-                [sys.executable, "-m", "funes",
-                 *(["--memory", str(warm)] if warm is not None else []),
-                 "serve", "--idle", repr(idle)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fd,
-                cwd="/", start_new_session=True, close_fds=True,
-            ))
+            process.detach([sys.executable, "-m", "funes",
+                            *(["--memory", str(warm)] if warm is not None else []),
+                            "serve", "--idle", repr(idle)], cwd="/", stderr=fd)
         finally:
             os.close(fd)
     except (OSError, ServerUnavailable):

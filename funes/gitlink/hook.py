@@ -16,13 +16,11 @@ Imports stay light (no click, no dulwich, no lance): this runs on every commit.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import subprocess
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
+from funes import process
 from funes._env import Settings
 from funes._env import settings as load_settings
 from funes.errors import FunesError
@@ -30,9 +28,8 @@ from funes.gitlink.coderepo import CodeRepo, NotAGitRepositoryError, find_code_r
 
 #: Seconds the pre-push hook gives `funes push` before it stops waiting and lets git push.
 PUSH_TIMEOUT = 30.0
-#: The log of detached hook work; rotated (one old copy kept) past `LOG_LIMIT` bytes.
+#: The log of detached hook work (kept small: funes.process.open_log).
 LOG_NAME = "git-hooks.log"
-LOG_LIMIT = 1 << 20
 
 
 def warn(message: str) -> None:
@@ -43,17 +40,6 @@ def warn(message: str) -> None:
 def log_path(settings: Settings) -> Path:
     """Where detached hook work reports (`funes hooks status` shows the last line)."""
     return settings.home / "logs" / LOG_NAME
-
-
-def _open_log(settings: Settings) -> int:
-    path = log_path(settings)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        if path.stat().st_size > LOG_LIMIT:
-            os.replace(path, path.with_name(LOG_NAME + ".1"))
-    except FileNotFoundError:
-        pass
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
 
 def _memory_for(
@@ -91,19 +77,13 @@ def post_commit(settings: Settings) -> None:
     if memory is None:
         warn(problem or "this commit is not linked")
         return
-    fd = _open_log(settings)
+    fd = process.open_log(log_path(settings))
     try:
-        stamp = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-        os.write(fd, f"{stamp} post-commit {sha[:12]} in {code.worktree}\n".encode())
-        subprocess.Popen(
+        process.append_stamped(fd, f"post-commit {sha[:12]} in {code.worktree}")
+        process.detach(  # survives the hook and git's Ctrl-C; never holds git's output open
             [sys.executable, "-m", "funes", "--format", "agent", "--memory", str(memory),
              "link", sha, "--hook"],
-            cwd=code.worktree,
-            stdin=subprocess.DEVNULL,
-            stdout=fd,
-            stderr=fd,
-            start_new_session=True,  # survives the hook, and git's Ctrl-C
-            close_fds=True,
+            cwd=code.worktree, stdout=fd, stderr=fd,
         )
     finally:
         os.close(fd)
@@ -119,43 +99,12 @@ def pre_push(settings: Settings, timeout: float = PUSH_TIMEOUT) -> None:
     if memory is None:
         warn(problem or "the memory was not pushed")
         return
-    ok, detail = run_bounded(
-        [sys.executable, "-m", "funes", "--format", "agent", "--memory", str(memory), "push"],
-        cwd=code.worktree,
-        timeout=timeout,
-    )
+    ok, detail = process.run_funes(["--format", "agent", "--memory", str(memory), "push"],
+                                   cwd=code.worktree, timeout=timeout)
     if ok:
         warn(f"memory pushed{': ' + detail if detail else ''}")
     else:
         warn(f"the memory was not pushed ({detail}); the git push goes on (run `funes push`)")
-
-
-def run_bounded(argv: list[str], *, cwd: Path, timeout: float) -> tuple[bool, str]:
-    """Run a command for at most `timeout` seconds: (succeeded, last line of its output).
-
-    On timeout the whole process group is killed, so nothing it started lingers.
-    """
-    import signal
-
-    try:
-        proc = subprocess.Popen(
-            argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )
-    except OSError as exc:
-        return False, f"cannot start {argv[0]}: {exc.strerror}"
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return False, f"no answer within {timeout:g}s"
-    lines = [line for line in out.decode("utf-8", "replace").splitlines() if line.strip()]
-    last = lines[-1].strip() if lines else ""
-    if last.startswith("funes: "):
-        last = last[len("funes: ") :]
-    return proc.returncode == 0, last or f"exit status {proc.returncode}"
 
 
 def main(argv: list[str] | None = None) -> int:
