@@ -34,6 +34,7 @@ from funes.api.gitlink import (
     hooks_status,
     hooks_uninstall,
     link_commit,
+    link_commit_for_hook,
     linked_turns,
     why,
 )
@@ -232,6 +233,7 @@ __all__ = [
     "is_remote_memory",
     "last_sync",
     "link_commit",
+    "link_commit_for_hook",
     "linked_turns",
     "load_settings",
     "log",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,6 +53,7 @@ from funes.gitlink.notes import write_note
 from funes.ingest.run import IndexSummary
 from funes.model.ids import ObjectId
 from funes.model.objects import Link, encode
+from funes.process import utc_stamp
 from funes.storage.repo import Repository
 
 __all__ = [
@@ -65,6 +67,7 @@ __all__ = [
     "hooks_status",
     "hooks_uninstall",
     "link_commit",
+    "link_commit_for_hook",
     "linked_turns",
     "why",
 ]
@@ -149,6 +152,19 @@ class LinkResult:
     #: Problems that did not stop the link (indexing cut short, note not written).
     warnings: list[str] = field(default_factory=list)
 
+    def summary(self) -> str:
+        """One line: what was linked to what (the human output, and the hook log's line)."""
+        link = self.link
+        branch = f" ({link.branch})" if link.branch else ""
+        sessions = ""
+        if link.turns:
+            sessions = ": " + ", ".join(f"{h} {s[:8]} ({n})" for (h, s), n in link.sessions.items())
+        return (
+            f"linked {self.sha[:12]}{branch} to {len(link.turns)} turns from "
+            f"{len(link.sessions)} session(s){sessions} in memory commit "
+            f"{self.memory_commit[:12]}"
+        )
+
 
 def _index_within(settings: Settings, budget: float | None) -> tuple[IndexSummary | None, str]:
     """Index the default sources (routing rules), giving up waiting after `budget` seconds.
@@ -228,6 +244,30 @@ def link_commit(
         warnings.append(f"note not written: {exc}")
     return LinkResult(sha, code.worktree, link, link_id, repo.path, committed.commit, note,
                       summary, warnings)
+
+
+def link_commit_for_hook(
+    settings: Settings, rev: str, *, say: Callable[[str], None], memory: str | None = None,
+    index: bool = True,
+) -> int:
+    """`link_commit` as the post-commit hook's detached process runs it; its exit code.
+
+    Nobody reads this process's output but the hook log (`$FUNES_HOME/logs/git-hooks.log`, its
+    stdout), so it reports in dated lines (funes.process.utc_stamp), each naming the work tree:
+    `funes hooks status` finds the last line for a repository by that. A failure is one line
+    with its hint, and its exit code is returned rather than raised.
+    """
+    where = f" in {settings.cwd}"
+    try:
+        result = link_commit(settings, rev, memory=memory, index=index, hook=True)
+    except FunesError as exc:
+        hint = f" ({exc.hint})" if exc.hint else ""
+        say(f"{utc_stamp()} link {rev[:12]}{where} failed: {exc.message}{hint}")
+        return exc.exit_code
+    for warning in result.warnings:
+        say(f"{utc_stamp()} link {result.sha[:12]}{where}: warning: {warning}")
+    say(f"{utc_stamp()} {result.summary()}{where}")
+    return 0
 
 
 # -- why, blame, linked turns ---------------------------------------------------------------

@@ -253,12 +253,19 @@ def _handle(settings: Settings, requests: list[_Request], say: Callable[[str], N
 def hook_run(settings: Settings, say: Callable[[str], None]) -> int:
     """Drain the hook queue (`funes hook run`); the number of events handled.
 
+    `say` receives the lines of the hook log, each dated (funes.process.utc_stamp): the
+    detached run's output is that log (funes.agents.hook starts it so).
+
     Returns at once, handling nothing, when another hook run holds the lock: that run looks at
     the queue again before it stops. The whole run is bounded by `HOOK_DEADLINE` seconds.
     """
+
+    def dated(line: str) -> None:
+        say(f"{process.utc_stamp()} {line}")
+
     signal.alarm(HOOK_DEADLINE)
     try:
-        return _drain(settings, say)
+        return _drain(settings, dated)
     finally:
         signal.alarm(0)
 
