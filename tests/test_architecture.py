@@ -284,7 +284,8 @@ def test_hooks_first_step_is_light() -> None:
     """What an agent's or git's hook runs in the foreground imports no CLI, library or model."""
     probe = (
         "import sys\n"
-        "import funes.agents.hook, funes.gitlink.hook\n"
+        "import funes.agents.turnhook, funes.gitlink.hookrun\n"
+        "import funes.agents.hook, funes.gitlink.hook\n"  # the old names, forwarding
         "print(sorted(m for m in sys.modules if m.startswith('funes')))\n"
         f"print([m for m in {(*HEAVY, 'click', 'dulwich')!r} if m in sys.modules])\n"
     )

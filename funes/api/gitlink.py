@@ -18,7 +18,7 @@ from funes._env import Settings
 from funes.api.ingest import index as _index
 from funes.api.memory import open_memory
 from funes.errors import FunesError, UsageError
-from funes.gitlink import hooks as _hooks
+from funes.gitlink import hookinstall
 from funes.gitlink.coderepo import (
     BadCommitError,
     BlameLine,
@@ -32,8 +32,8 @@ from funes.gitlink.coderepo import (
     resolve,
 )
 from funes.gitlink.coderepo import blame as _blame
-from funes.gitlink.hook import log_path
-from funes.gitlink.hooks import HookState
+from funes.gitlink.hookinstall import HookState
+from funes.gitlink.hookrun import log_path
 from funes.gitlink.links import (
     FoundLink,
     NotLinkedError,
@@ -99,7 +99,7 @@ def _report(settings: Settings, code: CodeRepo, states: list[HookState]) -> Hook
         memory: Path | None = Repository.discover(settings, code.worktree).path
     except FunesError:
         memory = None
-    return HooksReport(code.worktree, _hooks.hooks_dir(code), states, memory,
+    return HooksReport(code.worktree, hookinstall.hooks_dir(code), states, memory,
                        _last_run(settings, code))
 
 
@@ -118,19 +118,19 @@ def _last_run(settings: Settings, code: CodeRepo) -> str | None:
 def hooks_install(settings: Settings, *, push: bool = False) -> HooksReport:
     """Install the post-commit hook (and pre-push with `push`) in the current repository."""
     code = find_code_repo(settings.cwd)
-    return _report(settings, code, _hooks.install(code, push=push))
+    return _report(settings, code, hookinstall.install(code, push=push))
 
 
 def hooks_uninstall(settings: Settings) -> HooksReport:
     """Remove funes's hooks, restoring the hooks they chained byte for byte."""
     code = find_code_repo(settings.cwd)
-    return _report(settings, code, _hooks.uninstall(code))
+    return _report(settings, code, hookinstall.uninstall(code))
 
 
 def hooks_status(settings: Settings) -> HooksReport:
     """Which hooks are installed, what they chain, and where commits get linked."""
     code = find_code_repo(settings.cwd)
-    return _report(settings, code, _hooks.status(code))
+    return _report(settings, code, hookinstall.status(code))
 
 
 # -- link -----------------------------------------------------------------------------------

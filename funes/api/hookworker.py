@@ -1,6 +1,6 @@
 """The detached work of the agent hooks: `funes hook run`.
 
-The hook script (funes.agents.hook) queues each agent event and starts one detached
+The hook script (funes.agents.turnhook) queues each agent event and starts one detached
 `funes hook run`, which drains the queue: it indexes the transcripts the events name (routed
 like `funes index`, or into the memory `funes add <agent> MEMORY` bound), embeds a little of
 the backlog, and keeps a memory with a remote in sync with it (funes.api.share.sync: fetch →
@@ -31,7 +31,7 @@ from typing import Any
 
 from funes import process
 from funes._env import Settings
-from funes.agents.hook import lock_path, queue_dir
+from funes.agents.turnhook import lock_path, queue_dir
 from funes.agents.wiring import agents_dir, bound_memory
 from funes.api.agents import MODULES
 from funes.api.ingest import _ProjectRouter
@@ -254,7 +254,7 @@ def hook_run(settings: Settings, say: Callable[[str], None]) -> int:
     """Drain the hook queue (`funes hook run`); the number of events handled.
 
     `say` receives the lines of the hook log, each dated (funes.process.utc_stamp): the
-    detached run's output is that log (funes.agents.hook starts it so).
+    detached run's output is that log (funes.agents.turnhook starts it so).
 
     Returns at once, handling nothing, when another hook run holds the lock: that run looks at
     the queue again before it stops. The whole run is bounded by `HOOK_DEADLINE` seconds.

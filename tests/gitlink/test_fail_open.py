@@ -9,7 +9,7 @@ import pytest
 
 from funes import api
 from funes.gitlink.coderepo import find_code_repo
-from funes.gitlink.hooks import install
+from funes.gitlink.hookinstall import install
 from funes.storage.lock import WriteLock
 from funes.storage.repo import Repository
 from tests.gitlink.conftest import (
