@@ -205,14 +205,14 @@ def _paired_commits(settings: object, small_path: Path, big: object, rng: random
 def _push_after_pack(settings: object, repo: object, tmp: Path, rng: random.Random,
                      args: argparse.Namespace) -> str:
     """Push, add a step of turns (packed as the hook worker would), push again: bytes sent."""
-    sync = importlib.import_module("funes.api.sync")
+    remotes = importlib.import_module("funes.api.remotes")
     from funes.retrieval.indexes import maintain
     from funes.storage import pack
 
     remote = tmp / "remote"
-    sync.remote_add(repo, "origin", str(remote))  # type: ignore[arg-type]
+    remotes.remote_add(repo, "origin", str(remote))  # type: ignore[arg-type]
     t0 = time.perf_counter()
-    sync.push(repo)  # type: ignore[arg-type]
+    remotes.push(repo)  # type: ignore[arg-type]
     first = time.perf_counter() - t0
     size0 = _tree_bytes(remote)
     start = args.commits
@@ -224,7 +224,7 @@ def _push_after_pack(settings: object, repo: object, tmp: Path, rng: random.Rand
         maintain(repo)  # type: ignore[arg-type]
     pack.pack(repo, force=True)  # type: ignore[arg-type]  # even the newest turns are packed
     t0 = time.perf_counter()
-    sync.push(repo)  # type: ignore[arg-type]
+    remotes.push(repo)  # type: ignore[arg-type]
     second = time.perf_counter() - t0
     sent = _tree_bytes(remote) - size0
     import lance

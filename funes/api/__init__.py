@@ -88,6 +88,24 @@ from funes.api.recall import (
     reindex,
     search_status,
 )
+from funes.api.remotes import (
+    CloneResult,
+    FetchResult,
+    MergeResult,
+    PullResult,
+    PushResult,
+    RemoteInfo,
+    clone,
+    fetch,
+    merge,
+    pull,
+    push,
+    remote_add,
+    remote_list,
+    remote_remove,
+    remote_set_url,
+    signature_note,
+)
 from funes.api.render import get_output, recall_json, recall_output, to_dict, to_json
 from funes.api.repo import (
     InitResult,
@@ -110,24 +128,6 @@ from funes.api.share import (
     attach_remote,
     is_directory_remote,
     sync,
-)
-from funes.api.sync import (
-    CloneResult,
-    FetchResult,
-    MergeResult,
-    PullResult,
-    PushResult,
-    RemoteInfo,
-    clone,
-    fetch,
-    merge,
-    pull,
-    push,
-    remote_add,
-    remote_list,
-    remote_remove,
-    remote_set_url,
-    signature_note,
 )
 from funes.api.syncstate import (
     LastSync,

@@ -62,7 +62,7 @@ from funes.api.recall import (
     BLOCK_TYPES,
     HARNESSES,
     RecallRequest,
-    run_recall,
+    recall_in_process,
 )
 from funes.api.recall import get as _get
 from funes.api.render import get_output, recall_output
@@ -536,7 +536,7 @@ class _Server:
             view = memory.view()
             if request.vector:
                 self._note_models(view)
-            return run_recall(self.settings, view, request)
+            return recall_in_process(self.settings, view, request)
 
     def _run(self, args: dict[str, Any]) -> dict[str, Any]:
         """A whole `funes recall` or `funes get` for the thin client: what to print, the code.

@@ -55,9 +55,9 @@ __all__ = [
     "ServerStatus",
     "ServerUnavailable",
     "endpoint",
-    "get",
+    "get_via_server",
     "lock_held",
-    "recall",
+    "recall_via_server",
     "server_status",
     "start_server",
     "stop_server",
@@ -205,12 +205,12 @@ def _enabled(settings: Settings) -> bool:
     return settings.serve in ("auto", "use")
 
 
-def recall(settings: Settings, repo: Repository, query: RecallRequest,
-           local: Callable[[], RecallResult]) -> RecallResult:
+def recall_via_server(settings: Settings, repo: Repository, query: RecallRequest,
+                      local: Callable[[], RecallResult]) -> RecallResult:
     """A recall answered by the warm server when one runs, else by `local()` in-process.
 
     With `FUNES_SERVE=auto` and no server, starts one in the background for the next query
-    and answers this one in-process. `local` is `funes.api.recall.run_recall` bound to the
+    and answers this one in-process. `local` is `funes.api.recall.recall_in_process` bound to the
     request: passed in, so this client module needs nothing from the module that calls it.
     """
     if _enabled(settings):
@@ -227,8 +227,8 @@ def recall(settings: Settings, repo: Repository, query: RecallRequest,
     return local()
 
 
-def get(settings: Settings, repo: Repository, session_id: str, turn_id: str,
-        window: int = 0) -> list[TurnView]:
+def get_via_server(settings: Settings, repo: Repository, session_id: str, turn_id: str,
+                   window: int = 0) -> list[TurnView]:
     """`funes.api.recall.get`, answered by the warm server when one runs (never starts one)."""
     if _enabled(settings):
         try:

@@ -289,7 +289,7 @@ def _normalise(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def recall(
+def retrieve(
     repo: Repository,
     query: str,
     opts: Options,
