@@ -79,7 +79,7 @@ def _p50(values: list[float]) -> float:
 
 
 def _recall_p50(settings: object, repo: object, rng: random.Random, n: int = 15) -> float:
-    api = importlib.import_module("funes.api.recall")
+    api = importlib.import_module("funes.api.search")
 
     opts = {"k": 8, "rerank": False, "vector": False}
     api.recall(settings, repo, "parser stream", **opts)  # type: ignore[arg-type]  # warm-up
@@ -93,7 +93,7 @@ def _recall_p50(settings: object, repo: object, rng: random.Random, n: int = 15)
 
 
 def _get_p50(repo: object, done: int, rng: random.Random, n: int = 15) -> float:
-    api = importlib.import_module("funes.api.recall")
+    api = importlib.import_module("funes.api.search")
 
     times = []
     for _ in range(n):

@@ -280,6 +280,29 @@ def test_large_modules_say_why_they_are_one_file() -> None:
         if "One file because" not in doc:
             big.append(f"{_module_name(path)}: {lines} lines and no 'One file because' reason")
     assert not big, "\n".join(big)
+def test_no_package_exports_a_name_that_is_also_its_submodule() -> None:
+    """`from funes import api; api.sync` must be one thing whatever was imported before.
+
+    Importing a submodule sets it as an attribute of its package, so an exported function of
+    the same name is the function or the module depending on import order.
+    """
+    clashes = []
+    for init in sorted(PACKAGE.rglob("__init__.py")):
+        subs = {p.stem for p in init.parent.glob("*.py") if p.name != "__init__.py"}
+        subs |= {p.parent.name for p in init.parent.glob("*/__init__.py")}
+        tree = ast.parse(init.read_text("utf-8"))
+        exported: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+            ):
+                exported |= {e.value for e in ast.walk(node.value)
+                             if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+        for name in sorted(exported & subs):
+            clashes.append(f"{_module_name(init)}.{name} is both a submodule and an export")
+    assert not clashes, "\n".join(clashes)
+
+
 def test_hooks_first_step_is_light() -> None:
     """What an agent's or git's hook runs in the foreground imports no CLI, library or model."""
     probe = (

@@ -23,6 +23,7 @@ from funes.api.agents import (
     ask,
     mcp_serve,
 )
+from funes.api.firstrun import QuickstartResult, quickstart
 from funes.api.gitlink import (
     BlameCommit,
     BlameResult,
@@ -73,21 +74,6 @@ from funes.api.public import (
     tag_delete,
     tag_list,
 )
-from funes.api.quickstart import QuickstartResult, quickstart
-from funes.api.recall import (
-    BLOCK_TYPES,
-    HARNESSES,
-    DrainResult,
-    RecallRequest,
-    RecallResult,
-    SearchStatus,
-    TurnView,
-    embed,
-    get,
-    recall,
-    reindex,
-    search_status,
-)
 from funes.api.remotes import (
     CloneResult,
     FetchResult,
@@ -121,6 +107,20 @@ from funes.api.repo import (
     log,
     show,
     status,
+)
+from funes.api.search import (
+    BLOCK_TYPES,
+    HARNESSES,
+    DrainResult,
+    RecallRequest,
+    RecallResult,
+    SearchStatus,
+    TurnView,
+    embed,
+    get,
+    recall,
+    reindex,
+    search_status,
 )
 from funes.api.share import (
     AttachResult,

@@ -36,7 +36,7 @@ from funes.agents.wiring import agents_dir, bound_memory
 from funes.api.agents import MODULES
 from funes.api.ingest import _ProjectRouter
 from funes.api.memory import open_memory
-from funes.api.recall import embed
+from funes.api.search import embed
 from funes.errors import FunesError
 from funes.ingest.run import index_sources
 from funes.ingest.sources import explicit_sources

@@ -58,14 +58,14 @@ from funes import __version__, process, protocol
 from funes._env import Settings
 from funes.api import warm
 from funes.api.memory import memory_label, open_memory, owned
-from funes.api.recall import (
+from funes.api.render import get_output, recall_output
+from funes.api.search import (
     BLOCK_TYPES,
     HARNESSES,
     RecallRequest,
     recall_in_process,
 )
-from funes.api.recall import get as _get
-from funes.api.render import get_output, recall_output
+from funes.api.search import get as _get
 from funes.errors import FunesError, UsageError, describe
 from funes.retrieval import indexes
 from funes.storage.repo import Repository

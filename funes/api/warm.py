@@ -44,7 +44,7 @@ from funes.retrieval.recall import Hit, RecallResult
 from funes.storage.repo import Repository
 
 if TYPE_CHECKING:
-    from funes.api.recall import RecallRequest
+    from funes.api.search import RecallRequest
 
 __all__ = [
     "DEFAULT_IDLE",
@@ -210,7 +210,7 @@ def recall_via_server(settings: Settings, repo: Repository, query: RecallRequest
     """A recall answered by the warm server when one runs, else by `local()` in-process.
 
     With `FUNES_SERVE=auto` and no server, starts one in the background for the next query
-    and answers this one in-process. `local` is `funes.api.recall.recall_in_process` bound to the
+    and answers this one in-process. `local` is `funes.api.search.recall_in_process` bound to the
     request: passed in, so this client module needs nothing from the module that calls it.
     """
     if _enabled(settings):
@@ -229,7 +229,7 @@ def recall_via_server(settings: Settings, repo: Repository, query: RecallRequest
 
 def get_via_server(settings: Settings, repo: Repository, session_id: str, turn_id: str,
                    window: int = 0) -> list[TurnView]:
-    """`funes.api.recall.get`, answered by the warm server when one runs (never starts one)."""
+    """`funes.api.search.get`, answered by the warm server when one runs (never starts one)."""
     if _enabled(settings):
         try:
             data = request(settings, "get", repo.path,

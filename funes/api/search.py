@@ -1,4 +1,8 @@
-"""Recall verbs: recall, get, embed (the backlog), and the search side of status."""
+"""Searching a memory: recall, get, embed (the backlog), and the search side of status.
+
+Named for what it does rather than for its main verb, so that `funes.api.recall` is one thing:
+the porcelain function (tests/test_architecture.py forbids a module named like an export).
+"""
 
 from __future__ import annotations
 

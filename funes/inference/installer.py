@@ -1,4 +1,4 @@
-"""Installing models: the sources a known model's bytes come from, imports, and `resolve`.
+"""The model installer: the sources a known model's bytes come from, imports, and `resolve`.
 
 Sources, tried in this order by `install`:
 
