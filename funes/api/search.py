@@ -102,6 +102,8 @@ class RecallRequest:
     #: Neighbour/session evidence and the question's time window (off: measured not to help).
     context: bool = False
     time_hints: bool = False
+    #: Favour the prose of the speaker the question is about (funes.retrieval.recall.speaker_of).
+    speaker: bool = True
     #: Milliseconds the whole recall may take before reranking stops (score what fits, in
     #: order); 0 never stops it early.
     budget_ms: float | None = None
@@ -188,6 +190,7 @@ def recall_in_process(settings: Settings, repo: Repository,
         bm25=r.bm25,
         context=r.context,
         time_hints=r.time_hints,
+        speaker=r.speaker,
     )
     opts.check()
     budget = r.budget_ms if r.budget_ms is not None else _config_budget(repo)
