@@ -220,10 +220,10 @@ def chatty(tmp_path: Path, settings: Any) -> Repository:
 def test_a_question_about_oneself_prefers_ones_own_words(chatty: Repository) -> None:
     query = "how long is my daily commute"
     opts = core.Options(k=3, neighbors=0, now=NOW, half_life_days=0, vector=False)
-    plain = core.recall(chatty, query, core.with_options(opts, speaker=False))
+    plain = core.retrieve(chatty, query, core.with_options(opts, speaker=False))
     # Without the prior the reply's repeated words win (the premise of the test) ...
     assert plain.hits[0].row["role"] == "assistant"
-    mine = core.recall(chatty, query, opts)
+    mine = core.retrieve(chatty, query, opts)
     # ... with it, the user's own sentence holding the fact leads, and the reply stays recalled.
     assert "speaker" in mine.signals and "speaker" not in plain.signals
     assert mine.hits[0].row["session_id"] == "s1"
@@ -233,7 +233,7 @@ def test_a_question_about_oneself_prefers_ones_own_words(chatty: Repository) -> 
 def test_a_question_to_the_assistant_prefers_its_words(chatty: Repository) -> None:
     query = "what did you say about my daily commute"  # both persons: nobody is favoured
     opts = core.Options(k=3, neighbors=0, now=NOW, half_life_days=0, vector=False)
-    assert "speaker" not in core.recall(chatty, query, opts).signals
-    asked = core.recall(chatty, "what did you say about the daily commute", opts)
+    assert "speaker" not in core.retrieve(chatty, query, opts).signals
+    asked = core.retrieve(chatty, "what did you say about the daily commute", opts)
     assert "speaker" in asked.signals
     assert asked.hits[0].row["role"] == "assistant"
