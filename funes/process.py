@@ -232,12 +232,13 @@ def run_bounded(
     cwd: Path | str | None = None,
     limit: int = OUTPUT_LIMIT,
     merge_stderr: bool = False,
+    input: bytes | None = None,
 ) -> Finished:
     """Run `argv` for at most `timeout` seconds and `limit` bytes of output.
 
-    The child runs in a session of its own with stdin at /dev/null; past the deadline or the
-    limit its whole process group is killed (grandchildren included) and the run says which.
-    `merge_stderr` interleaves stderr into stdout, as a terminal would show them.
+    The child runs in a session of its own with `input` on its stdin (else /dev/null); past
+    the deadline or the limit its whole process group is killed (grandchildren included) and
+    the run says which. `merge_stderr` interleaves stderr into stdout, as a terminal would.
 
     Raises:
         OSError: the program cannot be started.
@@ -249,12 +250,13 @@ def run_bounded(
     proc = subprocess.Popen(
         argv,
         cwd=cwd,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         start_new_session=True,
     )
     deadline = time.monotonic() + timeout
+    pending = memoryview(input or b"")
     out = {"stdout": bytearray(), "stderr": bytearray()}
     size = 0
     timed_out = overflowed = False
@@ -264,12 +266,26 @@ def run_bounded(
                 stream = getattr(proc, name)
                 if stream is not None:
                     sel.register(stream, selectors.EVENT_READ, name)
+            if proc.stdin is not None:
+                os.set_blocking(proc.stdin.fileno(), False)  # a full pipe must not stall us
+                sel.register(proc.stdin, selectors.EVENT_WRITE, "stdin")
             while sel.get_map() and not (timed_out or overflowed):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     timed_out = True
                     break
                 for key, _ in sel.select(left):
+                    if key.data == "stdin":
+                        try:
+                            pending = pending[os.write(key.fd, pending[: 1 << 16]):]
+                        except BlockingIOError:
+                            continue
+                        except BrokenPipeError:  # the child stopped reading: its business
+                            pending = pending[:0]
+                        if not pending:
+                            sel.unregister(key.fileobj)
+                            key.fileobj.close()  # type: ignore[union-attr]
+                        continue
                     block = os.read(key.fd, 1 << 16)
                     if not block:
                         sel.unregister(key.fileobj)
@@ -288,9 +304,10 @@ def run_bounded(
         if timed_out or overflowed or proc.returncode is None:
             with contextlib.suppress(OSError):
                 os.killpg(proc.pid, signal.SIGKILL)
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None and not stream.closed:
+                with contextlib.suppress(OSError):
+                    stream.close()
         proc.wait()
     stopped = timed_out or overflowed
     return Finished(tuple(argv), None if stopped else proc.returncode,

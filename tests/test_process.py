@@ -277,3 +277,17 @@ def test_flock_helpers_agree_with_fcntl(tmp_path: Path) -> None:
         assert child.stdout == "False\n"
     finally:
         os.close(fd)
+
+
+def test_a_bounded_run_feeds_its_input_without_stalling() -> None:
+    data = bytes(range(256)) * 8192  # 2 MiB: far more than a pipe holds
+    echo = "import sys; sys.stdout.buffer.write(sys.stdin.buffer.read()[::-1])"
+    done = process.run_bounded([sys.executable, "-c", echo], input=data, timeout=60)
+    assert done.ok and done.stdout == data[::-1]
+    # a child that never reads its input: the deadline still holds
+    done = process.run_bounded([sys.executable, "-c", "import time; time.sleep(60)"],
+                               input=data, timeout=1)
+    assert done.timed_out
+    # a child that exits without reading it: not an error of ours
+    done = process.run_bounded([sys.executable, "-c", "print('bye')"], input=data, timeout=30)
+    assert done.ok and done.stdout == b"bye\n"
