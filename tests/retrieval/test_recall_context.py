@@ -15,6 +15,7 @@ from funes.ingest import backlog, represent
 from funes.model.chunk import Chunk
 from funes.retrieval import recall as core
 from funes.retrieval import timeexpr
+from funes.retrieval.speaker import speaker_of
 from funes.storage.repo import Repository
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -185,7 +186,7 @@ def test_upgrade_keeps_answering_and_never_mixes_vectors(memory: Repository) -> 
 
 
 @pytest.mark.parametrize(
-    ("question", "speaker"),
+    ("question", "who"),
     [
         ("what did I decide about the cache?", "user"),
         ("How long is my daily commute?", "user"),
@@ -197,8 +198,8 @@ def test_upgrade_keeps_answering_and_never_mixes_vectors(memory: Repository) -> 
         ("redis cache eviction", None),
     ],
 )
-def test_the_question_names_whose_words_answer_it(question: str, speaker: str | None) -> None:
-    assert core.speaker_of(question) == speaker
+def test_the_question_names_whose_words_answer_it(question: str, who: str | None) -> None:
+    assert speaker_of(question) == who
 
 
 @pytest.fixture
