@@ -74,6 +74,7 @@ SLOW_TESTS = (
     "tests/inference/test_inference_reranker.py::test_recall_reranks_exactly_the_pool_it_is_given",
     "tests/inference/test_inference_reranker.py::test_scores_match_the_reference",
     "tests/inference/test_inference_reranker.py::test_the_passage_is_truncated_not_the_query",
+    "tests/ingest/test_index_batches.py::test_a_killed_run_resumes_from_its_last_batch",
     "tests/ingest/test_parsers_property.py::test_wrong_types_and_unknown_records_are_skipped_and_counted",
     "tests/ingest/test_redact.py::test_redaction_is_idempotent",
     "tests/ingest/test_tokenizer.py::test_bundled_tables_equal_the_reference",
@@ -91,18 +92,33 @@ SLOW_TESTS = (
 )
 
 
+def _defines(module: object, path: list[str]) -> bool:
+    """Whether `module` has the test at `path` (a function, or a class then its method)."""
+    obj = module
+    for part in path:
+        if not hasattr(obj, part):
+            return False
+        obj = getattr(obj, part)
+    return True
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark SLOW_TESTS slow (before -m/-k select), and refuse names that match nothing."""
     slow = set(SLOW_TESTS)
-    seen: set[str] = set()
-    modules = {item.nodeid.split("::")[0] for item in items}
+    modules: dict[str, object] = {}
     for item in items:
-        base = item.nodeid.split("[")[0]
-        if base in slow:
+        if item.nodeid.split("[")[0] in slow:
             item.add_marker(pytest.mark.slow)
-            seen.add(base)
-    stale = [name for name in slow - seen if name.split("::")[0] in modules]
+        if isinstance(item, pytest.Function):
+            modules.setdefault(item.nodeid.split("::")[0], item.module)
+    # Checked against the module itself, not the items: a run of one test by its id collects
+    # only that test, and the rest of its module's names are not stale for it.
+    stale = [
+        name for name in slow
+        if (module := modules.get(name.split("::")[0])) is not None
+        and not _defines(module, name.split("::")[1:])
+    ]
     if stale:
         raise pytest.UsageError(f"tests/conftest.py SLOW_TESTS names no test: {sorted(stale)}")
 
