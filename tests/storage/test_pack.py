@@ -187,7 +187,9 @@ def sixty_turns(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return repo.path
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.05, 0.15, 0.3, 0.6])
+# Two kill points in the quick suite, all five in the full one.
+@pytest.mark.parametrize("delay", [0.0, 0.3, *(pytest.param(d, marks=pytest.mark.slow)
+                                               for d in (0.05, 0.15, 0.6))])
 def test_a_pack_killed_at_any_point_leaves_a_sound_repository(
     sixty_turns: Path, tmp_path: Path, settings: Any, delay: float
 ) -> None:
