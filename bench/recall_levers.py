@@ -6,8 +6,8 @@ Run:  nice -n 10 python bench/bench_recall.py --levers [--lexical] [--per-type N
 Every variant is `api.recall` on the same memories (bench/longmemeval.py builds and caches
 them), asked for 50 chunks and scored as bench_recall.py scores (session R@1/R@5, turn R@10).
 "Previous defaults" is the pipeline as it was before the levers (fusion + recency): the same
-code with the new steps off (`context=False, time_hints=False`, which the measurements here
-made the defaults again), so a difference is the lever's and nothing else's.
+code with the new steps off (`context=False, time_hints=False, speaker=False`), so a
+difference is the lever's and nothing else's.
 
 Noise is not progress: each difference comes with a paired bootstrap over questions (2,000
 resamples of the question set, the same resample for both systems, seed 0): the 95% interval
@@ -38,11 +38,13 @@ METRICS = ("r1", "r5", "turn_r10")
 BASELINE = "previous defaults (fusion + recency)"
 #: (label, api.recall keyword arguments)
 VARIANTS: list[tuple[str, dict[str, Any]]] = [
-    (BASELINE, {"context": False, "time_hints": False}),
+    (BASELINE, {"context": False, "time_hints": False, "speaker": False}),
+    ("+ speaker (the question's person; the default now)",
+     {"context": False, "time_hints": False, "speaker": True}),
     ("+ context only (neighbours, session evidence, session diversity)",
-     {"context": True, "time_hints": False}),
-    ("+ time hints only", {"context": False, "time_hints": True}),
-    ("+ context + time hints", {"context": True, "time_hints": True}),
+     {"context": True, "time_hints": False, "speaker": False}),
+    ("+ time hints only", {"context": False, "time_hints": True, "speaker": False}),
+    ("+ context + time hints", {"context": True, "time_hints": True, "speaker": False}),
 ]
 @dataclass
 class Run:
@@ -179,9 +181,9 @@ def main(args: Any, settings: Any, build_cpus: Callable[[int], Any], load_now: C
             runs.append(run)
         if rep2 is not None and name == datasets[0][0]:
             for label, kwargs in [("representation 2, + context + time hints",
-                                   {"context": True, "time_hints": True}),
+                                   {"context": True, "time_hints": True, "speaker": False}),
                                   ("representation 2, previous defaults",
-                                   {"context": False, "time_hints": False})]:
+                                   {"context": False, "time_hints": False, "speaker": False})]:
                 run = run_variant(settings, label, kwargs, [(e, rep2) for e, _ in plan])
                 log(f"{name}: {label}: {run.seconds:.0f} s (load {load_now()})")
                 runs.append(run)

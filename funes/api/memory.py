@@ -108,12 +108,15 @@ def split_tag(text: str, cwd: Path | None = None) -> tuple[str, str | None]:
     return base, tag
 
 
-def open_memory(settings: Settings, memory: str | None = None) -> Repository:
+def open_memory(settings: Settings, memory: str | Path | None = None) -> Repository:
     """The repository a command works on: `--memory` if given, else discovery from cwd.
 
     A remote `--memory` is read through its local copy (`open_remote_memory`); unlike
-    `choose_memory`, an unreachable remote is an error here, never a fallback.
+    `choose_memory`, an unreachable remote is an error here, never a fallback. A `Path` is
+    always a local directory (library callers that built the path need no remote parsing).
     """
+    if isinstance(memory, Path):
+        return Repository.open(memory, settings)
     if memory:
         if is_remote_memory(memory, settings.cwd):
             return open_remote_memory(settings, memory)

@@ -86,6 +86,8 @@ class RecallRequest:
     #: Neighbour/session evidence and the question's time window (off: measured not to help).
     context: bool = False
     time_hints: bool = False
+    #: Favour the prose of the speaker the question is about (funes.retrieval.recall.speaker_of).
+    speaker: bool = True
     #: Milliseconds the whole recall may take before reranking stops (score what fits, in
     #: order); 0 never stops it early.
     budget_ms: float | None = None
@@ -170,6 +172,7 @@ def run_recall(settings: Settings, repo: Repository, request: RecallRequest) -> 
         bm25=r.bm25,
         context=r.context,
         time_hints=r.time_hints,
+        speaker=r.speaker,
     )
     opts.check()
     budget = r.budget_ms if r.budget_ms is not None else _config_budget(repo)

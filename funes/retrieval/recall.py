@@ -68,6 +68,8 @@ SESSION_WEIGHT = 0.15
 SESSION_REPEAT = 0.9
 #: Most a passage inside the question's time window gains (× 1 + TIME_WEIGHT).
 TIME_WEIGHT = 0.5
+#: The prose of the speaker the question is not about counts this much (see `speaker_of`).
+OTHER_SPEAKER_FACTOR = 0.85
 #: ANN candidates re-scored on full vectors, per result wanted (see `vector_search`).
 REFINE_FACTOR = 2
 MAX_K = 200
@@ -183,6 +185,8 @@ class Options:
     #: Boost passages from the time the question names (`timeexpr`). Off by default: level
     #: within noise on LongMemEval (bench/results/recall-levers.md).
     time_hints: bool = False
+    #: Favour the prose of the speaker the question is about (`speaker_of`).
+    speaker: bool = True
 
     def check(self) -> None:
         """Refuse options that cannot make sense, with the bound in the message."""
@@ -204,6 +208,29 @@ class Options:
 
 
 _FTS_SAFE = re.compile(r"[^\w\s]", re.UNICODE)
+_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b|\bi['’](?:m|ve|d|ll)\b", re.I)
+_SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself)\b", re.I)
+#: Prose blocks: what someone said (tool calls, tool output and their noise have weights of
+#: their own).
+_PROSE = ("text", "thinking")
+
+
+def speaker_of(query: str) -> str | None:
+    """Whose words a question is about: "user" (I, my), "assistant" (you, your), or None.
+
+    "What did I decide about the cache?" is answered by what the user said; "what did you
+    suggest for the cache?" by what the assistant said. A long assistant reply repeats the
+    topic's words often and tends to outrank the user's one sentence that holds the fact, so
+    the other speaker's prose is discounted a little (OTHER_SPEAKER_FACTOR, never excluded).
+    A question with both persons ("can you recommend something for my trip?") or neither ("how
+    did we fix the flaky test?") names nobody.
+    """
+    first = _FIRST_PERSON.search(query) is not None
+    second = _SECOND_PERSON.search(query) is not None
+    if first == second:
+        return None
+    return "user" if first else "assistant"
+
 
 
 def bm25(repo: Repository, query: str, opts: Options, where: str | None) -> list[dict[str, Any]]:
@@ -361,6 +388,9 @@ def recall(
             signals.append("rerank")
     if opts.half_life_days > 0:
         signals.append("recency")
+    about = speaker_of(query) if opts.speaker else None
+    if about is not None:
+        signals.append("speaker")
 
     hits = []
     for cid in pool:
@@ -370,6 +400,9 @@ def recall(
             score *= NOISE_FACTOR
         if row.get("block_type") == "tool_result":
             score *= TOOL_RESULT_FACTOR
+        elif about is not None and row.get("block_type") in _PROSE and row.get("role") in (
+                "user", "assistant") and row["role"] != about:
+            score *= OTHER_SPEAKER_FACTOR
         hits.append(Hit(row, score, seen_bm25.get(cid), seen_vec.get(cid),
                         rerank_scores.get(cid)))
     hits.sort(key=lambda h: h.score, reverse=True)

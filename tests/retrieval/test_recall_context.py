@@ -179,3 +179,61 @@ def test_upgrade_keeps_answering_and_never_mixes_vectors(memory: Repository) -> 
     assert labels == {fake.info.name, f"{fake.info.name}+ctx2"}  # type: ignore[union-attr]
     after = core.recall(memory, "login page redirect", opts, embedder=fake)
     assert after.hits[0].row["session_id"] == "other"
+
+
+# -- whose words the question is about --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "speaker"),
+    [
+        ("what did I decide about the cache?", "user"),
+        ("How long is my daily commute?", "user"),
+        ("I'm sure I said which port the server uses", "user"),
+        ("which flag did you suggest for the build?", "assistant"),
+        ("what was your advice on the parser", "assistant"),
+        ("can you recommend a hotel for my trip?", None),
+        ("how did we fix the flaky test", None),
+        ("redis cache eviction", None),
+    ],
+)
+def test_the_question_names_whose_words_answer_it(question: str, speaker: str | None) -> None:
+    assert core.speaker_of(question) == speaker
+
+
+@pytest.fixture
+def chatty(tmp_path: Path, settings: Any) -> Repository:
+    """A user states a fact once; a long assistant reply repeats the topic's words."""
+    repo = Repository.init(tmp_path / "chatty" / ".funes", settings)
+    reply = ("A long daily commute passes faster with a podcast, and a commute log shows how "
+             "long it takes.")
+    fact = "My daily commute is long: 45 minutes each way, so I listen to audiobooks."
+    repo.commit_chunks([
+        chunk("s1", 0, fact, role="user", ts="2026-11-10T08:00:00Z"),
+        chunk("s2", 1, reply, role="assistant", ts="2026-11-10T08:01:00Z"),
+        chunk("s3", 0, "Which language should the build scripts use?", role="user",
+              ts="2026-11-11T08:00:00Z"),
+    ], "seed")
+    return repo
+
+
+def test_a_question_about_oneself_prefers_ones_own_words(chatty: Repository) -> None:
+    query = "how long is my daily commute"
+    opts = core.Options(k=3, neighbors=0, now=NOW, half_life_days=0, vector=False)
+    plain = core.recall(chatty, query, core.with_options(opts, speaker=False))
+    # Without the prior the reply's repeated words win (the premise of the test) ...
+    assert plain.hits[0].row["role"] == "assistant"
+    mine = core.recall(chatty, query, opts)
+    # ... with it, the user's own sentence holding the fact leads, and the reply stays recalled.
+    assert "speaker" in mine.signals and "speaker" not in plain.signals
+    assert mine.hits[0].row["session_id"] == "s1"
+    assert "s2" in {h.row["session_id"] for h in mine.hits}
+
+
+def test_a_question_to_the_assistant_prefers_its_words(chatty: Repository) -> None:
+    query = "what did you say about my daily commute"  # both persons: nobody is favoured
+    opts = core.Options(k=3, neighbors=0, now=NOW, half_life_days=0, vector=False)
+    assert "speaker" not in core.recall(chatty, query, opts).signals
+    asked = core.recall(chatty, "what did you say about the daily commute", opts)
+    assert "speaker" in asked.signals
+    assert asked.hits[0].row["role"] == "assistant"
