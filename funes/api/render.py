@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from funes.api.agent_format import recall_text, turns_text
-from funes.api.recall import RecallResult, TurnView
+from funes.api.search import RecallResult, TurnView
 
 __all__ = ["get_output", "recall_json", "recall_output", "to_dict", "to_json"]
 

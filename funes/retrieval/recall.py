@@ -316,7 +316,7 @@ def _normalise(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def recall(
+def retrieve(
     repo: Repository,
     query: str,
     opts: Options,
@@ -378,7 +378,7 @@ def recall(
     if reranker is not None and opts.rerank_pool:
         head = pool[: opts.rerank_pool]
         scores = reranker.score(query, [rows[c]["text"] for c in head])
-        # A time-budgeted reranker (funes.api.recall.Budgeted) may score only the first few.
+        # A time-budgeted reranker (funes.api.search.Budgeted) may score only the first few.
         for cid, s in zip(head[: len(scores)], scores, strict=True):
             rerank_scores[cid] = s
         # Reranked passages lead, ordered by the cross-encoder; the rest keep fused order.

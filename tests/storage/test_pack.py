@@ -17,7 +17,7 @@ from funes import api
 from funes._env import settings as load_settings
 from funes.model.objects import Tombstone
 from funes.remotes.base import NonFastForwardError
-from funes.retrieval.recall import Options, recall
+from funes.retrieval.recall import Options, retrieve
 from funes.storage import pack
 from funes.storage.fsck import fsck
 from funes.storage.gc import gc
@@ -40,7 +40,7 @@ def _visible(repo: Repository) -> dict[str, dict[str, Any]]:
 
 
 def _hits(repo: Repository, query: str) -> list[str]:
-    result = recall(snapshot(repo), query, Options(k=20, neighbors=1, vector=False))
+    result = retrieve(snapshot(repo), query, Options(k=20, neighbors=1, vector=False))
     return [h.id for h in result.hits]
 
 
