@@ -230,7 +230,7 @@ s = api.load_settings()
 t1 = time.perf_counter()
 repo = api.open_memory(s, sys.argv[1])
 t['open the memory'] = time.perf_counter() - t1
-r = sys.modules['funes.api.recall']  # the module (api.recall is the function)
+from funes.api import search as r
 t1 = time.perf_counter()
 import lance, numpy, pyarrow
 t['import lance, pyarrow, numpy'] = time.perf_counter() - t1

@@ -116,7 +116,7 @@ def main() -> None:
     from funes import api
     from funes._env import settings as load_settings
     from funes.gitlink.coderepo import find_code_repo
-    from funes.gitlink.hooks import install
+    from funes.gitlink.hookinstall import install
 
     repo = tmp / "code"
     repo.mkdir()

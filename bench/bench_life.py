@@ -79,7 +79,7 @@ def _p50(values: list[float]) -> float:
 
 
 def _recall_p50(settings: object, repo: object, rng: random.Random, n: int = 15) -> float:
-    api = importlib.import_module("funes.api.recall")
+    api = importlib.import_module("funes.api.search")
 
     opts = {"k": 8, "rerank": False, "vector": False}
     api.recall(settings, repo, "parser stream", **opts)  # type: ignore[arg-type]  # warm-up
@@ -93,7 +93,7 @@ def _recall_p50(settings: object, repo: object, rng: random.Random, n: int = 15)
 
 
 def _get_p50(repo: object, done: int, rng: random.Random, n: int = 15) -> float:
-    api = importlib.import_module("funes.api.recall")
+    api = importlib.import_module("funes.api.search")
 
     times = []
     for _ in range(n):
@@ -205,14 +205,14 @@ def _paired_commits(settings: object, small_path: Path, big: object, rng: random
 def _push_after_pack(settings: object, repo: object, tmp: Path, rng: random.Random,
                      args: argparse.Namespace) -> str:
     """Push, add a step of turns (packed as the hook worker would), push again: bytes sent."""
-    sync = importlib.import_module("funes.api.sync")
+    remotes = importlib.import_module("funes.api.remotes")
     from funes.retrieval.indexes import maintain
     from funes.storage import pack
 
     remote = tmp / "remote"
-    sync.remote_add(repo, "origin", str(remote))  # type: ignore[arg-type]
+    remotes.remote_add(repo, "origin", str(remote))  # type: ignore[arg-type]
     t0 = time.perf_counter()
-    sync.push(repo)  # type: ignore[arg-type]
+    remotes.push(repo)  # type: ignore[arg-type]
     first = time.perf_counter() - t0
     size0 = _tree_bytes(remote)
     start = args.commits
@@ -224,7 +224,7 @@ def _push_after_pack(settings: object, repo: object, tmp: Path, rng: random.Rand
         maintain(repo)  # type: ignore[arg-type]
     pack.pack(repo, force=True)  # type: ignore[arg-type]  # even the newest turns are packed
     t0 = time.perf_counter()
-    sync.push(repo)  # type: ignore[arg-type]
+    remotes.push(repo)  # type: ignore[arg-type]
     second = time.perf_counter() - t0
     sent = _tree_bytes(remote) - size0
     import lance

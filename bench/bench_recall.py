@@ -673,7 +673,7 @@ def _measure(out: Latency, settings: Any, rs: Any, rerank_path: Path, label: str
             opts = core.Options(rerank_pool=pool)
             ranker = reranker if pool else None
             load = load_now()
-            t = time_calls(lambda q, o=opts, r=ranker, e=emb: core.recall(repo, q, o, embedder=e,
+            t = time_calls(lambda q, o=opts, r=ranker, e=emb: core.retrieve(repo, q, o, embedder=e,
                                                                           reranker=r),
                            qs[: max(2, len(qs) // 3)], warmup)
             out.rerank_sweep.append((chunks, pool, threads or default_threads(), pct(t, 50),

@@ -57,9 +57,9 @@ def measure(settings: Any, plan: list[tuple[lme.Entry, Any]]) -> list[tuple[floa
     try:
         for entry, repo in plan:
             seen.clear()
-            emb = importlib.import_module("funes.api.recall")._embedder_for(repo, settings)
+            emb = importlib.import_module("funes.api.search")._embedder_for(repo, settings)
             opts = rr.Options(k=1, neighbors=0, now=lme.parse_date(entry["question_date"]))
-            result = rr.recall(repo, entry["question"], opts, embedder=emb,
+            result = rr.retrieve(repo, entry["question"], opts, embedder=emb,
                                reranker=_Silent())  # type: ignore[arg-type]
             if seen and seen[0] is not None and result.hits:
                 gold = lme.gold_of(entry).sessions

@@ -27,8 +27,6 @@ crash): the client then works alone. Operations: `ping`, `status`, `stop`, `reca
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -39,7 +37,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from funes import __version__
+from funes import __version__, process
 
 __all__ = [
     "MAX_REQUEST",
@@ -132,17 +130,7 @@ def endpoint(home: Path) -> Endpoint:
 
 def lock_held(ep: Endpoint) -> bool:
     """Whether a server holds the home's server lock (running, or starting up)."""
-    try:
-        fd = os.open(ep.lock, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as exc:
-        return exc.errno in (errno.EAGAIN, errno.EACCES)
-    finally:
-        os.close(fd)  # closing drops the shared lock at once
-    return False
+    return process.lock_held(ep.lock)
 
 
 def _default(value: Any) -> Any:

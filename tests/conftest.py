@@ -52,16 +52,22 @@ def _scrub_environment() -> None:
 _scrub_environment()
 
 
-#: Tests the quick suite (`-m "not slow"`) leaves out, besides those marked in place: each took
-#: 20 s or more (on a loaded 2-core machine), mostly real llama.cpp inference and conversion,
-#: fuzzing and process-level crash and server tests. The full suite (CI, `.ci/run`) runs them.
-#: Kept here, in one list, so the README can say what the quick suite skips; a name that no
-#: longer matches a test of its module fails the collection.
+#: Tests the quick suite (`-m "not slow"`) leaves out, besides those marked in place. Each one
+#: costs seconds of CPU, and what it proves is proved more cheaply elsewhere in the quick suite
+#: or is end to end: real llama.cpp inference and conversion against references; sweeps over
+#: every text of the large ../shared fixture sets; fuzzers with hundreds of examples; detached
+#: agent-hook and git-hook processes, MCP server and warm-server lifecycle processes; kills at
+#: random points. The full suite (CI, `.ci/run`) runs them all. Kept here, in one list, so the
+#: README can say what the quick suite skips; a name its module does not define fails the run.
 SLOW_TESTS = (
+    "tests/agents/test_agents_hooks.py::test_hook_worker_packs_the_memory_once_it_is_due",
+    "tests/agents/test_agents_hooks.py::test_session_end_syncs_a_memory_with_a_remote",
+    "tests/agents/test_agents_hooks.py::test_session_start_brings_the_memory_up_to_date",
     "tests/agents/test_agents_mcp.py::test_mcp_tools_return_the_cli_agent_format",
     "tests/agents/test_agents_pi_extension.py::test_pi_extension_serves_the_mcp_tools",
     "tests/cli/test_first_hour.py::test_quickstart_recall_line_works_when_typed_and_next_steps_follow",
     "tests/cli/test_repo_commands.py::test_broken_pipe_is_silent",
+    "tests/gitlink/test_end_to_end.py::test_hooks_link_commits_to_the_turns_behind_them",
     "tests/inference/test_inference_convert.py::test_cross_encoder_gguf_layout",
     "tests/inference/test_inference_convert.py::test_embedding_gguf_layout",
     "tests/inference/test_inference_convert.py::test_segment_rows_are_word_plus_type_difference",
@@ -74,35 +80,74 @@ SLOW_TESTS = (
     "tests/inference/test_inference_reranker.py::test_recall_reranks_exactly_the_pool_it_is_given",
     "tests/inference/test_inference_reranker.py::test_scores_match_the_reference",
     "tests/inference/test_inference_reranker.py::test_the_passage_is_truncated_not_the_query",
+    "tests/inference/test_inference_reranker.py::test_the_rerank_budget_scores_what_fits_in_order_and_says_so",
+    "tests/ingest/test_chunking.py::test_real_fixture_text",
+    "tests/ingest/test_chunking.py::test_small_windows_on_fixture_text",
+    "tests/ingest/test_gitleaks_corpus.py::test_gitleaks_samples_in_their_own_text_are_caught",
+    "tests/ingest/test_index_batches.py::test_a_killed_run_resumes_from_its_last_batch",
+    "tests/ingest/test_index_run.py::test_index_all_fixtures_then_again_adds_nothing",
+    "tests/ingest/test_more_agents.py::test_opencode_database_with_hostile_rows_never_crashes",
+    "tests/ingest/test_parsers_property.py::test_resume_equals_whole_on_generated_files",
     "tests/ingest/test_parsers_property.py::test_wrong_types_and_unknown_records_are_skipped_and_counted",
     "tests/ingest/test_redact.py::test_redaction_is_idempotent",
     "tests/ingest/test_tokenizer.py::test_bundled_tables_equal_the_reference",
+    "tests/ingest/test_tokenizer.py::test_real_fixture_text_ids_identical",
+    "tests/remotes/test_fuzz.py::test_every_field_of_real_objects_parse_or_refuse",
     "tests/remotes/test_fuzz.py::test_objects_parse_or_refuse",
+    "tests/remotes/test_ownership.py::test_a_clone_of_another_users_memory_is_untrusted_in_cli_and_mcp",
     "tests/retrieval/test_quickstart.py::test_quickstart_without_history_answers_from_the_sample",
     "tests/retrieval/test_recall.py::test_paraphrase_is_found_by_vectors",
+    "tests/security/test_attack_fuzz.py::test_fuzzed_fragment_metadata",
     "tests/security/test_security_fuzz.py::test_any_signature_value_verifies_to_a_status",
+    "tests/security/test_security_fuzz.py::test_fetching_from_a_fuzzed_encrypted_remote_writes_nothing",
+    "tests/security/test_security_fuzz.py::test_key_lines_parse_or_refuse",
     "tests/security/test_security_fuzz.py::test_tombstones_and_links_parse_or_refuse",
     "tests/serve/test_serve_consistency.py::test_recalls_during_concurrent_index_commits",
     "tests/serve/test_serve_consistency.py::test_snapshot_pins_head_and_tables",
+    "tests/serve/test_serve_errors.py::test_a_crashing_handler_is_refused_logged_and_survived",
+    "tests/serve/test_serve_errors.py::test_closes_a_memory_that_is_deleted_and_lives_on",
+    "tests/serve/test_serve_errors.py::test_exits_when_its_socket_is_removed",
     "tests/serve/test_serve_fallback.py::test_a_server_of_another_version_is_asked_to_stop",
+    "tests/serve/test_serve_fallback.py::test_server_killed_mid_request",
+    "tests/serve/test_serve_fallback.py::test_server_too_slow_times_out",
+    "tests/serve/test_serve_lifecycle.py::test_exits_when_idle",
+    "tests/serve/test_serve_lifecycle.py::test_second_serve_for_the_same_user_exits_quietly",
     "tests/serve/test_serve_lifecycle.py::test_sigterm_removes_the_socket",
+    "tests/serve/test_serve_lifecycle.py::test_simultaneous_starts_leave_exactly_one_server",
+    "tests/serve/test_serve_lifecycle.py::test_stale_socket_is_detected_and_replaced",
     "tests/serve/test_serve_output.py::test_real_cli_processes_print_identical_bytes",
     "tests/storage/test_crash_and_concurrency.py::test_sigkill_at_random_points_never_damages_the_repository",
+    "tests/storage/test_crash_and_concurrency.py::test_two_writers_serialise_or_get_busy_and_refs_never_go_back",
 )
+
+
+def _defines(module: object, path: list[str]) -> bool:
+    """Whether `module` has the test at `path` (a function, or a class then its method)."""
+    obj = module
+    for part in path:
+        if not hasattr(obj, part):
+            return False
+        obj = getattr(obj, part)
+    return True
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark SLOW_TESTS slow (before -m/-k select), and refuse names that match nothing."""
     slow = set(SLOW_TESTS)
-    seen: set[str] = set()
-    modules = {item.nodeid.split("::")[0] for item in items}
+    modules: dict[str, object] = {}
     for item in items:
-        base = item.nodeid.split("[")[0]
-        if base in slow:
+        if item.nodeid.split("[")[0] in slow:
             item.add_marker(pytest.mark.slow)
-            seen.add(base)
-    stale = [name for name in slow - seen if name.split("::")[0] in modules]
+        if isinstance(item, pytest.Function):
+            modules.setdefault(item.nodeid.split("::")[0], item.module)
+    # Checked against the module itself, not the items: a run of one test by its id collects
+    # only that test, and the rest of its module's names are not stale for it.
+    stale = [
+        name for name in slow
+        if (module := modules.get(name.split("::")[0])) is not None
+        and not _defines(module, name.split("::")[1:])
+    ]
     if stale:
         raise pytest.UsageError(f"tests/conftest.py SLOW_TESTS names no test: {sorted(stale)}")
 

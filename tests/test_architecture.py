@@ -23,8 +23,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("funes.api",),
     ("funes.cli",),
 )
-#: Importable from every layer.
-SHARED = ("funes.errors", "funes._env", "funes.protocol", "funes")
+#: Importable from every layer (standard library only, below every layer).
+SHARED = ("funes.errors", "funes._env", "funes.protocol", "funes.process", "funes")
 
 HEAVY = ("lance", "lancedb", "llama_cpp", "huggingface_hub", "mcp", "pyarrow", "numpy", "rich")
 
@@ -133,7 +133,7 @@ def test_help_and_version_load_no_heavy_modules() -> None:
 
 #: Everything of funes a `funes recall` answered by the warm server may import.
 THIN_PATH = ["funes", "funes._env", "funes.cli", "funes.cli.main", "funes.cli.thin",
-             "funes.protocol"]
+             "funes.process", "funes.protocol"]
 
 
 def test_thin_path_imports_only_the_protocol(tmp_path: Path) -> None:
@@ -280,11 +280,35 @@ def test_large_modules_say_why_they_are_one_file() -> None:
         if "One file because" not in doc:
             big.append(f"{_module_name(path)}: {lines} lines and no 'One file because' reason")
     assert not big, "\n".join(big)
+def test_no_package_exports_a_name_that_is_also_its_submodule() -> None:
+    """`from funes import api; api.sync` must be one thing whatever was imported before.
+
+    Importing a submodule sets it as an attribute of its package, so an exported function of
+    the same name is the function or the module depending on import order.
+    """
+    clashes = []
+    for init in sorted(PACKAGE.rglob("__init__.py")):
+        subs = {p.stem for p in init.parent.glob("*.py") if p.name != "__init__.py"}
+        subs |= {p.parent.name for p in init.parent.glob("*/__init__.py")}
+        tree = ast.parse(init.read_text("utf-8"))
+        exported: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+            ):
+                exported |= {e.value for e in ast.walk(node.value)
+                             if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+        for name in sorted(exported & subs):
+            clashes.append(f"{_module_name(init)}.{name} is both a submodule and an export")
+    assert not clashes, "\n".join(clashes)
+
+
 def test_hooks_first_step_is_light() -> None:
     """What an agent's or git's hook runs in the foreground imports no CLI, library or model."""
     probe = (
         "import sys\n"
-        "import funes.agents.hook, funes.gitlink.hook\n"
+        "import funes.agents.turnhook, funes.gitlink.hookrun\n"
+        "import funes.agents.hook, funes.gitlink.hook\n"  # the old names, forwarding
         "print(sorted(m for m in sys.modules if m.startswith('funes')))\n"
         f"print([m for m in {(*HEAVY, 'click', 'dulwich')!r} if m in sys.modules])\n"
     )

@@ -11,11 +11,11 @@ Agents that can answer: Claude Code (`claude -p`) and Codex (`codex exec`); see
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from funes import process
 from funes.agents import AGENTS
 from funes.errors import FunesError, UsageError
 
@@ -135,15 +135,15 @@ def run_agent(agent: str, argv: list[str], prompt: str, *, timeout: float = DEFA
               cwd: str | None = None) -> str:
     """Run the agent's CLI with the prompt on stdin; its answer (stdout), or an error."""
     try:
-        done = subprocess.run(argv, input=prompt, capture_output=True, text=True,
-                              timeout=timeout, cwd=cwd, check=False)
-    except subprocess.TimeoutExpired:
-        raise AgentFailedError(agent, f"no answer within {timeout:g}s") from None
+        done = process.run_bounded(argv, input=prompt.encode("utf-8"), timeout=timeout, cwd=cwd)
     except OSError as exc:
         raise AgentFailedError(agent, exc.strerror or str(exc)) from None
-    answer = done.stdout.strip()
+    if done.timed_out or done.overflowed:
+        raise AgentFailedError(agent, done.summary())
+    stdout = done.stdout.decode("utf-8", "replace")
+    answer = stdout.strip()
     if done.returncode != 0 or not answer:
-        lines = (done.stderr or done.stdout).strip().splitlines()
+        lines = (done.stderr.decode("utf-8", "replace") or stdout).strip().splitlines()
         detail = lines[-1] if lines else "no output"
         raise AgentFailedError(agent, f"exit {done.returncode}: {detail}")
     return answer

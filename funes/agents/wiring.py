@@ -29,6 +29,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from funes import process
 from funes._env import Settings
 from funes.errors import FunesError
 from funes.storage.atomic import write_atomic
@@ -457,14 +458,14 @@ def which(name: str) -> str | None:
 
 def run_cli(argv: list[str], timeout: float = 60.0) -> str:
     """Run an agent's own CLI (MCP registration); its stdout, or AgentCommandError."""
-    import subprocess
-
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = process.run_bounded(argv, timeout=timeout)
+    except OSError as exc:
         raise AgentCommandError(argv, str(exc)) from None
+    if done.timed_out or done.overflowed:
+        raise AgentCommandError(argv, done.summary())
+    stdout = done.stdout.decode("utf-8", "replace")
     if done.returncode != 0:
-        detail = (done.stderr or done.stdout).strip().splitlines()
+        detail = (done.stderr.decode("utf-8", "replace") or stdout).strip().splitlines()
         raise AgentCommandError(argv, detail[-1] if detail else f"exit {done.returncode}")
-    return done.stdout
+    return stdout

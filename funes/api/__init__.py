@@ -23,6 +23,7 @@ from funes.api.agents import (
     ask,
     mcp_serve,
 )
+from funes.api.firstrun import QuickstartResult, quickstart
 from funes.api.gitlink import (
     BlameCommit,
     BlameResult,
@@ -34,6 +35,7 @@ from funes.api.gitlink import (
     hooks_status,
     hooks_uninstall,
     link_commit,
+    link_commit_for_hook,
     linked_turns,
     why,
 )
@@ -72,20 +74,23 @@ from funes.api.public import (
     tag_delete,
     tag_list,
 )
-from funes.api.quickstart import QuickstartResult, quickstart
-from funes.api.recall import (
-    BLOCK_TYPES,
-    HARNESSES,
-    DrainResult,
-    RecallRequest,
-    RecallResult,
-    SearchStatus,
-    TurnView,
-    embed,
-    get,
-    recall,
-    reindex,
-    search_status,
+from funes.api.remotes import (
+    CloneResult,
+    FetchResult,
+    MergeResult,
+    PullResult,
+    PushResult,
+    RemoteInfo,
+    clone,
+    fetch,
+    merge,
+    pull,
+    push,
+    remote_add,
+    remote_list,
+    remote_remove,
+    remote_set_url,
+    signature_note,
 )
 from funes.api.render import (
     get_output,
@@ -111,30 +116,26 @@ from funes.api.repo import (
     show,
     status,
 )
+from funes.api.search import (
+    BLOCK_TYPES,
+    HARNESSES,
+    DrainResult,
+    RecallRequest,
+    RecallResult,
+    SearchStatus,
+    TurnView,
+    embed,
+    get,
+    recall,
+    reindex,
+    search_status,
+)
 from funes.api.share import (
     AttachResult,
     SyncResult,
     attach_remote,
     is_directory_remote,
     sync,
-)
-from funes.api.sync import (
-    CloneResult,
-    FetchResult,
-    MergeResult,
-    PullResult,
-    PushResult,
-    RemoteInfo,
-    clone,
-    fetch,
-    merge,
-    pull,
-    push,
-    remote_add,
-    remote_list,
-    remote_remove,
-    remote_set_url,
-    signature_note,
 )
 from funes.api.syncstate import (
     LastSync,
@@ -240,6 +241,7 @@ __all__ = [
     "is_remote_memory",
     "last_sync",
     "link_commit",
+    "link_commit_for_hook",
     "linked_turns",
     "load_settings",
     "log",

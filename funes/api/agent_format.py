@@ -12,8 +12,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from funes.api.recall import RecallResult, SearchStatus, TurnView
 from funes.api.repo import StatusResult
+from funes.api.search import RecallResult, SearchStatus, TurnView
 from funes.api.syncstate import RemoteStatus
 
 __all__ = ["UNTRUSTED", "UNTRUSTED_PASSAGES", "recall_text", "status_text", "turns_text"]

@@ -36,8 +36,8 @@ from funes.agents.wiring import (
 from funes.api.agent_format import recall_text, status_text, turns_text
 from funes.api.ingest import IndexSummary, index
 from funes.api.memory import MemoryChoice, choose_memory, is_remote_memory, writable_memory
-from funes.api.recall import BLOCK_TYPES, HARNESSES, get, recall, search_status
 from funes.api.repo import init, status
+from funes.api.search import BLOCK_TYPES, HARNESSES, get, recall, search_status
 from funes.api.share import AttachResult, attach_remote, is_directory_remote
 from funes.api.syncstate import sync_note
 from funes.errors import UsageError

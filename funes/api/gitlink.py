@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,7 +18,7 @@ from funes._env import Settings
 from funes.api.ingest import index as _index
 from funes.api.memory import open_memory
 from funes.errors import FunesError, UsageError
-from funes.gitlink import hooks as _hooks
+from funes.gitlink import hookinstall
 from funes.gitlink.coderepo import (
     BadCommitError,
     BlameLine,
@@ -31,8 +32,8 @@ from funes.gitlink.coderepo import (
     resolve,
 )
 from funes.gitlink.coderepo import blame as _blame
-from funes.gitlink.hook import log_path
-from funes.gitlink.hooks import HookState
+from funes.gitlink.hookinstall import HookState
+from funes.gitlink.hookrun import log_path
 from funes.gitlink.links import (
     FoundLink,
     NotLinkedError,
@@ -52,6 +53,7 @@ from funes.gitlink.notes import write_note
 from funes.ingest.run import IndexSummary
 from funes.model.ids import ObjectId
 from funes.model.objects import Link, encode
+from funes.process import utc_stamp
 from funes.storage.repo import Repository
 
 __all__ = [
@@ -65,6 +67,7 @@ __all__ = [
     "hooks_status",
     "hooks_uninstall",
     "link_commit",
+    "link_commit_for_hook",
     "linked_turns",
     "why",
 ]
@@ -96,7 +99,7 @@ def _report(settings: Settings, code: CodeRepo, states: list[HookState]) -> Hook
         memory: Path | None = Repository.discover(settings, code.worktree).path
     except FunesError:
         memory = None
-    return HooksReport(code.worktree, _hooks.hooks_dir(code), states, memory,
+    return HooksReport(code.worktree, hookinstall.hooks_dir(code), states, memory,
                        _last_run(settings, code))
 
 
@@ -115,19 +118,19 @@ def _last_run(settings: Settings, code: CodeRepo) -> str | None:
 def hooks_install(settings: Settings, *, push: bool = False) -> HooksReport:
     """Install the post-commit hook (and pre-push with `push`) in the current repository."""
     code = find_code_repo(settings.cwd)
-    return _report(settings, code, _hooks.install(code, push=push))
+    return _report(settings, code, hookinstall.install(code, push=push))
 
 
 def hooks_uninstall(settings: Settings) -> HooksReport:
     """Remove funes's hooks, restoring the hooks they chained byte for byte."""
     code = find_code_repo(settings.cwd)
-    return _report(settings, code, _hooks.uninstall(code))
+    return _report(settings, code, hookinstall.uninstall(code))
 
 
 def hooks_status(settings: Settings) -> HooksReport:
     """Which hooks are installed, what they chain, and where commits get linked."""
     code = find_code_repo(settings.cwd)
-    return _report(settings, code, _hooks.status(code))
+    return _report(settings, code, hookinstall.status(code))
 
 
 # -- link -----------------------------------------------------------------------------------
@@ -148,6 +151,19 @@ class LinkResult:
     index: IndexSummary | None
     #: Problems that did not stop the link (indexing cut short, note not written).
     warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """One line: what was linked to what (the human output, and the hook log's line)."""
+        link = self.link
+        branch = f" ({link.branch})" if link.branch else ""
+        sessions = ""
+        if link.turns:
+            sessions = ": " + ", ".join(f"{h} {s[:8]} ({n})" for (h, s), n in link.sessions.items())
+        return (
+            f"linked {self.sha[:12]}{branch} to {len(link.turns)} turns from "
+            f"{len(link.sessions)} session(s){sessions} in memory commit "
+            f"{self.memory_commit[:12]}"
+        )
 
 
 def _index_within(settings: Settings, budget: float | None) -> tuple[IndexSummary | None, str]:
@@ -228,6 +244,30 @@ def link_commit(
         warnings.append(f"note not written: {exc}")
     return LinkResult(sha, code.worktree, link, link_id, repo.path, committed.commit, note,
                       summary, warnings)
+
+
+def link_commit_for_hook(
+    settings: Settings, rev: str, *, say: Callable[[str], None], memory: str | None = None,
+    index: bool = True,
+) -> int:
+    """`link_commit` as the post-commit hook's detached process runs it; its exit code.
+
+    Nobody reads this process's output but the hook log (`$FUNES_HOME/logs/git-hooks.log`, its
+    stdout), so it reports in dated lines (funes.process.utc_stamp), each naming the work tree:
+    `funes hooks status` finds the last line for a repository by that. A failure is one line
+    with its hint, and its exit code is returned rather than raised.
+    """
+    where = f" in {settings.cwd}"
+    try:
+        result = link_commit(settings, rev, memory=memory, index=index, hook=True)
+    except FunesError as exc:
+        hint = f" ({exc.hint})" if exc.hint else ""
+        say(f"{utc_stamp()} link {rev[:12]}{where} failed: {exc.message}{hint}")
+        return exc.exit_code
+    for warning in result.warnings:
+        say(f"{utc_stamp()} link {result.sha[:12]}{where}: warning: {warning}")
+    say(f"{utc_stamp()} {result.summary()}{where}")
+    return 0
 
 
 # -- why, blame, linked turns ---------------------------------------------------------------

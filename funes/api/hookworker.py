@@ -1,6 +1,6 @@
 """The detached work of the agent hooks: `funes hook run`.
 
-The hook script (funes.agents.hook) queues each agent event and starts one detached
+The hook script (funes.agents.turnhook) queues each agent event and starts one detached
 `funes hook run`, which drains the queue: it indexes the transcripts the events name (routed
 like `funes index`, or into the memory `funes add <agent> MEMORY` bound), embeds a little of
 the backlog, and keeps a memory with a remote in sync with it (funes.api.share.sync: fetch →
@@ -23,20 +23,20 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from funes import process
 from funes._env import Settings
-from funes.agents.hook import lock_path, queue_dir
+from funes.agents.turnhook import lock_path, queue_dir
 from funes.agents.wiring import agents_dir, bound_memory
 from funes.api.agents import MODULES
 from funes.api.ingest import _ProjectRouter
 from funes.api.memory import open_memory
-from funes.api.recall import embed
+from funes.api.search import embed
 from funes.errors import FunesError
 from funes.ingest.run import index_sources
 from funes.ingest.sources import explicit_sources
@@ -170,16 +170,14 @@ def _sync(repo: Repository, event: str, say: Callable[[str], None]) -> None:
 
     At a session start only fetch and merge (`--no-push`): nothing new was written yet.
     """
-    from funes.gitlink.hook import run_bounded
-
     start = event == "session-start"
-    argv = [sys.executable, "-m", "funes", "--format", "agent", "--memory", str(repo.path),
-            "sync", *(["--no-push"] if start else [])]
+    args = ["--format", "agent", "--memory", str(repo.path), "sync",
+            *(["--no-push"] if start else [])]
     stamp = repo.path / "index" / "last-hook-sync"
     stamp.parent.mkdir(parents=True, exist_ok=True)
     stamp.touch()
-    ok, detail = run_bounded(argv, cwd=repo.path,
-                             timeout=START_TIMEOUT if start else SYNC_TIMEOUT)
+    ok, detail = process.run_funes(args, cwd=repo.path,
+                                   timeout=START_TIMEOUT if start else SYNC_TIMEOUT)
     if ok:
         say(f"sync: {repo.path}: {detail or 'done'}")
         return
@@ -255,12 +253,19 @@ def _handle(settings: Settings, requests: list[_Request], say: Callable[[str], N
 def hook_run(settings: Settings, say: Callable[[str], None]) -> int:
     """Drain the hook queue (`funes hook run`); the number of events handled.
 
+    `say` receives the lines of the hook log, each dated (funes.process.utc_stamp): the
+    detached run's output is that log (funes.agents.turnhook starts it so).
+
     Returns at once, handling nothing, when another hook run holds the lock: that run looks at
     the queue again before it stops. The whole run is bounded by `HOOK_DEADLINE` seconds.
     """
+
+    def dated(line: str) -> None:
+        say(f"{process.utc_stamp()} {line}")
+
     signal.alarm(HOOK_DEADLINE)
     try:
-        return _drain(settings, say)
+        return _drain(settings, dated)
     finally:
         signal.alarm(0)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from funes.api.sync import Progress, PushResult, current_branch, progress_or_silent, push
+from funes.api.remotes import Progress, PushResult, current_branch, progress_or_silent, push
 from funes.errors import FunesError, UsageError
 from funes.model.ids import ObjectId
 from funes.model.objects import Commit

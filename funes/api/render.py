@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from funes.api.agent_format import recall_text, turns_text
-from funes.api.recall import RecallRequest, RecallResult, TurnView
+from funes.api.search import RecallRequest, RecallResult, TurnView
 from funes.api.syncstate import sync_note
 from funes.api.user import empty_recall
 from funes.storage.repo import Repository

@@ -41,7 +41,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
-import fcntl
 import os
 import signal
 import socket
@@ -55,19 +54,19 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from funes import __version__, protocol
+from funes import __version__, process, protocol
 from funes._env import Settings
 from funes.api import warm
 from funes.api.memory import memory_label, open_memory, owned
-from funes.api.recall import (
+from funes.api.render import get_output, recall_printed
+from funes.api.search import (
     BLOCK_TYPES,
     HARNESSES,
     RecallRequest,
     preload_reranker,
-    run_recall,
+    recall_in_process,
 )
-from funes.api.recall import get as _get
-from funes.api.render import get_output, recall_printed
+from funes.api.search import get as _get
 from funes.errors import FunesError, UsageError, describe
 from funes.retrieval import indexes
 from funes.storage.repo import Repository
@@ -168,16 +167,17 @@ def _server_lock(ep: protocol.Endpoint) -> Iterator[int | None]:
     still the one at that path; if not, it locked a file that has just been deleted, and it
     tries again.
     """
-    holder = ""
+    holder: int | None = None
     for _ in range(LOCK_RETRIES):
         fd = os.open(ep.lock, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            taken = process.try_flock(fd)
+        except OSError:
             os.close(fd)
-            if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
+            raise
+        if not taken:
+            holder = process.read_pid(fd)
+            os.close(fd)
             time.sleep(0.02)  # perhaps only a client probing it (protocol.lock_held): retry
             continue
         try:
@@ -188,15 +188,14 @@ def _server_lock(ep: protocol.Endpoint) -> Iterator[int | None]:
             os.close(fd)
             continue
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            process.write_pid(fd)
             yield None
         finally:
             with contextlib.suppress(FileNotFoundError):
                 ep.lock.unlink()  # while still holding it: see the docstring
             os.close(fd)
         return
-    yield int(holder) if holder.isdigit() else 0
+    yield holder or 0
 
 
 def _libc_malloc() -> Any:
@@ -539,7 +538,7 @@ class _Server:
             view = memory.view()
             if request.vector:
                 self._note_models(view)
-            return run_recall(self.settings, view, request)
+            return recall_in_process(self.settings, view, request)
 
     def _run(self, args: dict[str, Any]) -> dict[str, Any]:
         """A whole `funes recall` or `funes get` for the thin client: what to print, the code.

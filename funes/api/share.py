@@ -18,7 +18,7 @@ from pathlib import Path
 from funes._env import Settings
 from funes.api.memory import merge_in, split_tag
 from funes.api.memory import owned as owned_memory
-from funes.api.sync import (
+from funes.api.remotes import (
     Progress,
     PushResult,
     clone,

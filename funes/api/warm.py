@@ -28,7 +28,6 @@ import contextlib
 import dataclasses
 import importlib
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -36,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from funes import protocol
+from funes import process, protocol
 from funes._env import Settings
 from funes.errors import FunesError
 from funes.protocol import PROTOCOL, Endpoint, lock_held
@@ -45,7 +44,7 @@ from funes.retrieval.recall import Hit, RecallResult
 from funes.storage.repo import Repository
 
 if TYPE_CHECKING:
-    from funes.api.recall import RecallRequest
+    from funes.api.search import RecallRequest
 
 __all__ = [
     "DEFAULT_IDLE",
@@ -56,9 +55,9 @@ __all__ = [
     "ServerStatus",
     "ServerUnavailable",
     "endpoint",
-    "get",
+    "get_via_server",
     "lock_held",
-    "recall",
+    "recall_via_server",
     "server_status",
     "start_server",
     "stop_server",
@@ -68,10 +67,6 @@ __all__ = [
 DEFAULT_IDLE = 600.0
 #: Seconds after a start attempt during which no client starts another.
 RESPAWN_AFTER = 60.0
-
-#: Servers this process started: kept so the `Popen` objects are not collected while the
-#: child runs (which warns), and reaped by `subprocess` once they exit.
-_STARTED: list[subprocess.Popen[bytes]] = []
 
 ServerUnavailable = protocol.Unavailable
 ServerOutdated = protocol.Outdated
@@ -210,12 +205,12 @@ def _enabled(settings: Settings) -> bool:
     return settings.serve in ("auto", "use")
 
 
-def recall(settings: Settings, repo: Repository, query: RecallRequest,
-           local: Callable[[], RecallResult]) -> RecallResult:
+def recall_via_server(settings: Settings, repo: Repository, query: RecallRequest,
+                      local: Callable[[], RecallResult]) -> RecallResult:
     """A recall answered by the warm server when one runs, else by `local()` in-process.
 
     With `FUNES_SERVE=auto` and no server, starts one in the background for the next query
-    and answers this one in-process. `local` is `funes.api.recall.run_recall` bound to the
+    and answers this one in-process. `local` is `funes.api.search.recall_in_process` bound to the
     request: passed in, so this client module needs nothing from the module that calls it.
     """
     if _enabled(settings):
@@ -232,9 +227,9 @@ def recall(settings: Settings, repo: Repository, query: RecallRequest,
     return local()
 
 
-def get(settings: Settings, repo: Repository, session_id: str, turn_id: str,
-        window: int = 0) -> list[TurnView]:
-    """`funes.api.recall.get`, answered by the warm server when one runs (never starts one)."""
+def get_via_server(settings: Settings, repo: Repository, session_id: str, turn_id: str,
+                   window: int = 0) -> list[TurnView]:
+    """`funes.api.search.get`, answered by the warm server when one runs (never starts one)."""
     if _enabled(settings):
         try:
             data = request(settings, "get", repo.path,
@@ -287,15 +282,11 @@ def start_server(settings: Settings, *, idle: float = DEFAULT_IDLE,
                 return False
         ep.spawned.touch(mode=0o600)
         os.utime(ep.spawned)
-        fd = os.open(ep.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(ep.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # this run's log
         try:
-            _STARTED.append(subprocess.Popen(
-                [sys.executable, "-m", "funes",
-                 *(["--memory", str(warm)] if warm is not None else []),
-                 "serve", "--idle", repr(idle)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fd,
-                cwd="/", start_new_session=True, close_fds=True,
-            ))
+            process.detach([sys.executable, "-m", "funes",
+                            *(["--memory", str(warm)] if warm is not None else []),
+                            "serve", "--idle", repr(idle)], cwd="/", stderr=fd)
         finally:
             os.close(fd)
     except (OSError, ServerUnavailable):

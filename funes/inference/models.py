@@ -23,7 +23,7 @@ from funes.inference.catalog import (
     Source,
     default_model,
 )
-from funes.inference.install import import_model, install, install_defaults, resolve
+from funes.inference.installer import import_model, install, install_defaults, resolve
 from funes.inference.registry import (
     ModelEntry,
     ModelInfo,

@@ -246,9 +246,11 @@ def _looks_like_code(value: str, text: str, end: int) -> bool:
 #: An identifier made of words: camelCase / PascalCase / snake_case / ACRONYM parts of two or
 #: more letters and short numbers (`PrivateKeyTypes`, `args`, `db_pass2`). A random value
 #: (`KxQmTrLpWvNz`, `aB3dE5fG7h`) breaks into one-letter parts, so after a key name in YAML,
-#: INI or a properties file it is taken for the literal it is, not for code.
+#: INI or a properties file it is taken for the literal it is, not for code. The lowercase,
+#: digit and underscore runs are possessive: splitting a run never makes a match, and trying
+#: every split made a 40-character value that fails take minutes (`ab1234567` * 4 + `c`).
 _WORDY_RE: Final = re.compile(
-    r"(?:[A-Z]?[a-z]{2,}|[A-Z][a-z](?=[0-9])|[A-Z]{2,}(?![a-z])|[0-9]{1,6}|_+)+"
+    r"(?:[A-Z]?[a-z]{2,}+|[A-Z][a-z](?=[0-9])|[A-Z]{2,}(?![a-z])|[0-9]{1,6}+|_++)+"
 )
 _WORD_PART_RE: Final = re.compile(r"[A-Z]?[a-z]{2,}|[A-Z][a-z]")
 _VOWELS: Final = frozenset("aeiouy")

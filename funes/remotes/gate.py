@@ -15,12 +15,8 @@ If a scanner fails (raises, crashes, times out, prints something unreadable), th
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import shutil
-import signal
-import subprocess
 import tempfile
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from funes import process
 from funes.errors import FunesError
 
 #: Seconds an external scanner may run before the gate gives up (and publishes nothing).
@@ -97,22 +94,17 @@ def external_scanner(tool: str, exe: str, timeout: float = EXTERNAL_TIMEOUT) -> 
                 (source / f"{cid}.txt").write_text(text, "utf-8")
             report = work / "report.json"
             try:
-                proc = subprocess.Popen(
-                    _external_command(tool, exe, source, report),
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                    start_new_session=True,  # a timeout kills the scanner's children too
-                )
+                done = process.run_bounded(_external_command(tool, exe, source, report),
+                                           timeout=timeout)
             except OSError as exc:
                 raise ScannerError(f"{tool} could not run: {exc}") from None
-            try:
-                stdout, _ = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(OSError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.communicate()
-                raise ScannerError(f"{tool} timed out after {timeout:g} s") from None
-            if proc.returncode != 0:
-                raise ScannerError(f"{tool} exited with status {proc.returncode}")
+            if done.timed_out:
+                raise ScannerError(f"{tool} timed out after {timeout:g} s")
+            if done.overflowed:
+                raise ScannerError(f"{tool} printed more output than the gate reads")
+            if done.returncode != 0:
+                raise ScannerError(f"{tool} exited with status {done.returncode}")
+            stdout = done.stdout
             try:
                 if tool == "gitleaks":
                     items = json.loads(report.read_text("utf-8") or "[]")

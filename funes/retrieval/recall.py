@@ -41,6 +41,7 @@ from funes.errors import UsageError
 from funes.ingest.represent import vector_label
 from funes.retrieval import indexes, timeexpr
 from funes.retrieval.margin import RERANK_SKIPPED, head_decided
+from funes.retrieval.speaker import speaker_factor, speaker_of
 from funes.storage.repo import Repository
 
 if TYPE_CHECKING:
@@ -69,8 +70,6 @@ SESSION_WEIGHT = 0.15
 SESSION_REPEAT = 0.9
 #: Most a passage inside the question's time window gains (× 1 + TIME_WEIGHT).
 TIME_WEIGHT = 0.5
-#: The prose of the speaker the question is not about counts this much (see `speaker_of`).
-OTHER_SPEAKER_FACTOR = 0.85
 #: ANN candidates re-scored on full vectors, per result wanted (see `vector_search`).
 REFINE_FACTOR = 2
 MAX_K = 200
@@ -186,7 +185,7 @@ class Options:
     #: Boost passages from the time the question names (`timeexpr`). Off by default: level
     #: within noise on LongMemEval (bench/results/recall-levers.md).
     time_hints: bool = False
-    #: Favour the prose of the speaker the question is about (`speaker_of`).
+    #: Favour the prose of the speaker the question is about (funes.retrieval.speaker).
     speaker: bool = True
 
     def check(self) -> None:
@@ -209,30 +208,6 @@ class Options:
 
 
 _FTS_SAFE = re.compile(r"[^\w\s]", re.UNICODE)
-_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b|\bi['’](?:m|ve|d|ll)\b", re.I)
-_SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself)\b", re.I)
-#: Prose blocks: what someone said (tool calls, tool output and their noise have weights of
-#: their own).
-_PROSE = ("text", "thinking")
-
-
-def speaker_of(query: str) -> str | None:
-    """Whose words a question is about: "user" (I, my), "assistant" (you, your), or None.
-
-    "What did I decide about the cache?" is answered by what the user said; "what did you
-    suggest for the cache?" by what the assistant said. A long assistant reply repeats the
-    topic's words often and tends to outrank the user's one sentence that holds the fact, so
-    the other speaker's prose is discounted a little (OTHER_SPEAKER_FACTOR, never excluded).
-    A question with both persons ("can you recommend something for my trip?") or neither ("how
-    did we fix the flaky test?") names nobody.
-    """
-    first = _FIRST_PERSON.search(query) is not None
-    second = _SECOND_PERSON.search(query) is not None
-    if first == second:
-        return None
-    return "user" if first else "assistant"
-
-
 
 def bm25(repo: Repository, query: str, opts: Options, where: str | None) -> list[dict[str, Any]]:
     """Top rows by BM25 (Lance's inverted index; rows appended since are scanned flat)."""
@@ -317,7 +292,7 @@ def _normalise(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def recall(
+def retrieve(
     repo: Repository,
     query: str,
     opts: Options,
@@ -382,7 +357,7 @@ def recall(
     if reranker is not None and opts.rerank_pool and not decided:
         head = pool[: opts.rerank_pool]
         scores = reranker.score(query, [rows[c]["text"] for c in head])
-        # A time-budgeted reranker (funes.api.recall.Budgeted) may score only the first few.
+        # A time-budgeted reranker (funes.api.search.Budgeted) may score only the first few.
         for cid, s in zip(head[: len(scores)], scores, strict=True):
             rerank_scores[cid] = s
         # Reranked passages lead, ordered by the cross-encoder; the rest keep fused order.
@@ -404,9 +379,8 @@ def recall(
             score *= NOISE_FACTOR
         if row.get("block_type") == "tool_result":
             score *= TOOL_RESULT_FACTOR
-        elif about is not None and row.get("block_type") in _PROSE and row.get("role") in (
-                "user", "assistant") and row["role"] != about:
-            score *= OTHER_SPEAKER_FACTOR
+        elif about is not None:
+            score *= speaker_factor(row, about)
         hits.append(Hit(row, score, seen_bm25.get(cid), seen_vec.get(cid),
                         rerank_scores.get(cid)))
     hits.sort(key=lambda h: h.score, reverse=True)

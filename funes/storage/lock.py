@@ -7,20 +7,19 @@ between unlinking and re-creating the file. Readers never take it.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
 import time
 from pathlib import Path
 from types import TracebackType
 
+from funes import process
 from funes.errors import FunesError
 
 
 class RepositoryBusyError(FunesError):
     """Another process holds the write lock and did not release it in time."""
 
-    def __init__(self, path: Path, holder: str | None, waited: float) -> None:
+    def __init__(self, path: Path, holder: int | None, waited: float) -> None:
         who = f"pid {holder}" if holder else "another process"
         super().__init__(
             f"repository is busy: {who} is writing to {path.parent} (waited {waited:.1f}s)",
@@ -55,30 +54,20 @@ class WriteLock:
         delay = 0.01
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    os.close(fd)
-                    raise
-                waited = time.monotonic() - start
-                if waited >= self.timeout:
-                    holder = self._holder(fd)
-                    os.close(fd)
-                    raise RepositoryBusyError(self.path, holder, waited) from None
-                time.sleep(min(delay, max(0.0, self.timeout - waited)))
-                delay = min(delay * 2, 0.2)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+                if process.try_flock(fd):
+                    break
+            except OSError:
+                os.close(fd)
+                raise
+            waited = time.monotonic() - start
+            if waited >= self.timeout:
+                holder = process.read_pid(fd)
+                os.close(fd)
+                raise RepositoryBusyError(self.path, holder, waited)
+            time.sleep(min(delay, max(0.0, self.timeout - waited)))
+            delay = min(delay * 2, 0.2)
+        process.write_pid(fd)
         self._fd = fd
-
-    @staticmethod
-    def _holder(fd: int) -> str | None:
-        try:
-            text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-        except OSError:
-            return None
-        return text if text.isdigit() else None
 
     def release(self) -> None:
         """Give the lock up (closing the descriptor releases the flock)."""

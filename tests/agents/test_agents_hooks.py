@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from funes.agents.hook import log_path, queue_dir
+from funes.agents.turnhook import log_path, queue_dir
 from funes.storage.lock import WriteLock
 from tests.agents.conftest import child_env, wait_for
 from tests.conftest import REPO_ROOT, SHARED_MISSING, trace_path
@@ -103,6 +103,19 @@ def test_hook_indexes_the_new_turn(settings: Any, claude_session: Path, run) -> 
     found = _recall(run, "tool use was rejected")
     assert "The tool use was rejected" in found
     assert "55604662-cf2a-4331-851a-ec234028f8ca" in found
+
+
+@needs_fixtures
+def test_a_script_installed_before_the_rename_still_indexes(settings: Any,
+                                                            claude_session: Path) -> None:
+    """Scripts `funes add` wrote earlier run `-m funes.agents.hook`: that name still works."""
+    script = _hook(settings)
+    text = script.read_text()
+    assert "-m funes.agents.turnhook " in text
+    script.write_text(text.replace("-m funes.agents.turnhook ", "-m funes.agents.hook "))
+    assert _fire(settings, ["claude", "turn-end"], _stop_event(claude_session)) == 0
+    wait_for(lambda: _settled(settings, 0), what="the hook run")
+    assert "new chunks in" in _log(settings)
 
 
 @needs_fixtures

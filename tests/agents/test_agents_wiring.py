@@ -142,7 +142,9 @@ def no_agent_clis(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", f"{home / 'bin'}{os.pathsep}{Path(sys.executable).parent}")
 
 
-@pytest.mark.parametrize("agent", ["claude", "codex", "pi", "hermes"])
+# Each agent starts its own MCP server process; the quick suite keeps two of the four.
+@pytest.mark.parametrize("agent", ["claude", "codex", *(pytest.param(a, marks=pytest.mark.slow)
+                                                        for a in ("pi", "hermes"))])
 def test_add_twice_then_remove_restores_every_byte(agent: str, home: Path, no_agent_clis: None,
                                                   run) -> None:  # type: ignore[no-untyped-def]
     before = _snapshot(home)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from funes import api
-from funes.gitlink import hooks
+from funes.gitlink import hookinstall as hooks
 from funes.gitlink.coderepo import find_code_repo
 from tests.conftest import REPO_ROOT
 from tests.gitlink.conftest import T0, dulwich_commit, git, git_commit, needs_git
@@ -74,7 +74,7 @@ def test_existing_hooks_still_run_first_and_uninstall_restores_them_exactly(
     git_commit(code_repo, {"a.txt": "a\n"}, "one", T0)
     assert (code_repo / "order.txt").read_text().splitlines() == [
         "user post-commit 0",
-        "funes -m funes.gitlink.hook post-commit",
+        "funes -m funes.gitlink.hookrun post-commit",
     ]
 
     remote = tmp_path / "remote.git"
@@ -85,7 +85,7 @@ def test_existing_hooks_still_run_first_and_uninstall_restores_them_exactly(
     assert pushed.returncode == 0
     assert (code_repo / "order.txt").read_text().splitlines() == [
         "user pre-push origin refs/heads/main",  # the original still reads git's input
-        "funes -m funes.gitlink.hook pre-push origin " + str(remote),
+        "funes -m funes.gitlink.hookrun pre-push origin " + str(remote),
     ]
     # the original hook can still stop a push, and funes then does not run
     (code_repo / "order.txt").unlink()
@@ -113,7 +113,7 @@ def test_dulwich_commits_run_the_chain_too(tmp_path: Path, code_repo: Path) -> N
     # dulwich runs hooks from the git directory
     assert (code_repo / ".git" / "order.txt").read_text().splitlines() == [
         "user post-commit 0",
-        "funes -m funes.gitlink.hook post-commit",
+        "funes -m funes.gitlink.hookrun post-commit",
     ]
 
 
@@ -178,7 +178,7 @@ def test_core_hooks_path_is_respected(tmp_path: Path, code_repo: Path) -> None:
     git_commit(code_repo, {"a.txt": "a\n"}, "one", T0)
     assert (code_repo / "order.txt").read_text().splitlines() == [
         "user post-commit 0",
-        "funes -m funes.gitlink.hook post-commit",
+        "funes -m funes.gitlink.hookrun post-commit",
     ]
     hooks.uninstall(code)
     assert (code_repo / "githooks" / "post-commit").read_bytes() == USER_POST_COMMIT
@@ -197,7 +197,7 @@ def test_a_linked_worktree_shares_the_hooks_of_its_repository(tmp_path: Path,
     assert hooks.status(find_code_repo(code_repo))[0].state == "funes"
     git_commit(worktree, {"b.txt": "b\n"}, "in the worktree", T0 + 10)
     assert (worktree / "order.txt").read_text().splitlines() == [
-        "funes -m funes.gitlink.hook post-commit"
+        "funes -m funes.gitlink.hookrun post-commit"
     ]
 
 
@@ -227,3 +227,19 @@ def test_status_names_the_memory_and_the_last_run(code_repo: Path) -> None:
     report = api.hooks_status(settings)
     assert report.memory == (code_repo / ".funes").resolve()
     assert report.last_run is None
+
+
+@needs_git
+def test_a_hook_installed_before_the_rename_still_runs(code_repo: Path) -> None:
+    """Hooks `funes hooks install` wrote earlier run `-m funes.gitlink.hook`: still works."""
+    states = hooks.install(find_code_repo(code_repo))
+    script = states[0].path
+    text = script.read_text()
+    assert "-m funes.gitlink.hookrun post-commit" in text
+    script.write_text(text.replace("-m funes.gitlink.hookrun ", "-m funes.gitlink.hook "))
+    assert hooks.status(find_code_repo(code_repo))[0].state == "funes"
+    done = git_commit(code_repo, {"a.txt": "a\n"}, "one", T0)
+    assert done.returncode == 0
+    # the hook ran its checks (this work tree has no memory) and said so in its one line
+    lines = [ln for ln in done.stderr.splitlines() if ln.startswith("funes:")]
+    assert len(lines) == 1 and "no funes memory" in lines[0], done.stderr

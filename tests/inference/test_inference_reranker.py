@@ -168,7 +168,7 @@ def test_the_rerank_budget_scores_what_fits_in_order_and_says_so(
     import time
 
     from funes import api
-    from funes.api.recall import Budgeted
+    from funes.api.search import Budgeted
     from funes.inference.models import import_model
     from tests.builders import make_batch
 

@@ -404,6 +404,17 @@ def test_pathological_inputs_stay_fast(text: str) -> None:
     assert time.process_time() - start < 2.0
 
 
+def test_telling_words_from_a_random_value_is_linear() -> None:
+    """A value of letter pairs and digit runs that is not words at its very end is refused at
+    once, not after trying every way of cutting it into parts (exponential before)."""
+    from funes.ingest.redact import _wordy
+
+    start = time.process_time()
+    assert not _wordy("ab1234567" * 8 + "c")
+    assert _wordy("ab1234567" * 8 + "ed")
+    assert time.process_time() - start < 2.0
+
+
 def test_later_passes_map_back_to_original_offsets() -> None:
     from funes.ingest.redact import _apply, _unmap
 

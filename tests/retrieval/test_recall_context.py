@@ -15,6 +15,7 @@ from funes.ingest import backlog, represent
 from funes.model.chunk import Chunk
 from funes.retrieval import recall as core
 from funes.retrieval import timeexpr
+from funes.retrieval.speaker import speaker_of
 from funes.storage.repo import Repository
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -89,9 +90,9 @@ def test_closeness_fades_outside_the_window() -> None:
 
 def test_time_in_the_question_boosts_passages_from_then(memory: Repository) -> None:
     query = "what did we decide about caching the embeddings last saturday"
-    plain = core.recall(memory, query, core.Options(k=6, neighbors=0, now=NOW, time_hints=False,
+    plain = core.retrieve(memory, query, core.Options(k=6, neighbors=0, now=NOW, time_hints=False,
                                                     half_life_days=0))
-    timed = core.recall(memory, query, core.Options(k=6, neighbors=0, now=NOW, time_hints=True,
+    timed = core.retrieve(memory, query, core.Options(k=6, neighbors=0, now=NOW, time_hints=True,
                                                     half_life_days=0))
     assert "time" in timed.signals and "time" not in plain.signals
     assert timed.hits[0].row["session_id"] == "new"
@@ -134,8 +135,8 @@ def test_one_long_session_does_not_crowd_out_the_rest() -> None:
 
 
 def test_context_is_off_unless_asked_for(memory: Repository) -> None:
-    off = core.recall(memory, "login redirect", core.Options(k=3, neighbors=0, now=NOW))
-    on = core.recall(memory, "login redirect", core.Options(k=3, neighbors=0, now=NOW,
+    off = core.retrieve(memory, "login redirect", core.Options(k=3, neighbors=0, now=NOW))
+    on = core.retrieve(memory, "login redirect", core.Options(k=3, neighbors=0, now=NOW,
                                                             context=True))
     assert "context" in on.signals and "context" not in off.signals
 
@@ -144,7 +145,7 @@ def test_context_is_off_unless_asked_for(memory: Repository) -> None:
 
 
 def test_representation_two_embeds_a_header(memory: Repository) -> None:
-    ids = {h.row["turn_id"]: h.id for h in core.recall(
+    ids = {h.row["turn_id"]: h.id for h in core.retrieve(
         memory, "sqlite file", core.Options(k=6, neighbors=0, now=NOW)).hits}
     got = represent.embed_texts(memory, [ids["new-t1"]], 2)[ids["new-t1"]]
     header, _, text = got.partition("\n")
@@ -159,12 +160,12 @@ def test_upgrade_keeps_answering_and_never_mixes_vectors(memory: Repository) -> 
     first = backlog.drain(memory, fake)
     assert first.embedded == 6 and backlog.backlog(memory).waiting == 0
     opts = core.Options(k=3, neighbors=0, now=NOW)
-    before = core.recall(memory, "login page redirect", opts, embedder=fake)
+    before = core.retrieve(memory, "login page redirect", opts, embedder=fake)
     assert "vector" in before.signals
 
     memory.config.set("index.representation", "2")
     assert backlog.backlog(memory).waiting == 6  # every chunk waits for its new vector
-    during = core.recall(memory, "login page redirect", opts, embedder=fake)
+    during = core.retrieve(memory, "login page redirect", opts, embedder=fake)
     assert during.hits and "bm25" in during.signals  # still answers, through BM25
     qvec = fake.embed_query("login page redirect")
     assert core.vector_search(memory, qvec, opts, None) == []  # old vectors are not used
@@ -177,7 +178,7 @@ def test_upgrade_keeps_answering_and_never_mixes_vectors(memory: Repository) -> 
     assert backlog.backlog(memory).waiting == 0
     labels = set(memory.vectors.dataset().to_table(columns=["model"]).column("model").to_pylist())
     assert labels == {fake.info.name, f"{fake.info.name}+ctx2"}  # type: ignore[union-attr]
-    after = core.recall(memory, "login page redirect", opts, embedder=fake)
+    after = core.retrieve(memory, "login page redirect", opts, embedder=fake)
     assert after.hits[0].row["session_id"] == "other"
 
 
@@ -185,7 +186,7 @@ def test_upgrade_keeps_answering_and_never_mixes_vectors(memory: Repository) -> 
 
 
 @pytest.mark.parametrize(
-    ("question", "speaker"),
+    ("question", "who"),
     [
         ("what did I decide about the cache?", "user"),
         ("How long is my daily commute?", "user"),
@@ -197,8 +198,8 @@ def test_upgrade_keeps_answering_and_never_mixes_vectors(memory: Repository) -> 
         ("redis cache eviction", None),
     ],
 )
-def test_the_question_names_whose_words_answer_it(question: str, speaker: str | None) -> None:
-    assert core.speaker_of(question) == speaker
+def test_the_question_names_whose_words_answer_it(question: str, who: str | None) -> None:
+    assert speaker_of(question) == who
 
 
 @pytest.fixture
@@ -220,10 +221,10 @@ def chatty(tmp_path: Path, settings: Any) -> Repository:
 def test_a_question_about_oneself_prefers_ones_own_words(chatty: Repository) -> None:
     query = "how long is my daily commute"
     opts = core.Options(k=3, neighbors=0, now=NOW, half_life_days=0, vector=False)
-    plain = core.recall(chatty, query, core.with_options(opts, speaker=False))
+    plain = core.retrieve(chatty, query, core.with_options(opts, speaker=False))
     # Without the prior the reply's repeated words win (the premise of the test) ...
     assert plain.hits[0].row["role"] == "assistant"
-    mine = core.recall(chatty, query, opts)
+    mine = core.retrieve(chatty, query, opts)
     # ... with it, the user's own sentence holding the fact leads, and the reply stays recalled.
     assert "speaker" in mine.signals and "speaker" not in plain.signals
     assert mine.hits[0].row["session_id"] == "s1"
@@ -233,7 +234,7 @@ def test_a_question_about_oneself_prefers_ones_own_words(chatty: Repository) -> 
 def test_a_question_to_the_assistant_prefers_its_words(chatty: Repository) -> None:
     query = "what did you say about my daily commute"  # both persons: nobody is favoured
     opts = core.Options(k=3, neighbors=0, now=NOW, half_life_days=0, vector=False)
-    assert "speaker" not in core.recall(chatty, query, opts).signals
-    asked = core.recall(chatty, "what did you say about the daily commute", opts)
+    assert "speaker" not in core.retrieve(chatty, query, opts).signals
+    asked = core.retrieve(chatty, "what did you say about the daily commute", opts)
     assert "speaker" in asked.signals
     assert asked.hits[0].row["role"] == "assistant"

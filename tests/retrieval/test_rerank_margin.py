@@ -37,7 +37,7 @@ def memory(tmp_path: Path, settings) -> Repository:  # type: ignore[no-untyped-d
 
 
 def _recall(repo: Repository, query: str, reranker: FakeReranker) -> rr.RecallResult:
-    return rr.recall(repo, query, rr.Options(k=5, neighbors=0, half_life_days=0),
+    return rr.retrieve(repo, query, rr.Options(k=5, neighbors=0, half_life_days=0),
                      reranker=reranker)
 
 
@@ -80,7 +80,7 @@ def test_with_both_signals_the_same_margin_decides(memory: Repository) -> None:
     calls = {}
     for query in ("scheduler deadlock", "flaky upload retried"):
         fake = FakeReranker()
-        result = rr.recall(memory, query, rr.Options(k=5, neighbors=0), embedder=embedder,
+        result = rr.retrieve(memory, query, rr.Options(k=5, neighbors=0), embedder=embedder,
                            reranker=fake)
         assert "vector" in result.signals
         calls[query] = fake.calls
@@ -104,7 +104,7 @@ class _Loader:
 
 
 def test_a_decided_head_never_loads_the_reranker(memory: Repository) -> None:
-    from funes.api.recall import Deferred
+    from funes.api.search import Deferred
 
     loader = _Loader()
     clear = _recall(memory, "scheduler deadlock", Deferred(loader))  # type: ignore[arg-type]
@@ -117,7 +117,7 @@ def test_a_decided_head_never_loads_the_reranker(memory: Repository) -> None:
 def test_loading_the_reranker_does_not_count_against_the_budget() -> None:
     import time
 
-    from funes.api.recall import Budgeted, Deferred
+    from funes.api.search import Budgeted, Deferred
 
     texts = ["alpha passage", "beta passage", "gamma passage"]
     late = _Loader()
@@ -133,7 +133,7 @@ def test_the_first_passage_starts_only_if_the_last_ones_cost_fits(
 ) -> None:
     import time
 
-    from funes.api.recall import Budgeted
+    from funes.api.search import Budgeted
 
     texts = ["alpha passage", "beta passage"]
     monkeypatch.setattr(Budgeted, "passage_cost", 5.0)  # the last passage took 5 s

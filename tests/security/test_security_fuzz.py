@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -107,14 +108,18 @@ def test_key_lines_parse_or_refuse(tmp_path: Path, text: str) -> None:
 
     from funes._env import settings as load
 
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    cwd = tmp_path / "cwd"
-    cwd.mkdir(exist_ok=True)
+    # Each example starts from an empty directory of its own, as the first one did: keys left
+    # by earlier examples would make every scan of the tree longer than the last.
+    root = tmp_path / "example"
+    shutil.rmtree(root, ignore_errors=True)
+    home = root / "home"
+    home.mkdir(parents=True)
+    cwd = root / "cwd"
+    cwd.mkdir()
     cfg = replace(load(), home=home, cwd=cwd)
     key = bytes(range(32))
     well_formed = f"{crypt.PREFIX} {base64.b64encode(key).decode()} {text}"
-    before = _tree(tmp_path)
+    before = _tree(root)
     for attempt in (lambda: signing.parse_public(text),
                     lambda: crypt.import_key(cfg, text, "hf://datasets/org/x"),
                     lambda: signing.parse_public(signing.PREFIX + " " + text)):
@@ -126,7 +131,7 @@ def test_key_lines_parse_or_refuse(tmp_path: Path, text: str) -> None:
         assert not text.strip(), "a key line with a URL is accepted"
     else:
         assert target == text.strip() and crypt.load_key(cfg, target) == key
-    after = _tree(tmp_path)
+    after = _tree(root)
     keys = home / "keys"
     changed = {p for p in after if before.get(p) != after[p]} | (set(before) - set(after))
     assert all(Path(p) == keys or Path(p).is_relative_to(keys) for p in changed), changed

@@ -103,7 +103,7 @@ def test_a_clone_killed_half_way_does_not_block_the_retry(tmp_path: Path, settin
     it instead of refusing with "a memory already exists"."""
     from dataclasses import replace
 
-    from funes.api.sync import CLONING
+    from funes.api.remotes import CLONING
 
     sc = scene(tmp_path, settings)
     target = tmp_path / "work" / "copy" / ".funes"
@@ -124,23 +124,22 @@ def test_sigterm_during_a_clone_removes_the_half_made_memory(tmp_path: Path, set
 
     import pytest
 
-    # the module, not `funes.api.sync` the function (the package exports `sync` the verb)
-    api_sync = importlib.import_module("funes.api.sync")
+    api_remotes = importlib.import_module("funes.api.remotes")
 
     sc = scene(tmp_path, settings)
-    real = api_sync._clone_into
+    real = api_remotes._clone_into
 
     def killed(*args: Any, **kwargs: Any) -> Any:
         os.kill(os.getpid(), signal.SIGTERM)  # arrives while the clone runs
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(api_sync, "_clone_into", killed)
+    monkeypatch.setattr(api_remotes, "_clone_into", killed)
     work = tmp_path / "work"
     work.mkdir()
     with pytest.raises(SystemExit):
         api.clone(replace(settings, cwd=work), str(sc.remote), "copy")
     assert not (work / "copy").exists()
-    monkeypatch.setattr(api_sync, "_clone_into", real)
+    monkeypatch.setattr(api_remotes, "_clone_into", real)
     api.clone(replace(settings, cwd=work), str(sc.remote), "copy")
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 

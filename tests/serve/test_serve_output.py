@@ -11,21 +11,27 @@ import pytest
 from funes.storage.repo import Repository
 from tests.serve.helpers import child_env, funes_cmd
 
+#: Every case starts a server process of its own: the quick suite (`-m "not slow"`) keeps one
+#: per output format and per exit code, the full suite runs them all.
+SLOW = pytest.mark.slow
+
 RECALLS = [
     ("--format", "agent", "recall", "streaming parser leaked memory"),
-    ("--format", "agent", "recall", "why was startup slow", "--neighbors", "2", "-k", "3"),
+    pytest.param(("--format", "agent", "recall", "why was startup slow", "--neighbors", "2",
+                  "-k", "3"), marks=SLOW),
     ("--format", "json", "recall", "ERR_MODULE_NOT_FOUND", "--half-life", "0"),
-    ("--format", "json", "recall", "cache on disk", "--project", "/src/tools",
-     "--half-life", "0"),
+    pytest.param(("--format", "json", "recall", "cache on disk", "--project", "/src/tools",
+                  "--half-life", "0"), marks=SLOW),
     ("--format", "human", "recall", "isValidUuidFilename", "--type", "text"),
-    ("--format", "agent", "recall", "nothing like this was ever said zyzzyva"),
+    pytest.param(("--format", "agent", "recall", "nothing like this was ever said zyzzyva"),
+                 marks=SLOW),
 ]
 
 ERRORS = [
     ("recall", ""),  # empty query: usage error, exit 2
-    ("recall", "parser", "-k", "0"),  # absurd k
+    pytest.param(("recall", "parser", "-k", "0"), marks=SLOW),  # absurd k
     ("get", "sess-parser", "no-such-turn"),  # unknown turn, exit 1
-    ("recall", "parser", "--since", "the day before yesterday"),
+    pytest.param(("recall", "parser", "--since", "the day before yesterday"), marks=SLOW),
 ]
 
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from funes import protocol
-from funes.api.recall import RecallRequest
+from funes.api.search import RecallRequest
 
 
 def test_a_recall_request_survives_the_wire() -> None:

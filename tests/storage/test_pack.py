@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,9 +14,10 @@ from typing import Any
 import pytest
 
 from funes import api
+from funes._env import settings as load_settings
 from funes.model.objects import Tombstone
 from funes.remotes.base import NonFastForwardError
-from funes.retrieval.recall import Options, recall
+from funes.retrieval.recall import Options, retrieve
 from funes.storage import pack
 from funes.storage.fsck import fsck
 from funes.storage.gc import gc
@@ -38,7 +40,7 @@ def _visible(repo: Repository) -> dict[str, dict[str, Any]]:
 
 
 def _hits(repo: Repository, query: str) -> list[str]:
-    result = recall(snapshot(repo), query, Options(k=20, neighbors=1, vector=False))
+    result = retrieve(snapshot(repo), query, Options(k=20, neighbors=1, vector=False))
     return [h.id for h in result.hits]
 
 
@@ -170,11 +172,30 @@ print("done", flush=True)
 """
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.05, 0.15, 0.3, 0.6])
+@pytest.fixture(scope="module")
+def sixty_turns(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A memory of 60 one-turn commits, built once: each kill below packs a copy of it."""
+    base = tmp_path_factory.mktemp("sixty-turns")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("HOME", str(base))
+        env.setenv("FUNES_HOME", str(base / ".funes"))
+        env.setenv("FUNES_AUTHOR_NAME", "Test Author")
+        env.setenv("FUNES_AUTHOR_EMAIL", "test@example.org")
+        env.setenv("FUNES_SERVE", "off")
+        repo = Repository.init(base / "project" / ".funes", load_settings())
+        _turns(repo, 0, 60)
+    return repo.path
+
+
+# Two kill points in the quick suite, all five in the full one.
+@pytest.mark.parametrize("delay", [0.0, 0.3, *(pytest.param(d, marks=pytest.mark.slow)
+                                               for d in (0.05, 0.15, 0.6))])
 def test_a_pack_killed_at_any_point_leaves_a_sound_repository(
-    repo: Repository, delay: float
+    sixty_turns: Path, tmp_path: Path, settings: Any, delay: float
 ) -> None:
-    _turns(repo, 0, 60)
+    path = tmp_path / "project" / ".funes"
+    shutil.copytree(sixty_turns, path, symlinks=True)
+    repo = Repository.open(path, settings)
     expected = _visible(repo)
     head = repo.head()
     proc = subprocess.Popen([sys.executable, "-c", PACKER, str(repo.path)], cwd=REPO_ROOT,
@@ -239,15 +260,15 @@ def test_maintenance_packs_and_folds_appended_rows_into_the_indexes(repo: Reposi
 
     _turns(repo, 0, 5)
     indexes.ensure(repo)  # the first recall builds the indexes over what exists
-    _turns(repo, 5, 140)  # 280 rows appended since: searched flat until folded
-    assert indexes.state(repo).unindexed_rows == 280
-    hits = _hits(repo, "passage number 201")
+    _turns(repo, 5, 40)  # 80 rows appended since: searched flat until folded
+    assert indexes.state(repo).unindexed_rows == 80 >= indexes.FOLD_AFTER
+    hits = _hits(repo, "passage number 61")
     done = indexes.maintain(repo)
     assert done.packed is not None and done.packed.did_pack
-    assert done.folded == 280 and indexes.state(repo).unindexed_rows == 0
+    assert done.folded == 80 and indexes.state(repo).unindexed_rows == 0
     # the best hit stands (lower ranks may move: flat rows are scored with their own
     # statistics, indexed rows with the index's)
-    assert _hits(repo, "passage number 201")[0] == hits[0]
+    assert _hits(repo, "passage number 61")[0] == hits[0]
     assert fsck(repo).ok
     again = indexes.maintain(repo)
     assert again.packed is None and again.folded == 0  # nothing due: nothing done

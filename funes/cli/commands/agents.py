@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -158,12 +157,7 @@ def ask(app: App, agent: str, question: str, k: int | None, timeout: float,
 @pass_app
 def hook(app: App, action: str) -> None:
     """Drain the agent-hook queue (started detached by the hook script; logs to stdout)."""
-
-    def say(line: str) -> None:
-        stamp = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-        print(f"{stamp} {line}", flush=True)
-
-    api.hook_run(app.settings, say)
+    api.hook_run(app.settings, click.echo)  # the library dates each line of the hook log
 
 
 COMMANDS = [add, remove, mcp, ask, hook]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -13,7 +12,6 @@ from funes import api
 from funes.cli.app import App, pass_app
 from funes.cli.options import memory_option
 from funes.cli.output import render, short
-from funes.errors import FunesError
 
 # -- hooks ----------------------------------------------------------------------------------
 
@@ -76,21 +74,6 @@ def hooks_status(app: App) -> None:
 # -- link -----------------------------------------------------------------------------------
 
 
-def _sessions(link: Any) -> str:
-    parts = [f"{h} {s[:8]} ({n})" for (h, s), n in link.sessions.items()]
-    return ", ".join(parts)
-
-
-def _link_text(r: api.LinkResult) -> str:
-    link = r.link
-    branch = f" ({link.branch})" if link.branch else ""
-    sessions = f": {_sessions(link)}" if link.turns else ""
-    return (
-        f"linked {short(r.sha)}{branch} to {len(link.turns)} turns from "
-        f"{len(link.sessions)} session(s){sessions} in memory commit {short(r.memory_commit)}"
-    )
-
-
 @click.command()
 @click.argument("rev", default="HEAD")
 @click.option("--no-index", is_flag=True, help="Link what is indexed already; index nothing.")
@@ -109,22 +92,13 @@ def link(app: App, rev: str, no_index: bool, hook: bool) -> None:
         result = api.link_commit(app.settings, rev, memory=app.memory, index=not no_index)
         for warning in result.warnings:
             click.echo(f"funes: warning: {warning}", err=True)
-        render(app.fmt, result, human=_link_text)
+        render(app.fmt, result, human=api.LinkResult.summary)
         return
-    # The hook's detached process: its output goes to the hook log, one dated line per event,
-    # each naming the work tree (`funes hooks status` finds its last line by that).
-    stamp = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    where = f" in {app.settings.cwd}"
-    try:
-        result = api.link_commit(app.settings, rev, memory=app.memory, index=not no_index,
-                                 hook=True)
-    except FunesError as exc:
-        hint = f" ({exc.hint})" if exc.hint else ""
-        click.echo(f"{stamp} link {rev[:12]}{where} failed: {exc.message}{hint}")
-        sys.exit(exc.exit_code)
-    for warning in result.warnings:
-        click.echo(f"{stamp} link {short(result.sha)}{where}: warning: {warning}")
-    click.echo(f"{stamp} {_link_text(result)}{where}")
+    # The hook's detached process: the library writes its log lines (stdout is the hook log).
+    code = api.link_commit_for_hook(app.settings, rev, memory=app.memory, index=not no_index,
+                                    say=click.echo)
+    if code:
+        sys.exit(code)
 
 
 # -- why and blame --------------------------------------------------------------------------

