@@ -233,6 +233,8 @@ def recall_in_process(settings: Settings, repo: Repository,
     if timed is not None:
         timed.report(result.signals)
     _mark_untrusted(repo, result)
+    if timed is not None:
+        timed.finish()
     return result
 
 
@@ -306,6 +308,10 @@ class Deferred:
         return self._reranker.score(query, passages)
 
 
+#: Most of a deadline the measured tail may reserve (a slow outlier must not stop reranking).
+MAX_TAIL_S = 0.1
+
+
 class Budgeted:
     """A reranker that scores passages in order until the recall's deadline, then stops.
 
@@ -322,12 +328,16 @@ class Budgeted:
 
     #: Seconds the last passage scored in this process took (one reranker per process).
     passage_cost = 0.0
+    #: Seconds the last budgeted recall spent after reranking (ordering, neighbouring turns,
+    #: trust marks): the deadline is for the whole recall, so reranking leaves room for it.
+    tail_cost = 0.0
 
     def __init__(self, reranker: Reranker | Deferred, deadline: float) -> None:
         self._reranker = reranker
         self._deadline = deadline
         self.asked = 0
         self.scored = 0
+        self._done: float | None = None
 
     def score(self, query: str, passages: Sequence[str]) -> list[float]:
         self.asked = len(passages)
@@ -335,7 +345,7 @@ class Budgeted:
         cost = Budgeted.passage_cost
         for passage in passages:
             now = time.monotonic()
-            if now + cost > self._deadline:
+            if now + cost + Budgeted.tail_cost > self._deadline:
                 if not scores and now <= self._deadline:
                     Budgeted.passage_cost = cost / 2  # only the estimate said no
                 break
@@ -345,7 +355,13 @@ class Budgeted:
             scores.extend(self._reranker.score(query, [passage]))
             cost = Budgeted.passage_cost = time.monotonic() - now
         self.scored = len(scores)
+        self._done = time.monotonic()
         return scores
+
+    def finish(self) -> None:
+        """Note how long the recall ran after reranking, for the next one's deadline."""
+        if self._done is not None:
+            Budgeted.tail_cost = min(time.monotonic() - self._done, MAX_TAIL_S)
 
     def report(self, signals: list[str]) -> None:
         """Add `rerank budget: scored/asked` to the signals when the deadline cut the pool."""

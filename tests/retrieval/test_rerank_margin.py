@@ -144,3 +144,28 @@ def test_the_first_passage_starts_only_if_the_last_ones_cost_fits(
     roomy = Budgeted(fake, time.monotonic() + 60.0)  # type: ignore[arg-type]
     assert len(roomy.score("passage", texts)) == 2
     assert Budgeted.passage_cost < 1.0  # what a fake passage really takes
+
+
+def test_reranking_leaves_room_for_what_the_recall_does_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    from funes.api.search import MAX_TAIL_S, Budgeted
+
+    monkeypatch.setattr(Budgeted, "passage_cost", 0.0)
+    monkeypatch.setattr(Budgeted, "tail_cost", 0.0)
+    fake = FakeReranker()
+    first = Budgeted(fake, time.monotonic() + 60.0)  # type: ignore[arg-type]
+    assert len(first.score("passage", ["alpha passage"])) == 1
+    time.sleep(0.05)  # the recall's work after reranking
+    first.finish()
+    assert 0.05 <= Budgeted.tail_cost <= MAX_TAIL_S
+    # A deadline that one passage fits but not passage + tail: nothing is started.
+    tight = Budgeted(fake, time.monotonic() + 0.03)  # type: ignore[arg-type]
+    assert tight.score("passage", ["alpha passage"]) == []
+    monkeypatch.setattr(Budgeted, "tail_cost", 5.0)
+    later = Budgeted(fake, time.monotonic() - 1)  # type: ignore[arg-type]
+    later.score("passage", [])
+    later.finish()
+    assert Budgeted.tail_cost <= MAX_TAIL_S  # one slow tail cannot block reranking for good
