@@ -209,6 +209,7 @@ class Options:
 
 _FTS_SAFE = re.compile(r"[^\w\s]", re.UNICODE)
 
+
 def bm25(repo: Repository, query: str, opts: Options, where: str | None) -> list[dict[str, Any]]:
     """Top rows by BM25 (Lance's inverted index; rows appended since are scanned flat)."""
     terms = " ".join(_FTS_SAFE.sub(" ", query).split())

@@ -22,7 +22,8 @@ __all__ = ["OTHER_SPEAKER_FACTOR", "speaker_factor", "speaker_of"]
 #: The prose of the speaker the question is not about counts this much.
 OTHER_SPEAKER_FACTOR = 0.85
 
-_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b|\bi['’](?:m|ve|d|ll)\b", re.I)
+#: "I'm", "I've" too: the apostrophe ends the word "I".
+_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b", re.I)
 _SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself)\b", re.I)
 #: Blocks that are someone's own words.
 _PROSE = ("text", "thinking")
