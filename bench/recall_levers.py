@@ -115,6 +115,14 @@ def table(name: str, runs: Sequence[Run], types: dict[str, str], base_label: str
     return out
 
 
+def _niced() -> str:
+    """The `nice -n N ` prefix this run had (empty at the default priority)."""
+    import os
+
+    level = os.nice(0)
+    return f"nice -n {level} " if level else ""
+
+
 def _variants(lexical: bool) -> list[tuple[str, dict[str, Any]]]:
     """Every lever on the signals the memories have (`--lexical`: BM25 alone)."""
     if lexical:
@@ -168,7 +176,7 @@ def main(args: Any, settings: Any, build_cpus: Callable[[int], Any], load_now: C
                           for e in s_entries]))
     argv = " ".join(a for a in __import__("sys").argv[1:])
     lines = [f"## {datasets[0][0]}", "",
-             f"`nice -n 10 python bench/bench_recall.py {argv}` on 2 shared CPUs; started "
+             f"`{_niced()}python bench/bench_recall.py {argv}` on 2 shared CPUs; started "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load at start {started}.",
              ""]
     raw: dict[str, Any] = {}
