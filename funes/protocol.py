@@ -168,13 +168,19 @@ def message(op: str, home: Path, repo: str | None, args: dict[str, Any]) -> dict
             "home": str(home.expanduser().resolve()), "repo": repo, "args": args}
 
 
-def read_line(sock: socket.socket, limit: int) -> bytes:
-    """Read up to the first newline; EOF before it means the peer died mid-message."""
+def read_line(sock: socket.socket, limit: int, *, eof_ends: bool = False) -> bytes:
+    """Read up to the first newline; EOF before it means the peer died mid-message.
+
+    With `eof_ends` (the server reading a request), EOF after some bytes ends the message
+    instead: a client may close its side without the newline.
+    """
     chunks: list[bytes] = []
     size = 0
     while True:
         data = sock.recv(1 << 16)
         if not data:
+            if eof_ends and chunks:
+                return b"".join(chunks)
             raise ConnectionResetError("the peer closed the connection before the end")
         newline = data.find(b"\n")
         if newline >= 0:

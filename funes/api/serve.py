@@ -471,7 +471,7 @@ class _Server:
             with conn:
                 conn.settimeout(READ_TIMEOUT)
                 try:
-                    line = _read_request(conn)
+                    line = protocol.read_line(conn, protocol.MAX_REQUEST, eof_ends=True)
                     request = protocol.loads(line)
                 except (OSError, ValueError):
                     return  # a client that went away or sent garbage gets nothing
@@ -621,22 +621,3 @@ class _Server:
                 models=sorted(set(self.embedders.values())), memories=memories,
                 rss_mb=rss_mb(), memory_budget_mb=self.budget_mb,
             )
-
-
-def _read_request(conn: socket.socket) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        data = conn.recv(1 << 16)
-        if not data:
-            if chunks:
-                return b"".join(chunks)  # a request without its newline, then EOF: accept it
-            raise ConnectionResetError("empty request")
-        newline = data.find(b"\n")
-        if newline >= 0:
-            chunks.append(data[:newline])
-            return b"".join(chunks)
-        chunks.append(data)
-        size += len(data)
-        if size > protocol.MAX_REQUEST:
-            raise ValueError("request too large")

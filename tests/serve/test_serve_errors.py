@@ -237,3 +237,21 @@ def test_exits_when_its_socket_is_removed(memory: Repository, settings: Any,
     warm.endpoint(settings).socket.unlink()
     assert server.wait_exit(30) == 0
     assert "exiting (socket removed)" in server.output()
+
+
+def test_a_request_may_end_at_eof_but_an_answer_may_not() -> None:
+    for eof_ends, expected in ((True, b'{"op": "x"}'), (False, None)):
+        a, b = socket.socketpair()
+        with a, b:
+            a.sendall(b'{"op": "x"}')
+            a.shutdown(socket.SHUT_WR)
+            if expected is None:
+                with pytest.raises(ConnectionResetError):
+                    protocol.read_line(b, protocol.MAX_REQUEST, eof_ends=eof_ends)
+            else:
+                assert protocol.read_line(b, protocol.MAX_REQUEST, eof_ends=eof_ends) == expected
+    a, b = socket.socketpair()
+    with a, b:
+        a.shutdown(socket.SHUT_WR)
+        with pytest.raises(ConnectionResetError):  # nothing at all is no request
+            protocol.read_line(b, protocol.MAX_REQUEST, eof_ends=True)
