@@ -1,7 +1,7 @@
 """The model registry's public face: the catalog, the cache and installing, in one namespace.
 
 The work is split by idea: `catalog` (which models funes knows and their pins), `registry`
-(the local cache, sidecars, verification, GGUF metadata) and `install` (the sources, imports
+(the local cache, sidecars, verification, GGUF metadata) and `installer` (the sources, imports
 and `resolve`). Callers that want "the models" import this module; it re-exports their public
 names and holds no logic of its own.
 """
