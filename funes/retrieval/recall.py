@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from funes.errors import UsageError
 from funes.ingest.represent import vector_label
-from funes.retrieval import expand, indexes, timeexpr
+from funes.retrieval import indexes, timeexpr
 from funes.retrieval.margin import RERANK_SKIPPED, head_decided
 from funes.retrieval.speaker import speaker_factor, speaker_of
 from funes.storage.repo import Repository
@@ -72,8 +72,6 @@ SESSION_REPEAT = 0.9
 TIME_WEIGHT = 0.5
 #: ANN candidates re-scored on full vectors, per result wanted (see `vector_search`).
 REFINE_FACTOR = 2
-#: Most first-pass passages whose vectors feedback (`Options.feedback`) adds to the query.
-MAX_FEEDBACK_DOCS = 20
 MAX_K = 200
 MAX_RERANK_POOL = 200
 MAX_CANDIDATES = 1000
@@ -189,18 +187,6 @@ class Options:
     time_hints: bool = False
     #: Favour the prose of the speaker the question is about (funes.retrieval.speaker).
     speaker: bool = True
-    #: Pseudo-relevance feedback on the vector side (Rocchio, `with_feedback`): the weight of
-    #: the mean vector of the first pass's `feedback_docs` best passages added to the query
-    #: vector before a second vector search. 0 turns it off.
-    feedback: float = 0.0
-    feedback_docs: int = 3
-    #: Whether the second vector search may bring new candidates (one more ANN query) or only
-    #: re-scores the first pass's candidates (one lookup of their vectors).
-    feedback_search: bool = True
-    #: RM3-style expansion of the BM25 query (`expanded_bm25`): the weight of the
-    #: `expand_terms` words the first pass's `feedback_docs` best passages add. 0 turns it off.
-    expand: float = 0.0
-    expand_terms: int = 10
 
     def check(self) -> None:
         """Refuse options that cannot make sense, with the bound in the message."""
@@ -219,11 +205,6 @@ class Options:
             )
         if not 0 <= self.neighbors <= 20:
             raise InvalidQueryError("--neighbors must be between 0 and 20")
-        if not (math.isfinite(self.feedback) and 0 <= self.feedback <= 10):
-            raise InvalidQueryError("feedback must be a number between 0 and 10")
-        if not 1 <= self.feedback_docs <= MAX_FEEDBACK_DOCS:
-            raise InvalidQueryError(f"feedback_docs must be between 1 and {MAX_FEEDBACK_DOCS}, "
-                                    f"not {self.feedback_docs}")
 
 
 _FTS_SAFE = re.compile(r"[^\w\s]", re.UNICODE)
@@ -348,23 +329,9 @@ def retrieve(
             found = {i for i, _ in semantic}
             cosines = vector_scores(repo, qvec, [r["id"] for r in lexical if r["id"] not in found])
 
-    fused = fuse(lexical, semantic, cosines)
-    expanding = opts.expand > 0 and bool(lexical)
-    if expanding or (opts.feedback > 0 and semantic):
-        top = sorted(fused, key=lambda c: fused[c], reverse=True)[: opts.feedback_docs]
-        if expanding:
-            lexical = expanded_bm25(repo, query, top, lexical, opts, where, hidden)
-            signals.append("expand")
-        if opts.feedback > 0 and semantic:
-            semantic, cosines = with_feedback(repo, qvec, top, lexical, semantic, opts, where,
-                                              hidden)
-            signals.append("feedback")
-        elif semantic:
-            found = {i for i, _ in semantic}
-            cosines = vector_scores(repo, qvec, [r["id"] for r in lexical if r["id"] not in found])
-        fused = fuse(lexical, semantic, cosines)
     seen_bm25 = _tied_ranks([(r["id"], float(r["_score"])) for r in lexical])
     seen_vec = _tied_ranks(semantic)
+    fused = fuse(lexical, semantic, cosines)
     # Stable sort: equal scores keep BM25's order, then the vector list's.
     pool = sorted(fused, key=lambda c: fused[c], reverse=True)
     rows = {r["id"]: r for r in lexical}
@@ -494,107 +461,6 @@ def with_time(
         out[cid] = score * (1.0 + TIME_WEIGHT * near)
     top = max(out.values(), default=0.0)
     return {c: s / top if top > 0 else s for c, s in out.items()}
-
-
-def with_feedback(
-    repo: Repository,
-    qvec: Any,
-    top: Sequence[str],
-    lexical: Sequence[dict[str, Any]],
-    semantic: Sequence[tuple[str, float]],
-    opts: Options,
-    where: str | None,
-    hidden: set[str] | frozenset[str],
-) -> tuple[list[tuple[str, float]], dict[str, float]]:
-    """The vector signal again, for the query moved towards the first pass's best passages.
-
-    Rocchio's pseudo-relevance feedback: q' = q/|q| + feedback × mean(d/|d|) over the
-    `feedback_docs` best fused passages (`top`). A question that shares few words with its answer
-    ("suggest a camera lens" against "I just got a Sony A7") often finds a related passage
-    first, and that passage's vector carries the vocabulary the question lacks. Returns the new
-    vector list (every candidate's cosine with q', best first) and the cosines of BM25
-    candidates outside it, as `fuse` takes them.
-    """
-    import numpy as np
-
-    candidates = dedup_ids([*(r["id"] for r in lexical), *(c for c, _ in semantic)])
-    vectors = vectors_of(repo, candidates)
-    chosen = [vectors[c] for c in top if c in vectors]
-    q = np.asarray(qvec, dtype=np.float32)
-    q = q / (float(np.linalg.norm(q)) or 1.0)
-    if chosen:
-        q = q + opts.feedback * np.mean([v / (float(np.linalg.norm(v)) or 1.0) for v in chosen],
-                                        axis=0)
-    cos: dict[str, float] = {}
-    if opts.feedback_search:
-        cos.update((i, s) for i, s in vector_search(repo, q, opts, where) if i not in hidden)
-    listed = set(cos) | {c for c, _ in semantic}
-    qn = float(np.linalg.norm(q)) or 1.0
-    for cid, v in vectors.items():
-        if cid not in cos:
-            cos[cid] = float(v @ q) / ((float(np.linalg.norm(v)) or 1.0) * qn)
-    ranked = sorted(((c, s) for c, s in cos.items() if c in listed), key=lambda cs: -cs[1])
-    completion = {r["id"]: cos[r["id"]] for r in lexical if r["id"] in cos}
-    return ranked, completion
-
-
-def expanded_bm25(
-    repo: Repository,
-    query: str,
-    top: Sequence[str],
-    lexical: Sequence[dict[str, Any]],
-    opts: Options,
-    where: str | None,
-    hidden: set[str] | frozenset[str],
-) -> list[dict[str, Any]]:
-    """BM25 again, the question plus the words its first pass's best passages add (RM3).
-
-    The terms come from `expand.expansion_terms` over the `top` passages; each joins the
-    question as its own clause weighted `opts.expand` × its relative weight, so a passage that
-    has the question's words still leads one that has only the added ones. Falls back to the
-    first list when no term qualifies.
-    """
-    from lance.query import BooleanQuery, MatchQuery, Occur
-
-    rows = {r["id"]: r for r in lexical}
-    rows.update(fetch_rows(repo, [c for c in top if c not in rows]))
-    scores = {c: 1.0 / (1 + n) for n, c in enumerate(top)}
-    feedback = [(str(rows[c]["text"]), scores[c]) for c in top if c in rows]
-    background = [str(r["text"]) for r in rows.values()]
-    terms = expand.expansion_terms(query, feedback, background, opts.expand_terms)
-    asked = " ".join(_FTS_SAFE.sub(" ", query).split())
-    if not terms or not asked:
-        return list(lexical)
-    clauses = [(Occur.SHOULD, MatchQuery(asked, "text"))]
-    clauses += [(Occur.SHOULD, MatchQuery(t, "text", boost=opts.expand * w)) for t, w in terms]
-    table = repo.chunks.dataset().to_table(
-        full_text_query=BooleanQuery(clauses),
-        columns=[*ROW_COLUMNS, "_score"],
-        filter=where,
-        prefilter=True,
-        limit=opts.candidates,
-    )
-    return [r for r in table.to_pylist() if r["id"] not in hidden and opts.filters.admits(r)]
-
-
-def dedup_ids(ids: Sequence[str]) -> list[str]:
-    """Ids in first-seen order."""
-    return list(dict.fromkeys(ids))
-
-
-def vectors_of(repo: Repository, ids: Sequence[str]) -> dict[str, Any]:
-    """The stamped model's vectors of `ids` (numpy arrays), by id; ids without one are absent."""
-    wanted = vector_label(repo)
-    if not ids or wanted is None:
-        return {}
-    import numpy as np
-
-    quoted = ", ".join(_lit(i) for i in ids)
-    table = repo.vectors.dataset().to_table(
-        columns=["id", "vector"], filter=f"model = {_lit(wanted)} AND id IN ({quoted})"
-    )
-    return {i: np.asarray(v, dtype=np.float32) for i, v in
-            zip(table.column("id").to_pylist(), table.column("vector").to_pylist(), strict=True)}
 
 
 def vector_scores(repo: Repository, qvec: Any, ids: Sequence[str]) -> dict[str, float]:
