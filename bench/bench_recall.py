@@ -184,7 +184,7 @@ def _rrf_fuse(k: int, blend: bool) -> Callable[..., dict[str, float]]:
     """The fusion funes used before score fusion: RRF, optionally averaged with raw scores."""
 
     def fuse(lexical: Sequence[dict[str, Any]], semantic: Sequence[tuple[str, float]],
-             cosines: Any = None) -> dict[str, float]:
+             cosines: Any = None, head: int | None = None) -> dict[str, float]:
         from funes.retrieval import recall as core
 
         lists = [[(r["id"], float(r["_score"])) for r in lexical], list(semantic)]

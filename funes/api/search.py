@@ -98,6 +98,8 @@ class RecallRequest:
     query: str
     k: int | None = None
     candidates: int = 50
+    #: Each signal returns depth × candidates passages (funes.retrieval.recall.Options.depth).
+    depth: int = Options.depth
     #: Fused passages the cross-encoder re-scores (each ≈ 40 ms on 2 cores); 0 skips it.
     rerank_pool: int | None = None
     half_life: float | None = None
@@ -193,6 +195,7 @@ def recall_in_process(settings: Settings, repo: Repository,
     opts = Options(
         k=r.k if r.k is not None else int(repo.config.get("recall.k") or 8),
         candidates=r.candidates,
+        depth=r.depth,
         rerank_pool=r.rerank_pool if r.rerank_pool is not None
         else int(repo.config.get("recall.rerankPool") or Options.rerank_pool),
         half_life_days=r.half_life if r.half_life is not None

@@ -12,6 +12,10 @@ lead where BM25 is weak (S sample) and stops a weak vector signal from dragging 
 BM25 one (pooled oracle), over a flat range of weights (0.35–0.425): bench/results/
 fusion-study.md and the knob sweep in bench/results/recall.md.
 
+Each signal returns `Options.depth` × `candidates` passages, but the z-scores' scale comes from
+its first `candidates` only: the head is scored as before, and a passage one signal ranked just
+past the cut and the other ranks high can still rise (recall-levers.md, round four).
+
 Around the fused score, on request (`Options.context`, `Options.time_hints`; both off by
 default, because neither beat the pipeline without them on LongMemEval, bench/results/recall-
 levers.md): a passage is also judged by where it sits. Its neighbouring turns in the candidate
@@ -26,13 +30,16 @@ out.
 Each signal can be missing without breaking the others: chunks still waiting for embeddings
 take part through BM25, a memory with no vectors at all answers through BM25 alone, and with
 no reranker installed the fused order stands. The result says which signals ran.
+
+One file because every step reads and rescores the same candidate pool and its rows; split,
+each module would take and return all of them.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -75,6 +82,7 @@ REFINE_FACTOR = 2
 MAX_K = 200
 MAX_RERANK_POOL = 200
 MAX_CANDIDATES = 1000
+MAX_DEPTH = 4
 
 ROW_COLUMNS = [
     "id", "text", "harness", "session_id", "turn_id", "parent_turn_id", "seq", "ts", "time",
@@ -167,7 +175,11 @@ class Options:
     """Knobs of one recall."""
 
     k: int = 8
+    #: Passages per signal the fusion is normalised on (see `fuse`).
     candidates: int = 50
+    #: Each signal returns `depth` × `candidates` passages; the ones past the first
+    #: `candidates` join the pool without changing how the first are scored (`fuse`).
+    depth: int = 2
     #: Passages the cross-encoder scores (about 40 ms each at a 256-token pair cap on 2
     #: cores, against ≈ 110 ms for the rest of a recall at 100k chunks): 4 keeps a warm
     #: recall's p50 within 300 ms there (bench/results/recall.md). 0 turns reranking off.
@@ -205,6 +217,8 @@ class Options:
             )
         if not 0 <= self.neighbors <= 20:
             raise InvalidQueryError("--neighbors must be between 0 and 20")
+        if not 1 <= self.depth <= MAX_DEPTH:
+            raise InvalidQueryError(f"depth must be between 1 and {MAX_DEPTH}, not {self.depth}")
 
 
 _FTS_SAFE = re.compile(r"[^\w\s]", re.UNICODE)
@@ -221,7 +235,7 @@ def bm25(repo: Repository, query: str, opts: Options, where: str | None) -> list
         columns=[*ROW_COLUMNS, "_score"],
         filter=where,
         prefilter=True,
-        limit=opts.candidates,
+        limit=opts.candidates * opts.depth,
     )
     rows: list[dict[str, Any]] = table.to_pylist()
     return rows
@@ -247,8 +261,8 @@ def vector_search(
     only_model = f"model = {_lit(wanted)}"
     ds = repo.vectors.dataset()
     table = ds.to_table(
-        nearest={"column": "vector", "q": qvec, "k": opts.candidates, "metric": "cosine",
-                 "refine_factor": REFINE_FACTOR},
+        nearest={"column": "vector", "q": qvec, "k": opts.candidates * opts.depth,
+                 "metric": "cosine", "refine_factor": REFINE_FACTOR},
         columns=["id", "_distance"],
         filter=f"{only_model} AND ({where})" if where else only_model,
         prefilter=True,
@@ -331,7 +345,7 @@ def retrieve(
 
     seen_bm25 = _tied_ranks([(r["id"], float(r["_score"])) for r in lexical])
     seen_vec = _tied_ranks(semantic)
-    fused = fuse(lexical, semantic, cosines)
+    fused = fuse(lexical, semantic, cosines, head=opts.candidates)
     # Stable sort: equal scores keep BM25's order, then the vector list's.
     pool = sorted(fused, key=lambda c: fused[c], reverse=True)
     rows = {r["id"]: r for r in lexical}
@@ -487,12 +501,14 @@ def fuse(
     lexical: Sequence[dict[str, Any]],
     semantic: Sequence[tuple[str, float]],
     cosines: dict[str, float] | None = None,
+    head: int | None = None,
 ) -> dict[str, float]:
     """Every candidate's base score in [0, 1]: BM25's candidates first, then the vector list's.
 
     That order is the tie-break of the caller's stable sort.
 
-    Two signals: the convex mix of z-scores described in the module docstring. `cosines` holds
+    Two signals: the convex mix of z-scores described in the module docstring, their mean and
+    spread taken over each signal's first `head` candidates (all when None). `cosines` holds
     the true cosine of BM25 candidates outside the vector top-N; a candidate with no vector yet
     (the embedding backlog) or outside the BM25 list gets that signal's lowest z-score, so it
     is neither rewarded nor ruled out for what was not measured.
@@ -511,8 +527,10 @@ def fuse(
         return _single(bm or cos)
     for cid, sim in (cosines or {}).items():
         cos.setdefault(cid, sim)
-    zb, zv = _zscores(bm), _zscores(cos)
-    floor_b, floor_v = min(zb.values()), min(zv.values())
+    ref_b = list(bm)[:head]
+    ref_v = {*(c for c, _ in semantic[:head]), *(c for c in ref_b if c in cos)}
+    zb, floor_b = _zscores(bm, ref_b)
+    zv, floor_v = _zscores(cos, ref_v)
     mixed = {
         cid: BM25_WEIGHT * zb.get(cid, floor_b) + (1.0 - BM25_WEIGHT) * zv.get(cid, floor_v)
         for cid in [*bm, *(c for c, _ in semantic)]
@@ -521,12 +539,13 @@ def fuse(
     return {c: (s - lo) / (hi - lo) if hi > lo else 1.0 for c, s in mixed.items()}
 
 
-def _zscores(scores: dict[str, float]) -> dict[str, float]:
-    """(s − mean) / population sd over the candidates; all 0 when they are all equal."""
-    values = list(scores.values())
+def _zscores(scores: dict[str, float], ref: Collection[str]) -> tuple[dict[str, float], float]:
+    """Z-scores on `ref`'s mean and sd (0 if all equal), and the lowest of `ref` (the floor)."""
+    values = [scores[c] for c in ref if c in scores] or list(scores.values())
     mean = sum(values) / len(values)
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
-    return {c: (s - mean) / sd if sd > 0 else 0.0 for c, s in scores.items()}
+    z = {c: (s - mean) / sd if sd > 0 else 0.0 for c, s in scores.items()}
+    return z, (min(values) - mean) / sd if sd > 0 else 0.0
 
 
 def _single(scores: dict[str, float]) -> dict[str, float]:

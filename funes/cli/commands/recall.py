@@ -80,7 +80,8 @@ def recall_options(func: F) -> F:
         click.option("-k", type=int, default=None,
                      help="Passages to return (default: recall.k, 8)."),
         click.option("--candidates", type=int, default=50, show_default=True,
-                     help="Candidates from each of BM25 and vector search before fusion."),
+                     help="Candidates from each of BM25 and vector search the fusion is "
+                     "scaled on; each search returns twice as many."),
         click.option("--half-life", type=float, default=None,
                      help="Recency half-life in days; 0 turns recency off "
                      "(default: recall.halfLife)."),
