@@ -5,9 +5,10 @@ Run:  nice -n 10 python bench/bench_recall.py --levers [--lexical] [--per-type N
 
 Every variant is `api.recall` on the same memories (bench/longmemeval.py builds and caches
 them), asked for 50 chunks and scored as bench_recall.py scores (session R@1/R@5, turn R@10).
-"Previous defaults" is the pipeline as it was before the levers (fusion + recency): the same
-code with the new steps off (`context=False, time_hints=False, speaker=False`), so a
-difference is the lever's and nothing else's.
+The baseline is the previous round's defaults: the same code with this round's lever off
+(round four: `depth=1`, each signal fetching only the candidates the fusion is scaled on), so
+a difference is the lever's and nothing else's. Earlier rounds' levers stay measurable by
+passing their keywords (context, time_hints, speaker) in VARIANTS.
 
 Noise is not progress: each difference comes with a paired bootstrap over questions (2,000
 resamples of the question set, the same resample for both systems, seed 0): the 95% interval
@@ -35,16 +36,11 @@ import longmemeval as lme
 from funes import api
 
 METRICS = ("r1", "r5", "turn_r10")
-BASELINE = "previous defaults (fusion + recency)"
+BASELINE = "previous defaults (round three: fusion + recency + speaker, depth 1)"
 #: (label, api.recall keyword arguments)
 VARIANTS: list[tuple[str, dict[str, Any]]] = [
-    (BASELINE, {"context": False, "time_hints": False, "speaker": False}),
-    ("+ speaker (the question's person; the default now)",
-     {"context": False, "time_hints": False, "speaker": True}),
-    ("+ context only (neighbours, session evidence, session diversity)",
-     {"context": True, "time_hints": False, "speaker": False}),
-    ("+ time hints only", {"context": False, "time_hints": True, "speaker": False}),
-    ("+ context + time hints", {"context": True, "time_hints": True, "speaker": False}),
+    (BASELINE, {"depth": 1}),
+    ("+ depth 2 (twice the candidates, scaled on the first; the default now)", {"depth": 2}),
 ]
 @dataclass
 class Run:
