@@ -341,7 +341,10 @@ def _du(path: Path) -> int:
 
 def storage_rows(mem: Path, label: str) -> list[Row]:
     chunks = mem / "chunks.lance"
-    vectors = mem / "vectors.lance"
+    # the memory's home embedding table: float16 since format 2, float32 in older memories
+    half = (mem / "vectors16.lance").is_dir()
+    vectors = mem / ("vectors16.lance" if half else "vectors.lance")
+    width = "float16" if half else "float32"
     import lance
 
     n = lance.dataset(str(chunks)).count_rows()
@@ -349,7 +352,7 @@ def storage_rows(mem: Path, label: str) -> list[Row]:
     for what, size in (
         ("chunks: text and columns", _du(chunks) - _du(chunks / "_indices")),
         ("chunks: BM25 and id indexes", _du(chunks / "_indices")),
-        ("vectors: float32 vectors and columns", _du(vectors) - _du(vectors / "_indices")),
+        (f"vectors: {width} vectors and columns", _du(vectors) - _du(vectors / "_indices")),
         ("vectors: ANN index (IVF_HNSW_SQ)", _du(vectors / "_indices")),
         ("whole memory directory", _du(mem)),
     ):
