@@ -12,6 +12,7 @@ kept whole for `get` and BM25, and their head and tail carry the meaning (docs/c
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from funes.errors import FunesError
 from funes.ingest.represent import embed_texts, label, representation, vector_label
 from funes.model.objects import ModelStamp
-from funes.storage.atomic import sha256_file
+from funes.storage.atomic import sha256_file, write_atomic
 from funes.storage.repo import Repository
 from funes.storage.tables import VECTOR_FILTER_COLUMNS, vector_schema
 
@@ -176,10 +177,21 @@ def adopt(repo: Repository, *, lock_timeout: float | None = None) -> int:
         return 0
     import pyarrow as pa
 
+    # Once a table is carried over, it changes only when a merge appends to it: remembering
+    # its version spares every later drain (one per agent turn) a scan of both tables.
+    marker = repo.path / "index" / "adopted.json"
+    try:
+        seen = json.loads(marker.read_text("utf-8"))
+    except (OSError, ValueError):
+        seen = {}
+    seen = seen if isinstance(seen, dict) else {}
+    pending = [(t, t.dataset()) for t in others]
+    pending = [(t, ds) for t, ds in pending if seen.get(t.name) != f"{ds.version} {wanted}"]
+    if not pending:
+        return 0
     done = _embedded_ids(repo, wanted) | repo.tombstoned_ids()
     adopted = 0
-    for other in others:
-        ds = other.dataset()
+    for other, ds in pending:
         if ds.schema.field("vector").type.list_size != stamp.dim:
             continue  # another width under the same label cannot be this model's vectors
         rows = ds.to_table(columns=list(vector_schema(stamp.dim, other.name).names),
@@ -196,6 +208,9 @@ def adopt(repo: Repository, *, lock_timeout: float | None = None) -> int:
                 model=stamp, vectors=part, lock_timeout=lock_timeout,
             )
             adopted += part.num_rows
+        seen[other.name] = f"{ds.version} {wanted}"
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(marker, json.dumps(seen).encode(), durable=False)
     return adopted
 
 

@@ -94,6 +94,14 @@ def test_histories_of_both_widths_merge_push_and_clone_without_a_re_embed(world:
     assert _top(b, a_vecs[4]) == make_batch(4, 1)[0].id
     assert _top(b, b_vecs[2]) == make_batch(102, 1)[0].id
 
+    more = _unit(4, 5)  # A, still on float32, adds more before it sees B's work
+    _embed(a, 10, more)
+    api.push(a)
+    assert api.pull(b).merge.kind == "merge"  # type: ignore[union-attr]
+    assert backlog.backlog(b).waiting == 0 and b.vectors.dataset().count_rows() == 15
+    assert _top(b, more[3]) == make_batch(13, 1)[0].id
+    assert backlog.adopt(b) == 0  # nothing left to carry
+
     api.push(b)
     api.pull(a)  # fast-forward: A gains the float16 table and switches to it
     assert a.vectors.name == "vectors16" and _format(a) == "funes-repository 2"
