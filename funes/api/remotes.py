@@ -353,8 +353,7 @@ def _discard_attempt(target: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         (target / "FORMAT").unlink()
     for name in ("objects", "refs", "reflogs", "chunks.lance", "vectors.lance", "vectors16.lance",
-                 "index",
-                 "remotes", "tmp", "HEAD", "ORIG_HEAD", "config", "PENDING", "lock",
+                 "index", "remotes", "tmp", "HEAD", "ORIG_HEAD", "config", "PENDING", "lock",
                  "collected.json", CLONING):
         path = target / name
         if path.is_dir() and not path.is_symlink():

@@ -2,7 +2,7 @@
 
 Tombstones only hide. gc is the one operation allowed to rewrite fragments:
 
-1. every fragment of `chunks.lance` and `vectors.lance` holding a row hidden by a tombstone
+1. every fragment of `chunks.lance` and the embedding tables holding a row hidden by a tombstone
    reachable from a local branch is rewritten without those rows (a new fragment file), and the
    dataset moves to a version listing the new fragments (a Lance `Overwrite`); old versions,
    the files only they used and the search indexes built over them (the full-text index holds

@@ -85,7 +85,7 @@ def chunk_schema() -> pa.Schema:
     )
 
 
-#: Chunk columns copied into `vectors.lance` so vector search can filter before it ranks.
+#: Chunk columns copied into the embedding tables so vector search can filter before it ranks.
 VECTOR_FILTER_COLUMNS: tuple[str, ...] = (
     "harness", "session_id", "block_type", "project", "workdir", "time", "noise"
 )
