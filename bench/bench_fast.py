@@ -16,7 +16,8 @@ Measures, each figure with the machine's load average beside it:
 * one server holding five memories of ~10k chunks: its resident memory;
 * storage per chunk (text + BM25 index, vectors, ANN index);
 * float16 vectors: a copy of the 100k memory's vectors stored as float16, same ANN index:
-  storage, ANN recall@50 against exact search on the float32 vectors, latency.
+  storage, ANN recall@50 against exact search on the float32 vectors, latency (the study
+  behind format 2, which stores every new memory's vectors at float16).
 
 funes's own modules are compiled first (`compileall`), as an installed package's are: with
 PYTHONDONTWRITEBYTECODE set, a process would otherwise compile every module edited since.
@@ -341,7 +342,10 @@ def _du(path: Path) -> int:
 
 def storage_rows(mem: Path, label: str) -> list[Row]:
     chunks = mem / "chunks.lance"
-    vectors = mem / "vectors.lance"
+    # the memory's home embedding table: float16 since format 2, float32 in older memories
+    half = (mem / "vectors16.lance").is_dir()
+    vectors = mem / ("vectors16.lance" if half else "vectors.lance")
+    width = "float16" if half else "float32"
     import lance
 
     n = lance.dataset(str(chunks)).count_rows()
@@ -349,7 +353,7 @@ def storage_rows(mem: Path, label: str) -> list[Row]:
     for what, size in (
         ("chunks: text and columns", _du(chunks) - _du(chunks / "_indices")),
         ("chunks: BM25 and id indexes", _du(chunks / "_indices")),
-        ("vectors: float32 vectors and columns", _du(vectors) - _du(vectors / "_indices")),
+        (f"vectors: {width} vectors and columns", _du(vectors) - _du(vectors / "_indices")),
         ("vectors: ANN index (IVF_HNSW_SQ)", _du(vectors / "_indices")),
         ("whole memory directory", _du(mem)),
     ):
@@ -369,8 +373,11 @@ def float16_rows(mem: Path, queries_vecs: Any, limit: int,
     import numpy as np
     import pyarrow as pa
 
-    table = lance.dataset(str(mem / "vectors.lance")).to_table(columns=["id", "vector"],
-                                                              limit=limit or None)
+    # The study that decided format 2 ran on float32 vectors; a memory built since holds
+    # float16 ones (vectors16.lance), so there the exact reference is already rounded.
+    found = mem / "vectors.lance"
+    table = lance.dataset(str(found if found.is_dir() else mem / "vectors16.lance")).to_table(
+        columns=["id", "vector"], limit=limit or None)
     ids = table.column("id").to_pylist()
     full = np.asarray(table.column("vector").to_pylist(), dtype=np.float32)
     n, dim = full.shape

@@ -405,7 +405,8 @@ def build_scale_memory(settings: Any, target: int, texts: Sequence[tuple[str, st
     from funes.ingest import backlog
     from funes.retrieval import indexes
 
-    key = lme.cache_key(lme.S_FILE, lme.model_sha(settings), "scale-real-seeded")
+    # "-f16": memories built since vectors are stored at half width (format 2)
+    key = lme.cache_key(lme.S_FILE, lme.model_sha(settings), "scale-real-seeded-f16")
     root = lme.cache_root() / f"scale-{target}-{key}"
     marker = root / "bench-build.json"
     if marker.is_file():

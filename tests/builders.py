@@ -43,7 +43,11 @@ def make_batch(start: int, count: int, **kw: object) -> list[Chunk]:
 def vector_table(
     chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]], *, model: str = "m"
 ) -> pa.Table:
-    """The vectors.lance rows for `chunks` (one vector each), filter columns filled in."""
+    """Embedding rows for `chunks` (one vector each), filter columns filled in.
+
+    Built as float32, as an embedder hands them over; `commit_chunks` stores them at the
+    width of the memory's embedding table.
+    """
     import pyarrow as pa
 
     from funes.storage.tables import VECTOR_FILTER_COLUMNS, vector_schema
@@ -55,7 +59,7 @@ def vector_table(
     }
     for name in VECTOR_FILTER_COLUMNS:
         cols[name] = [None if name in ("time", "noise") else getattr(c, name) for c in chunks]
-    return pa.Table.from_pydict(cols, schema=vector_schema(len(vectors[0])))
+    return pa.Table.from_pydict(cols, schema=vector_schema(len(vectors[0]), "vectors"))
 
 
 def trace_strings() -> list[str]:

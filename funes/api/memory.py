@@ -36,6 +36,7 @@ from pathlib import Path
 
 from funes._env import Settings
 from funes.errors import FunesError, RemoteError, UsageError
+from funes.ingest import backlog
 from funes.model.ids import ObjectId
 from funes.model.refs import RefName, branch_ref, check_ref_name
 from funes.remotes import sync as _sync
@@ -225,13 +226,18 @@ def memory_label(repo: Repository) -> str:
 
 
 def merge_in(repo: Repository, tip: ObjectId, label: str) -> MergeResult:
-    """Merge `tip` into HEAD, then bring the ANN index up to date with the vectors that came.
+    """Merge `tip` into HEAD, then make the vectors that came searchable.
+
+    Vectors from a history that stored another width are re-encoded into the home table
+    (`backlog.adopt`: seconds, not the hours a re-embed would take), and the ANN index is
+    brought up to date.
 
     A memory that grows by pulling never runs `funes embed`, which is where the index is
     otherwise built; without this a pulled 100k-chunk memory would search exactly (≈200 ms a
     query instead of ≈40 ms, bench/results/recall.md).
     """
     result = _merge(repo, tip, label=label)
+    backlog.adopt(repo)  # vectors of a history that stored another width (float32)
     indexes.ensure_vectors(repo)
     return result
 

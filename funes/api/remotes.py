@@ -352,8 +352,8 @@ def _discard_attempt(target: Path) -> None:
     """Remove what an interrupted clone left in `target` (its repository files only)."""
     with contextlib.suppress(FileNotFoundError):
         (target / "FORMAT").unlink()
-    for name in ("objects", "refs", "reflogs", "chunks.lance", "vectors.lance", "index",
-                 "remotes", "tmp", "HEAD", "ORIG_HEAD", "config", "PENDING", "lock",
+    for name in ("objects", "refs", "reflogs", "chunks.lance", "vectors.lance", "vectors16.lance",
+                 "index", "remotes", "tmp", "HEAD", "ORIG_HEAD", "config", "PENDING", "lock",
                  "collected.json", CLONING):
         path = target / name
         if path.is_dir() and not path.is_symlink():

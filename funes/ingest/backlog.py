@@ -12,6 +12,7 @@ kept whole for `get` and BM25, and their head and tail carry the meaning (docs/c
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from funes.errors import FunesError
 from funes.ingest.represent import embed_texts, label, representation, vector_label
 from funes.model.objects import ModelStamp
-from funes.storage.atomic import sha256_file
+from funes.storage.atomic import sha256_file, write_atomic
 from funes.storage.repo import Repository
 from funes.storage.tables import VECTOR_FILTER_COLUMNS, vector_schema
 
@@ -140,7 +141,7 @@ def _vector_rows(repo: Repository, ids: list[str], vectors: Any, model: str, dim
         columns=["id", *VECTOR_FILTER_COLUMNS], filter=f"id IN ({quoted})"
     )
     by_id = {row["id"]: row for row in meta.to_pylist()}
-    schema = vector_schema(dim)
+    schema = vector_schema(dim, repo.vectors.name)
     cols: dict[str, list[Any]] = {name: [] for name in schema.names}
     for cid, vec in zip(ids, vectors, strict=True):
         row = by_id[cid]
@@ -150,6 +151,67 @@ def _vector_rows(repo: Repository, ids: list[str], vectors: Any, model: str, dim
         for name in VECTOR_FILTER_COLUMNS:
             cols[name].append(row[name])
     return pa.Table.from_pydict(cols, schema=schema)
+
+
+#: Vectors re-encoded per commit by `adopt`: bounds its memory (≈ 1.5 MB per 1,000 rows of
+#: 384 float32 components) and what a kill can lose.
+ADOPT_BATCH = 8192
+
+
+def adopt(repo: Repository, *, lock_timeout: float | None = None) -> int:
+    """Re-encode into the home embedding table the vectors only the other one holds.
+
+    A memory holds both tables when two histories met, one written before half-width vectors
+    (`vectors`, float32) and one after (`vectors16`): a pull, a sync, a merge. Search reads
+    the home table only (one width, one ANN index), so without this the other history's
+    chunks would wait in the backlog and be embedded again, at the model's speed. Their
+    vectors are already here: each chunk's vector of the memory's model and representation
+    is copied across, rounded to the home width (float32 → float16 moves no ranking:
+    bench/results/fast-path.md), and committed like any embedding batch. Returns how many.
+    """
+    stamp = repo.model_stamp()
+    wanted = vector_label(repo)
+    home = repo.vectors
+    others = [t for t in repo.embeddings.values() if t.name != home.name and t.exists()]
+    if stamp is None or wanted is None or not others:
+        return 0
+    import pyarrow as pa
+
+    # Once a table is carried over, it changes only when a merge appends to it: remembering
+    # its version spares every later drain (one per agent turn) a scan of both tables.
+    marker = repo.path / "index" / "adopted.json"
+    try:
+        seen = json.loads(marker.read_text("utf-8"))
+    except (OSError, ValueError):
+        seen = {}
+    seen = seen if isinstance(seen, dict) else {}
+    pending = [(t, t.dataset()) for t in others]
+    pending = [(t, ds) for t, ds in pending if seen.get(t.name) != f"{ds.version} {wanted}"]
+    if not pending:
+        return 0
+    done = _embedded_ids(repo, wanted) | repo.tombstoned_ids()
+    adopted = 0
+    for other, ds in pending:
+        if ds.schema.field("vector").type.list_size != stamp.dim:
+            continue  # another width under the same label cannot be this model's vectors
+        rows = ds.to_table(columns=list(vector_schema(stamp.dim, other.name).names),
+                           filter=f"model = '{_q(wanted)}'")
+        keep = []
+        for cid in rows.column("id").to_pylist():  # a merged table may hold a row twice
+            keep.append(cid not in done)
+            done.add(cid)
+        rows = rows.filter(pa.array(keep, pa.bool_()))
+        for start in range(0, rows.num_rows, ADOPT_BATCH):
+            part = rows.slice(start, ADOPT_BATCH)
+            repo.commit_chunks(
+                [], f"embed: {part.num_rows} vectors re-encoded from {other.name} ({wanted})",
+                model=stamp, vectors=part, lock_timeout=lock_timeout,
+            )
+            adopted += part.num_rows
+        seen[other.name] = f"{ds.version} {wanted}"
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(marker, json.dumps(seen).encode(), durable=False)
+    return adopted
 
 
 def drain(
@@ -170,6 +232,7 @@ def drain(
         repo.commit_chunks([], f"stamp: embedding model {stamp.name}", model=stamp,
                            restamp=True, lock_timeout=lock_timeout)
     start = time.monotonic()
+    adopt(repo, lock_timeout=lock_timeout)
     rep = representation(repo)
     tag = label(stamp.name, rep)
     order, _, _ = _waiting(repo)

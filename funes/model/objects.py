@@ -18,7 +18,13 @@ from funes.model.ids import ObjectId, canonical_json, hash_bytes, is_object_id
 #: Format version written into every commit; readers refuse newer majors.
 OBJECT_FORMAT = 1
 
-TABLES: tuple[str, ...] = ("chunks", "vectors")
+#: The Lance tables a manifest can add rows to. Embeddings have two: `vectors` holds them as
+#: float32 (every memory written before half-width vectors), `vectors16` as float16 (half the
+#: bytes, no measurable recall lost: bench/results/fast-path.md). A memory writes to one of
+#: them, its home (funes.storage.repo.Repository.vectors); a merge may bring the other.
+TABLES: tuple[str, ...] = ("chunks", "vectors", "vectors16")
+#: The embedding tables, and the width each stores a vector component in.
+VECTOR_TABLES: dict[str, str] = {"vectors": "float32", "vectors16": "float16"}
 
 
 class MalformedObjectError(FunesError):

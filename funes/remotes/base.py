@@ -5,7 +5,7 @@ A remote holds the same layout whatever it is stored on (docs/format.md, "Remote
     README.md              dataset card (stats between marker comments)
     refs/heads/<branch>    a commit id and a newline
     objects/ab/cdef…       the same content-addressed objects as a local memory
-    chunks.lance/          a Lance dataset any Lance reader opens (vectors.lance/ likewise)
+    chunks.lance/          a Lance dataset any Lance reader opens (vectors16.lance/ likewise)
 
 `funes.remotes.local.DirectoryRemote` (a path) is the reference implementation and
 `funes.remotes.hf.HubRemote` (a Hugging Face dataset repository) the production one; the sync

@@ -12,13 +12,13 @@ from collections.abc import Iterable
 
 from funes.errors import FunesError
 from funes.model.ids import ObjectId, is_object_id
+from funes.model.objects import TABLES
 from funes.model.refs import RefName, check_ref_name
 from funes.remotes.base import CardStats, RemoteDataError
 
 CARD_START = "<!-- funes:stats:start -->"
 CARD_END = "<!-- funes:stats:end -->"
 CARD_FILE = "README.md"
-TABLES = ("chunks", "vectors")
 
 #: The largest object funes reads from a remote. Objects are small JSON documents;
 #: the biggest, a manifest, holds ~70 bytes per chunk id, so this allows ~900k chunks in one

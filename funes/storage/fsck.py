@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from funes.errors import FunesError
 from funes.model.chunk import id_from_fields
 from funes.model.ids import ObjectId
-from funes.model.objects import Commit, Manifest
+from funes.model.objects import TABLES, Commit, Manifest
 from funes.storage.atomic import sha256_file
 from funes.storage.refs import CorruptRefError
 from funes.storage.repo import Repository
@@ -147,7 +147,7 @@ def _read_manifest(
 
 def _check_files(repo: Repository, manifests: dict[str, Manifest], report: FsckReport) -> None:
     included: dict[str, set[str]] = {}
-    for table_name in ("chunks", "vectors"):
+    for table_name in TABLES:
         table = repo.table(table_name)
         if table.exists():
             try:

@@ -2,7 +2,7 @@
 
 Tombstones only hide. gc is the one operation allowed to rewrite fragments:
 
-1. every fragment of `chunks.lance` and `vectors.lance` holding a row hidden by a tombstone
+1. every fragment of `chunks.lance` and the embedding tables holding a row hidden by a tombstone
    reachable from a local branch is rewritten without those rows (a new fragment file), and the
    dataset moves to a version listing the new fragments (a Lance `Overwrite`); old versions,
    the files only they used and the search indexes built over them (the full-text index holds
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from funes.model.ids import ObjectId
+from funes.model.objects import TABLES
 from funes.storage import pack
 from funes.storage.atomic import write_atomic
 from funes.storage.repo import Repository
@@ -115,7 +116,7 @@ def gc(repo: Repository) -> GcResult:
             hidden |= repo.tombstoned_ids(tip)
         collected = load_collected(repo)
         rows = rewritten = freed = 0
-        for name in ("chunks", "vectors"):
+        for name in TABLES:
             table = repo.table(name)
             if table.exists():
                 r, w, b = _rewrite_table(name, table, hidden, collected)
@@ -252,7 +253,7 @@ def _size(path: Path) -> int:
 def _sweep_objects(repo: Repository) -> tuple[int, int, dict[str, set[str]]]:
     """Delete unreachable objects; returns (count, bytes, files named per table)."""
     keep: set[str] = set()
-    named: dict[str, set[str]] = {"chunks": set(), "vectors": set()}
+    named: dict[str, set[str]] = {name: set() for name in TABLES}
     stack = list(_tips(repo))
     while stack:
         oid = stack.pop()
@@ -287,7 +288,7 @@ def _sweep_files(
     """Delete data files that no dataset version and no reachable manifest names."""
     count = nbytes = 0
     replacements = {v for values in collected.files.values() for v in values}
-    for name in ("chunks", "vectors"):
+    for name in TABLES:
         table = repo.table(name)
         data = table.path / "data"
         if not table.exists() or not data.is_dir():

@@ -1,7 +1,7 @@
 """Packing: many small fragments rewritten into few, under manifests that do not change.
 
-Every commit appends a fragment to `chunks.lance` (and every embedding batch one to
-`vectors.lance`); a memory fed one turn at a time grows thousands of them, and every search,
+Every commit appends a fragment to `chunks.lance` (and every embedding batch one to its
+embedding table); a memory fed one turn at a time grows thousands of them, and every search,
 row fetch and commit pays per fragment. Packing is funes's `git gc --auto`: when a table
 holds `pack.threshold` fragments or more, Lance's compaction rewrites them into a few large
 ones (search indexes remapped, not rebuilt), under the write lock, from the hook worker or
@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from funes.model.objects import TABLES
 from funes.storage.atomic import write_atomic
 from funes.storage.lock import RepositoryBusyError
 
@@ -77,10 +78,6 @@ class PackResult:
 
 
 # -- the pack record -------------------------------------------------------------------------
-
-
-def _name(table: LanceTable) -> str:
-    return table.path.name.removesuffix(".lance")
 
 
 def _load(repo_path: Path) -> dict[str, dict[str, set[str]]]:
@@ -152,10 +149,10 @@ def record(repo_path: Path, table: LanceTable, current: set[str]) -> dict[str, s
     """The pack record of `table` (`packs`, `files`), a pending journal applied."""
     packs = _load(repo_path)
     journal = _journaled(repo_path)
-    if journal and journal.get("table") == _name(table) and \
+    if journal and journal.get("table") == table.name and \
             int(journal.get("version", -1)) < _latest_version(table):
-        _apply(packs, _name(table), set(journal["files"]), current)
-    return packs.get(_name(table), {"packs": set(), "files": set()})
+        _apply(packs, table.name, set(journal["files"]), current)
+    return packs.get(table.name, {"packs": set(), "files": set()})
 
 
 def logical_paths(repo_path: Path, table: LanceTable, physical: set[str]) -> set[str]:
@@ -180,7 +177,7 @@ def recover(repo: Repository) -> None:
         (repo.path / JOURNAL).unlink(missing_ok=True)
         return
     name = str(journal.get("table"))
-    if name in ("chunks", "vectors"):
+    if name in TABLES:
         table = repo.table(name)
         if table.exists() and int(journal.get("version", -1)) < _latest_version(table):
             packs = _load(repo.path)
@@ -206,7 +203,7 @@ def due(repo: Repository) -> bool:
     limit = threshold(repo)
     if limit == 0:
         return False
-    for table in (repo.chunks, repo.vectors):
+    for table in (repo.chunks, *repo.embeddings.values()):
         if table.exists() and len(table.dataset().get_fragments()) >= limit:
             return True
     return False
@@ -232,13 +229,13 @@ def pack(repo: Repository, *, force: bool = False, lock_timeout: float | None = 
     fragments: dict[str, int] = {}
     limit = threshold(repo)
     with repo.writing(lock_timeout):
-        for table in (repo.chunks, repo.vectors):
+        for table in (repo.chunks, *repo.embeddings.values()):
             if not table.exists():
                 continue
             count = len(table.dataset().get_fragments())
             if count >= 2 and (force or (limit and count >= limit)):
-                packed[_name(table)] = _pack_table(repo, table)
-            fragments[_name(table)] = len(table.dataset().get_fragments())
+                packed[table.name] = _pack_table(repo, table)
+            fragments[table.name] = len(table.dataset().get_fragments())
     return PackResult(packed, fragments, time.monotonic() - started)
 
 
@@ -260,12 +257,12 @@ def _pack_table(repo: Repository, table: LanceTable) -> int:
     excluded = _exclusions([(f.fragment_id, f.count_rows()) for f in frags])
     if len(frags) - len(excluded) < 2:
         return 0
-    journal = {"table": _name(table), "version": int(ds.version), "files": sorted(before)}
+    journal = {"table": table.name, "version": int(ds.version), "files": sorted(before)}
     write_atomic(repo.path / JOURNAL, json.dumps(journal).encode())
     metrics = ds.optimize.compact_files(excluded_fragment_ids=excluded or None, num_threads=1)
     after = table.file_paths()
     packs = _load(repo.path)
-    _apply(packs, _name(table), before, after)
+    _apply(packs, table.name, before, after)
     _save(repo.path, packs)
     (repo.path / JOURNAL).unlink()
     prune_versions(table)
@@ -276,7 +273,7 @@ def _pack_table(repo: Repository, table: LanceTable) -> int:
 def _drop_retired(repo_path: Path, table: LanceTable, grace: float = PRUNE_GRACE_SECONDS) -> None:
     """Delete packs that a later pack rewrote, once no reader can still be reading them."""
     packs = _load(repo_path)
-    entry = packs.get(_name(table))
+    entry = packs.get(table.name)
     if not entry or not entry.get("retired"):
         return
     deadline = time.time() - grace

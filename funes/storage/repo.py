@@ -2,14 +2,15 @@
 
 Layout (docs/format.md is the specification):
 
-    FORMAT            "funes-repository 1"
+    FORMAT            "funes-repository 2" (1: a memory without `vectors16.lance`)
     HEAD              "ref: refs/heads/main"
     config            INI, see funes.storage.config
     objects/ab/cd…    commits, manifests, tombstones (content-addressed JSON)
     refs/heads/…      branch tips; refs/remotes/<remote>/<branch>; refs/tags/…
     reflogs/…         one line per ref move
     chunks.lance/     Lance dataset of chunk rows (append-only)
-    vectors.lance/    Lance dataset of embeddings (append-only, created on first embed)
+    vectors16.lance/  Lance dataset of float16 embeddings (append-only, created on first embed)
+    vectors.lance/    the same as float32, in memories written before vectors16 existed
     PENDING           journal of a commit in flight (crash recovery)
     lock              the single-writer lock (flock; never deleted)
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import socket
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -36,27 +36,33 @@ from funes._env import Settings
 from funes.errors import FunesError, NotARepositoryError, UsageError
 from funes.model.chunk import Chunk
 from funes.model.ids import ObjectId, is_object_id
-from funes.model.objects import Commit, Link, Manifest, ModelStamp, Tombstone
+from funes.model.objects import VECTOR_TABLES, Commit, Link, Manifest, ModelStamp, Tombstone
 from funes.model.refs import DEFAULT_BRANCH, HEAD, RefName, branch_ref, check_ref_name
+from funes.storage import revisions
 from funes.storage.atomic import write_atomic
 from funes.storage.config import Config
 from funes.storage.idindex import HiddenCache, IdIndex
 from funes.storage.lock import WriteLock
 from funes.storage.objects import ObjectStore
 from funes.storage.refs import RefStore
+from funes.storage.revisions import ORIG_HEAD
 from funes.storage.signing import sign_commit
-from funes.storage.tables import DamagedTableError, LanceTable, chunk_schema, chunks_to_arrow
+from funes.storage.tables import (
+    DamagedTableError,
+    LanceTable,
+    chunk_schema,
+    chunks_to_arrow,
+    vector_schema,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-#: Where a merge or reset leaves the tip it moved the branch away from (git's name).
-ORIG_HEAD = "ORIG_HEAD"
-#: `HEAD@{2}`, `main@{1}`: a ref's value some moves ago (its reflog).
-_REFLOG_REV_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._/-]{0,200})?@\{(\d{1,6})\}$")
 
 FORMAT_NAME = "funes-repository"
-FORMAT_VERSION = 1
+#: 2: the memory may hold `vectors16.lance` (float16 embeddings), which a funes that knows
+#: format 1 only would not read; a format-1 memory is raised to 2 when that table first appears.
+FORMAT_VERSION = 2
 PROJECT_DIR = ".funes"
 
 
@@ -66,17 +72,6 @@ class RepositoryExistsError(FunesError):
 
 class UnsupportedFormatError(FunesError):
     """A repository written by a newer (or foreign) funes."""
-
-
-class BadRevisionError(UsageError):
-    """A revision that names no commit."""
-
-    def __init__(self, rev: str) -> None:
-        super().__init__(
-            f"unknown revision {rev!r}",
-            hint="use HEAD, a branch name, a ref, or (a prefix of) a commit id; see `funes log`",
-        )
-        self.rev = rev
 
 
 class ModelMismatchError(FunesError):
@@ -127,7 +122,10 @@ class Repository:
         self.refs = RefStore(path)
         self.config = Config(path / "config")
         self.chunks = LanceTable(path / "chunks.lance")
-        self.vectors = LanceTable(path / "vectors.lance")
+        #: The embedding tables by name (funes.model.objects.VECTOR_TABLES), present or not.
+        self.embeddings: dict[str, LanceTable] = {
+            name: LanceTable(path / f"{name}.lance") for name in VECTOR_TABLES
+        }
         self.ids = IdIndex(path / "index" / "ids.sqlite")
         self.hidden = HiddenCache(path / "index" / "hidden.json")
 
@@ -260,9 +258,30 @@ class Repository:
         """A table by name."""
         if name == "chunks":
             return self.chunks
-        if name == "vectors":
-            return self.vectors
+        if name in self.embeddings:
+            return self.embeddings[name]
         raise UsageError(f"unknown table {name!r}")
+
+    @property
+    def vectors(self) -> LanceTable:
+        """The embedding table this memory writes to and searches: its home.
+
+        `vectors16` (float16), unless the memory already holds float32 `vectors` and no
+        float16 table: a memory written before half-width vectors keeps its width, so a funes
+        that reads only format 1 can still read it and its pushes. A memory holding both
+        (two histories merged) searches `vectors16`; the backlog re-encodes the other table's
+        vectors into it (funes.ingest.backlog.adopt), so no chunk is embedded twice and a
+        search never mixes widths.
+        """
+        half, full = self.embeddings["vectors16"], self.embeddings["vectors"]
+        return full if full.exists() and not half.exists() else half
+
+    def mark_format(self) -> None:
+        """Raise FORMAT to 2 once the memory holds `vectors16` (a format-1 reader would not)."""
+        fmt = self.path / "FORMAT"
+        if (self.embeddings["vectors16"].exists()
+                and fmt.read_text("utf-8").strip() != f"{FORMAT_NAME} {FORMAT_VERSION}"):
+            write_atomic(fmt, f"{FORMAT_NAME} {FORMAT_VERSION}\n".encode())
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -281,43 +300,7 @@ class Repository:
 
     def resolve(self, rev: str) -> ObjectId:
         """Turn a revision (HEAD, branch, ref, id prefix, with `~N` suffixes) into a commit id."""
-        base, _, tail = rev.partition("~")
-        steps = 0
-        if tail:
-            if not tail.isdigit():
-                raise BadRevisionError(rev)
-            steps = int(tail)
-        oid = self._resolve_base(base)
-        if oid is None:
-            raise BadRevisionError(rev)
-        for _ in range(steps):
-            parents = self.objects.commit(oid).parents
-            if not parents:
-                raise BadRevisionError(rev)
-            oid = parents[0]
-        return oid
-
-    def _resolve_base(self, rev: str) -> ObjectId | None:
-        if rev == "HEAD":
-            return self.head()
-        if rev == ORIG_HEAD:
-            return self.orig_head()
-        at = _REFLOG_REV_RE.match(rev)
-        if at:
-            return self._reflog_entry(at.group(1) or "HEAD", int(at.group(2)))
-        for candidate in (rev, f"refs/heads/{rev}", f"refs/tags/{rev}", f"refs/remotes/{rev}"):
-            if candidate.startswith("refs/"):
-                try:
-                    ref = check_ref_name(candidate)
-                except FunesError:
-                    continue
-                oid = self.refs.read(ref)
-                if oid is not None:
-                    return oid
-        oid = self.objects.resolve_prefix(rev)
-        if oid is not None:
-            self.objects.commit(oid)  # must be a commit
-        return oid
+        return revisions.resolve(self, rev)
 
     def orig_head(self) -> ObjectId | None:
         """Where the branch was before the last merge or reset moved it (git's ORIG_HEAD)."""
@@ -331,24 +314,6 @@ class Repository:
         """Record the branch tip a merge or reset is about to leave."""
         if oid is not None:
             write_atomic(self.path / ORIG_HEAD, f"{oid}\n".encode(), durable=False)
-
-    def _reflog_entry(self, name: str, back: int) -> ObjectId | None:
-        """`NAME@{n}`: the value NAME had n moves ago, from its reflog (0 is the current one)."""
-        if name == "HEAD":
-            ref: RefName = HEAD
-        else:
-            try:
-                ref = check_ref_name(name if name.startswith("refs/") else f"refs/heads/{name}")
-            except FunesError:
-                return None
-        values = [e.new for e in reversed(self.refs.reflog(ref))]
-        if back < len(values):
-            value = values[back]
-        elif back == len(values) and values:
-            value = self.refs.reflog(ref)[0].old
-        else:
-            value = None
-        return ObjectId(value) if value is not None and is_object_id(value) else None
 
     def walk(self, start: ObjectId | None = None) -> Iterator[tuple[ObjectId, Commit]]:
         """Commits reachable from `start` (HEAD), newest first, each once."""
@@ -551,13 +516,17 @@ class Repository:
             journal_tables["chunks"] = [f.path for r in records for f in r.files]
             appends.append((self.chunks, records))
         if vectors is not None and vectors.num_rows:
-            if not self.vectors.exists():
-                self.vectors.create(vectors.schema)
-            records = self.vectors.write_fragments(vectors)
+            home = self.vectors
+            vectors = vectors.cast(vector_schema(vectors.schema.field("vector").type.list_size,
+                                                 home.name))
+            if not home.exists():
+                home.create(vectors.schema)
+                self.mark_format()
+            records = home.write_fragments(vectors)
             ids = tuple(sorted(set(vectors.column("id").to_pylist())))
-            manifests.append(self.objects.put(Manifest("vectors", ids, tuple(records))))
-            journal_tables["vectors"] = [f.path for r in records for f in r.files]
-            appends.append((self.vectors, records))
+            manifests.append(self.objects.put(Manifest(home.name, ids, tuple(records))))
+            journal_tables[home.name] = [f.path for r in records for f in r.files]
+            appends.append((home, records))
         tomb_ids = tuple(self.objects.put(t) for t in tombstones)
         link_ids = tuple(self.objects.put(link) for link in links)
         hidden_now = {t for tomb in tombstones for t in tomb.targets}

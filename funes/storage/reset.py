@@ -20,7 +20,7 @@ from typing import Any
 
 from funes.errors import FunesError, UsageError
 from funes.model.ids import ObjectId
-from funes.model.objects import FragmentRecord
+from funes.model.objects import TABLES, FragmentRecord
 from funes.model.refs import HEAD, RefName, check_ref_name
 from funes.storage import pack
 from funes.storage.atomic import write_atomic
@@ -68,7 +68,7 @@ def reset_hard(repo: Repository, rev: str, *, lock_timeout: float | None = None)
         keep: dict[str, list[dict[str, Any]]] = {}
         unpacked: list[str] = []
         dropped = 0
-        for name in ("chunks", "vectors"):
+        for name in TABLES:
             table = repo.table(name)
             records = wanted.get(name, {})
             named = set(records)
@@ -116,7 +116,7 @@ def reset_hard(repo: Repository, rev: str, *, lock_timeout: float | None = None)
             "removed": removed,
         }
         write_atomic(repo.path / "PENDING", json.dumps(journal).encode())
-        for name in ("chunks", "vectors"):
+        for name in TABLES:
             if name in appended or name in removed:
                 _overwrite(repo, name, keep.get(name, []), appended.get(name, []))
         for name in unpacked:
@@ -183,6 +183,7 @@ def _overwrite(
         from funes.storage.transfer import data_file_schema
 
         table.create(data_file_schema(table.path / add[0].files[0].path))
+        repo.mark_format()
     ds = table.dataset()
     metas = [*keep, *(dict(r.meta) for r in add)]
     frags = []

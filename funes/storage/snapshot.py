@@ -1,6 +1,6 @@
 """Read snapshots: one query sees one HEAD and one version of each Lance table.
 
-A commit appends to `chunks.lance`, then to `vectors.lance`, then moves the ref (see
+A commit appends to `chunks.lance`, then to its embedding table, then moves the ref (see
 funes.storage.repo). A reader that opened the latest dataset each time it looked (BM25, then
 the rows of the vector hits, then the neighbours, then the backlog) could see a different
 version at every step while an index run commits: a hit without its neighbours, a backlog
@@ -71,7 +71,7 @@ class PinnedTable(LanceTable):
 
 
 class Snapshot(Repository):
-    """A read view of a repository: HEAD and both tables pinned when it is made.
+    """A read view of a repository: HEAD and every table pinned when it is made.
 
     Everything that reads through `head()`, `chunks` and `vectors` (tombstones, the model
     stamp, search, `get`) agrees with everything else. Writing a commit through a snapshot is
@@ -85,7 +85,9 @@ class Snapshot(Repository):
         self._head = live.head()
         live.require_tables(self._head)
         self.chunks = PinnedTable.pin(live.chunks, session)
-        self.vectors = PinnedTable.pin(live.vectors, session)
+        # Both embedding tables, so `vectors` (the home) is chosen from the pinned state too.
+        self.embeddings = {name: PinnedTable.pin(table, session)
+                           for name, table in live.embeddings.items()}
 
     def head(self) -> ObjectId | None:
         """The commit HEAD pointed to when the snapshot was made."""
@@ -93,7 +95,10 @@ class Snapshot(Repository):
 
     @property
     def versions(self) -> dict[str, int | None]:
-        """The pinned Lance version of each table (None: the table did not exist)."""
+        """The pinned Lance version of each table (None: the table did not exist).
+
+        `vectors` is the home embedding table's, whichever its name (`Repository.vectors`).
+        """
         chunks, vectors = self.chunks, self.vectors
         assert isinstance(chunks, PinnedTable) and isinstance(vectors, PinnedTable)
         return {"chunks": chunks.version, "vectors": vectors.version}

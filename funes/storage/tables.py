@@ -1,4 +1,4 @@
-"""The Lance tables of a memory: `chunks.lance` (text and provenance) and `vectors.lance`.
+"""The Lance tables of a memory: `chunks.lance` (text and provenance) and its embeddings.
 
 Both are append-only Lance datasets. Rows arrive as fragments written before the funes commit
 that names them, and become part of the dataset with a Lance `Append` afterwards; the data files
@@ -6,7 +6,8 @@ are hashed into the commit's manifest, so they are verifiable objects like any o
 
 Embeddings live in their own table because they arrive after their chunks (BM25 first, then a
 background backlog): putting them in the chunk rows would mean rewriting fragments, and nothing
-here is ever rewritten. Any Lance reader can open either dataset; `vectors.lance` joins
+here is ever rewritten. Any Lance reader can open each dataset; an embedding table
+(`vectors16.lance`, float16; `vectors.lance`, float32 in memories written before it) joins
 `chunks.lance` on `id`.
 
 `lance` and `pyarrow` are imported inside functions: this module is on the CLI's start-up path.
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from funes.errors import FunesError
 from funes.model.chunk import Chunk
-from funes.model.objects import DataFile, FragmentRecord
+from funes.model.objects import VECTOR_TABLES, DataFile, FragmentRecord
 from funes.storage.atomic import sha256_file
 
 if TYPE_CHECKING:
@@ -84,27 +85,29 @@ def chunk_schema() -> pa.Schema:
     )
 
 
-#: Chunk columns copied into `vectors.lance` so vector search can filter before it ranks.
+#: Chunk columns copied into the embedding tables so vector search can filter before it ranks.
 VECTOR_FILTER_COLUMNS: tuple[str, ...] = (
     "harness", "session_id", "block_type", "project", "workdir", "time", "noise"
 )
 
 
-def vector_schema(dim: int) -> pa.Schema:
-    """The Arrow schema of `vectors.lance` for a model of `dim` dimensions.
+def vector_schema(dim: int, table: str = "vectors16") -> pa.Schema:
+    """The Arrow schema of an embedding table (`vectors16` or `vectors`) for `dim` dimensions.
 
     Besides the vector, each row repeats the chunk's filter columns (harness, session, block
     type, project, time, noise): filters apply before the vector search ranks, and a join
-    with `chunks.lance` per query would cost more than these few bytes per row.
+    with `chunks.lance` per query would cost more than these few bytes per row. The two
+    tables differ only in the vector's component type (funes.model.objects.VECTOR_TABLES).
     """
     import pyarrow as pa
 
     chunk = chunk_schema()
+    component = pa.float16() if VECTOR_TABLES[table] == "float16" else pa.float32()
     return pa.schema(
         [
             pa.field("id", pa.string(), nullable=False),
             pa.field("model", pa.string(), nullable=False),
-            pa.field("vector", pa.list_(pa.float32(), dim), nullable=False),
+            pa.field("vector", pa.list_(component, dim), nullable=False),
             *(chunk.field(name) for name in VECTOR_FILTER_COLUMNS),
         ]
     )
@@ -174,6 +177,11 @@ class LanceTable:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+
+    @property
+    def name(self) -> str:
+        """The table's name in manifests (`chunks`, `vectors16`, `vectors`)."""
+        return self.path.name.removesuffix(".lance")
 
     def exists(self) -> bool:
         """True once the dataset has been created."""

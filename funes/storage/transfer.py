@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from funes.errors import FunesError
 from funes.model.ids import ObjectId, hash_bytes, is_object_id
 from funes.model.objects import (
+    VECTOR_TABLES,
     AnyObject,
     Commit,
     DataFile,
@@ -230,7 +231,11 @@ def _normal(meta: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, A
 
 
 def expected_schema(table: str, found: pa.Schema) -> pa.Schema:
-    """The one schema a fragment of `table` may have (vectors: of the dimension it has)."""
+    """The one schema a fragment of `table` may have (embeddings: of the dimension it has).
+
+    An embedding table's schema fixes the component width too, so a float32 file named as a
+    `vectors16` fragment (or the reverse) is refused here, before Lance would misread it.
+    """
     import pyarrow as pa
 
     from funes.storage.tables import chunk_schema, vector_schema
@@ -240,7 +245,7 @@ def expected_schema(table: str, found: pa.Schema) -> pa.Schema:
     index = found.get_field_index("vector")
     kind = found.field(index).type if index >= 0 else None
     dim = kind.list_size if isinstance(kind, pa.FixedSizeListType) else 0
-    return vector_schema(max(dim, 1))
+    return vector_schema(max(dim, 1), table)
 
 
 def verify_fragments(
@@ -308,7 +313,7 @@ def verify_fragments(
             raise TransferError(f"{where}: {data.path} has another schema than the {table} "
                                 "table", hint="the two memories were written by incompatible "
                                 "funes versions, or the file was forged; nothing was stored")
-        if table == "vectors":
+        if table in VECTOR_TABLES:
             _check_vectors(table_rows.table, model, where, data.path)
         seen.extend(table_rows.ids(table, where, data.path))
     if sorted(seen) != list(ids):
@@ -473,8 +478,8 @@ def store_objects(repo: Repository, objects: Mapping[ObjectId, tuple[bytes, AnyO
 def data_file_schema(path: Path) -> pa.Schema:
     """The Arrow schema stored in a Lance data file's footer.
 
-    Used to create a table that exists on the sending side only (`vectors.lance` on a machine
-    that never embedded): a dataset created from the same schema numbers its fields the same
+    Used to create a table that exists on the sending side only (an embedding table on a
+    machine that never embedded): a dataset created from the same schema numbers its fields the same
     way, which is what the fragment metadata's field ids refer to.
     """
     import lance.file
@@ -590,6 +595,7 @@ def merge(
         for name, records in appends.items():
             append_records(repo.table(name), records)
             fragments += len(records)
+        repo.mark_format()
         repo.set_orig_head(ours)  # `funes reset --hard ORIG_HEAD` undoes this merge
         repo.refs.set_if_equals(
             HEAD, ours, new, who=repo._who(), time=now_iso(), message=message

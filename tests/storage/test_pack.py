@@ -303,7 +303,7 @@ def test_the_vector_table_packs_too_and_vector_search_still_answers(repo: Reposi
         repo.commit_chunks(batch, f"turn {i}", model=stamp, vectors=vector_table(batch, vecs))
     before = repo.vectors.dataset().to_table(columns=["id", "vector"]).to_pylist()
     done = pack.pack(repo)
-    assert done.packed == {"chunks": 34, "vectors": 34}
+    assert done.packed == {"chunks": 34, "vectors16": 34}
     after = repo.vectors.dataset().to_table(columns=["id", "vector"]).to_pylist()
     assert sorted(map(str, after)) == sorted(map(str, before))
     found = repo.vectors.dataset().to_table(

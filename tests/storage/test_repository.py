@@ -9,16 +9,16 @@ from funes.model.objects import ModelStamp, Tombstone
 from funes.model.refs import InvalidRefError, check_ref_name
 from funes.storage.refs import RefMovedError
 from funes.storage.repo import (
-    BadRevisionError,
     ModelMismatchError,
     Repository,
     RepositoryExistsError,
 )
+from funes.storage.revisions import BadRevisionError
 from tests.builders import make_batch, make_chunk
 
 
 def test_init_creates_an_empty_repository(repo: Repository) -> None:
-    assert (repo.path / "FORMAT").read_text() == "funes-repository 1\n"
+    assert (repo.path / "FORMAT").read_text() == "funes-repository 2\n"
     assert repo.head() is None
     assert repo.head_branch() == "refs/heads/main"
     assert repo.chunks.exists()
