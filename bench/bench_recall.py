@@ -33,8 +33,8 @@ mapped to session ids and turn ids, duplicates dropped in rank order:
 
 Latency: memories of ~10k and ~100k chunks whose text is real LongMemEval sessions ingested
 through the import, with *synthetic* vectors (real MiniLM embeddings of LongMemEval chunks plus
-a little Gaussian noise, written to the embedding table through `repo.commit_chunks`, stamped with the
-real model so queries are embedded for real; the ANN index built as `funes embed` builds it):
+a little Gaussian noise, written to the embedding table by `repo.commit_chunks`, stamped with
+the real model so queries are embedded for real; the ANN index built as `funes embed` builds it):
 embedding 100k chunks would take hours here. Warm in-process `api.recall` (reranker off, and on
 with a synthetic cross-encoder of ms-marco-MiniLM-L6-v2's shape built from the MiniLM body with
 a seeded head as tests/inference/conftest.py does: right cost, meaningless scores), a sweep of
