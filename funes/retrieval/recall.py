@@ -528,7 +528,10 @@ def fuse(
     for cid, sim in (cosines or {}).items():
         cos.setdefault(cid, sim)
     ref_b = list(bm)[:head]
-    ref_v = {*(c for c, _ in semantic[:head]), *(c for c in ref_b if c in cos)}
+    # ordered (not a set): the sums below must add in the same order in every process, or
+    # the scores differ in their last digits between the warm server and the CLI
+    ref_v = list(dict.fromkeys([*(c for c, _ in semantic[:head]),
+                                *(c for c in ref_b if c in cos)]))
     zb, floor_b = _zscores(bm, ref_b)
     zv, floor_v = _zscores(cos, ref_v)
     mixed = {

@@ -89,3 +89,28 @@ def test_depth_out_of_bounds_is_refused(depth: int) -> None:
 
 def test_the_library_request_and_the_pipeline_share_the_default() -> None:
     assert RecallRequest("q").depth == core.Options.depth == 2
+
+
+def test_fused_scores_are_the_same_bits_in_every_process() -> None:
+    """The warm server and the CLI must print the same scores: nothing in the fusion may
+    depend on the process's string-hash seed (a set's order once decided a sum's order)."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import random\n"
+        "from funes.retrieval.recall import fuse\n"
+        "r = random.Random(7)\n"
+        "lex = [{'id': f'c{i:03d}', '_score': r.uniform(1, 20)} for i in range(120)]\n"
+        "sem = sorted(((f'c{i:03d}', r.uniform(0, 1)) for i in range(60, 200)),\n"
+        "             key=lambda x: -x[1])\n"
+        "cos = {f'c{i:03d}': r.uniform(0, 1) for i in range(0, 60)}\n"
+        "print(repr(sorted(fuse(lex, sem, cos, head=50).items())))\n"
+    )
+    outs = {
+        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        for seed in ("1", "2", "3", "4")
+    }
+    assert len(outs) == 1
