@@ -128,3 +128,23 @@ def test_a_fragment_of_the_other_width_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TransferError, match="another schema"):
         verify_fragments("vectors16", ids, records, paths, "test", STAMP)
     verify_fragments("vectors", ids, records, paths, "test", STAMP)  # its own table takes it
+
+
+def test_a_drain_carries_over_what_a_merge_left_behind(settings: object, tmp_path: Path) -> None:
+    """Should the merge's own re-encoding not have run (killed between the two), the next
+    drain does it first: no chunk is embedded again by the model."""
+    from funes.inference.fake import FakeEmbedder
+
+    fake = FakeEmbedder(dim=DIM)
+    stamp = backlog.stamp_of(fake)
+    repo = _legacy(Repository.init(tmp_path / "m" / ".funes", settings))  # type: ignore[arg-type]
+    batch = make_batch(0, 7)
+    repo.commit_chunks(batch, "index")
+    repo.commit_chunks([], "embed", model=stamp,
+                       vectors=vector_table(batch, _unit(7, 6), model=stamp.name))
+    repo.table("vectors16").create(vector_schema(DIM, "vectors16"))  # the merge's table
+    assert repo.vectors.name == "vectors16" and backlog.backlog(repo).waiting == 7
+
+    done = backlog.drain(repo, fake)
+    assert done.embedded == 0  # the model ran for none of them
+    assert backlog.backlog(repo).waiting == 0 and repo.vectors.dataset().count_rows() == 7
