@@ -1,23 +1,31 @@
 """Turns and blocks: the one shape every agent's transcript is parsed into.
 
 Parsers (funes.ingest.parsers) produce these; chunking turns them into `Chunk`s. Keeping the
-shape small and agent-neutral is what lets four transcript formats share one ingest path.
+shape small and agent-neutral is what lets every transcript format share one ingest path:
+the turn contract every parser meets is written down in docs/agents.md ("The turn contract").
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal
 
-Harness = Literal[
-    "claude", "codex", "pi", "hermes", "opencode", "gemini", "cursor", "copilot", "import"
-]
+#: The agents funes reads natively, and `import` (the generic import, docs/import.md).
 HARNESSES: tuple[str, ...] = (
     "claude", "codex", "pi", "hermes", "opencode", "gemini", "cursor", "copilot", "import"
 )
+#: What any harness name looks like: a turn file (`.funes.jsonl`, docs/agents.md) names its
+#: producer freely within this shape, so an agent funes has no parser for keeps its own name.
+HARNESS_RE: Final = re.compile(r"^[a-z0-9_-]{1,64}$")
 
 BlockType = Literal["text", "thinking", "tool_use", "tool_result"]
 BLOCK_TYPES: tuple[str, ...] = ("text", "thinking", "tool_use", "tool_result")
+
+
+def is_harness(name: str) -> bool:
+    """Whether `name` can be a turn's harness (lowercase letters, digits, `_`, `-`)."""
+    return bool(HARNESS_RE.match(name))
 
 
 @dataclass(frozen=True)
@@ -46,7 +54,7 @@ class Source:
 class Turn:
     """One message of a session, in order, with its provenance."""
 
-    harness: Harness
+    harness: str  # one of HARNESSES, or a turn file's producer (is_harness)
     session_id: str
     turn_id: str
     seq: int
