@@ -41,7 +41,14 @@ from funes.api.gitlink import (
 )
 from funes.api.history import LiftResult, ReflogLine, ResetResult, reflog, reset, unforget
 from funes.api.hookworker import hook_run
-from funes.api.ingest import IndexSummary, index, parse_since
+from funes.api.ingest import (
+    FORMATS,
+    IndexSummary,
+    TurnFileCheck,
+    check_turn_files,
+    index,
+    parse_since,
+)
 from funes.api.memory import (
     MemoryChoice,
     ReadOnlyMemoryError,
@@ -126,6 +133,7 @@ from funes.api.search import (
     TurnView,
     embed,
     get,
+    is_harness,
     recall,
     reindex,
     search_status,
@@ -162,6 +170,7 @@ from funes.storage.tables import storage_damage
 
 __all__ = [
     "BLOCK_TYPES",
+    "FORMATS",
     "HARNESSES",
     "UNTRUSTED",
     "UNTRUSTED_PASSAGES",
@@ -209,6 +218,7 @@ __all__ = [
     "StatusResult",
     "SyncResult",
     "TagInfo",
+    "TurnFileCheck",
     "TurnView",
     "VerifyResult",
     "WhyResult",
@@ -218,6 +228,7 @@ __all__ = [
     "ask",
     "attach_remote",
     "blame",
+    "check_turn_files",
     "choose_memory",
     "clone",
     "config_get",
@@ -238,6 +249,7 @@ __all__ = [
     "index",
     "init",
     "is_directory_remote",
+    "is_harness",
     "is_remote_memory",
     "last_sync",
     "link_commit",

@@ -17,7 +17,7 @@ from funes._env import Settings
 from funes.api.ingest import parse_since
 from funes.api.memory import check_writable
 from funes.ingest import backlog as _backlog
-from funes.model.turns import HARNESSES
+from funes.model.turns import HARNESSES, is_harness
 from funes.retrieval import indexes
 from funes.retrieval.get import TurnView, get_turns
 from funes.retrieval.recall import Filters, Options, RecallResult, retrieve
@@ -39,6 +39,7 @@ __all__ = [
     "TurnView",
     "embed",
     "get",
+    "is_harness",
     "recall",
     "recall_in_process",
     "reindex",

@@ -16,6 +16,8 @@ opencode    ``<XDG_DATA_HOME or ~/.local/share>/opencode/opencode.db`` and the o
 gemini      ``<GEMINI_CLI_HOME or ~>/.gemini/tmp/<project>/chats/**/*.jsonl`` (and ``.json``)
 cursor      ``~/.cursor/projects/<project>/agent-transcripts/**/*.jsonl``
 copilot     ``<COPILOT_HOME or ~/.copilot>/session-state/<id>/events.jsonl`` (and ``<id>.jsonl``)
+turn files  ``$FUNES_HOME/spool/<producer>/**/*.funes.jsonl`` (format ``funes-jsonl``: any
+            agent's converter writes them, funes.ingest.parsers.turnfile)
 ==========  =================================================================================
 
 OpenCode 1.2 moved its JSON sessions into ``opencode.db``; a JSON session the database holds
@@ -39,12 +41,12 @@ from pathlib import Path
 from funes._env import Settings
 from funes._env import settings as load_settings
 from funes.ingest.parsers.base import ParseError, UnknownHarnessError, walk_files
-from funes.ingest.parsers.registry import detect_harness, registered, spec
-from funes.model.turns import HARNESSES
+from funes.ingest.parsers.registry import FORMATS, detect_harness, registered, spec
 
 _IMPORT_SUFFIXES = (".jsonl", ".json", ".parquet", ".db", ".sqlite", ".sqlite3")
 #: The agents whose transcripts `funes index` finds on its own.
-AGENT_SOURCES = ("claude", "codex", "pi", "hermes", "opencode", "gemini", "cursor", "copilot")
+AGENT_SOURCES = ("claude", "codex", "pi", "hermes", "opencode", "gemini", "cursor", "copilot",
+                 "funes-jsonl")
 
 
 @dataclass(frozen=True, order=True)
@@ -101,7 +103,7 @@ def explicit_sources(paths: Iterable[str | Path], harness: str | None = None) ->
     """
     if harness is not None and harness not in registered():
         raise UnknownHarnessError(
-            f"no parser for harness {harness!r}", hint=f"use one of: {', '.join(HARNESSES)}"
+            f"no parser for harness {harness!r}", hint=f"use one of: {', '.join(FORMATS)}"
         )
     out: list[SourceFile] = []
     seen: set[Path] = set()
@@ -122,7 +124,7 @@ def explicit_sources(paths: Iterable[str | Path], harness: str | None = None) ->
             if kind is None:
                 raise UnknownHarnessError(
                     f"cannot tell which agent wrote {path}",
-                    hint=f"pass the harness explicitly ({', '.join(HARNESSES)})",
+                    hint=f"pass the harness explicitly ({', '.join(FORMATS)})",
                 )
             seen.add(path)
             out.append(SourceFile(path, kind))

@@ -68,3 +68,36 @@ class Turn:
     #: For subagent sessions: the session and turn that spawned this one.
     parent_session_id: str | None = None
     extra: dict[str, str] = field(default_factory=dict, compare=False)
+
+
+#: The roles native parsers give turns (a turn file's producer may use its own).
+ROLES: tuple[str, ...] = ("user", "assistant", "tool", "system")
+_TS_RE: Final = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$")
+
+
+def contract_problems(turn: Turn) -> list[str]:
+    """How a turn breaks the turn contract (docs/agents.md, "The turn contract"); [] if it holds.
+
+    Every parser's turns meet it, and so does every turn read from a turn file: a harness
+    name, non-empty ids, a seq from 0, a time in UTC ending in `Z` (or "" when the transcript
+    has none), a short role, at least one block, each of a known type with text.
+    """
+    out = []
+    if not is_harness(turn.harness):
+        out.append(f"harness {turn.harness!r}")
+    if not turn.session_id or not turn.turn_id:
+        out.append("empty session or turn id")
+    if isinstance(turn.seq, bool) or not isinstance(turn.seq, int) or turn.seq < 0:
+        out.append(f"seq {turn.seq!r}")
+    if turn.ts and not _TS_RE.match(turn.ts):
+        out.append(f"ts {turn.ts!r}")
+    if not turn.role or len(turn.role) > 64:
+        out.append(f"role {turn.role!r}")
+    if not turn.blocks:
+        out.append("no blocks")
+    for i, b in enumerate(turn.blocks):
+        if b.type not in BLOCK_TYPES or not b.text.strip():
+            out.append(f"blocks[{i}] ({b.type}, {len(b.text)} chars)")
+    if turn.parent_turn_id == turn.turn_id:
+        out.append("its own parent")
+    return out
