@@ -24,6 +24,7 @@ from funes.api.agents import (
     mcp_serve,
 )
 from funes.api.firstrun import QuickstartResult, quickstart
+from funes.api.foreign import ImportResult, import_memory
 from funes.api.gitlink import (
     BlameCommit,
     BlameResult,
@@ -187,6 +188,7 @@ __all__ = [
     "FsckReport",
     "HooksReport",
     "Identity",
+    "ImportResult",
     "IndexSummary",
     "InitResult",
     "LastSync",
@@ -246,6 +248,7 @@ __all__ = [
     "hooks_status",
     "hooks_uninstall",
     "identity",
+    "import_memory",
     "index",
     "init",
     "is_directory_remote",

@@ -237,9 +237,19 @@ def recall_in_process(settings: Settings, repo: Repository,
     if timed is not None:
         timed.report(result.signals)
     _mark_untrusted(repo, result)
+    _note_foreign(repo, result)
     if timed is not None:
         timed.finish()
     return result
+
+
+def _note_foreign(repo: Repository, result: RecallResult) -> None:
+    """A copy of a Rust-funes memory whose vectors cannot be used here says so (lexical only)."""
+    from funes.api.foreign import foreign_signal
+
+    signal = foreign_signal(repo)
+    if signal is not None and "vector" not in result.signals:
+        result.signals.append(signal)
 
 
 def _config_budget(repo: Repository) -> float:

@@ -244,6 +244,14 @@ class HubRemote:
             )
         return self._listings[revision]
 
+    def files(self, state: RemoteState) -> frozenset[str]:
+        """Every file at `state`, relative to the memory's folder (one request, cached)."""
+        return self._listing(state.revision) if state.revision else frozenset()
+
+    def sizes(self, state: RemoteState, paths: Sequence[str]) -> dict[str, int]:
+        """The sizes the Hub reports for files at `state` (missing ones left out)."""
+        return self._sizes(state.revision, paths) if state.revision else {}
+
     def create(self) -> None:
         """Create the dataset repository, private (publishing is a deliberate act)."""
         with self._errors("create the repository"):

@@ -125,4 +125,39 @@ def index(ctx: click.Context, paths: tuple[str, ...], agents: tuple[str, ...],
         render(app.fmt, summary, human=_summary_text)
 
 
-COMMANDS = [index]
+def _import_text(r: api.ImportResult) -> str:
+    lines = [f"imported {r.rows} rows of {r.source} (Rust funes) into {r.path}: {r.added} new "
+             f"chunks, {r.duplicates} already there"]
+    if r.vectors:
+        lines.append(f"vectors: {r.vectors} kept ({r.model})")
+    elif r.lexical:
+        lines.append(f"vectors: not kept: {r.lexical}")
+    if r.skipped:
+        lines.append("skipped rows: " + ", ".join(f"{k} {v}" for k, v in sorted(r.skipped.items())))
+    if r.redactions:
+        lines.append("redacted: " + ", ".join(f"{k} {v}" for k, v in sorted(r.redactions.items())))
+    return "\n".join(lines)
+
+
+@click.command("import")
+@click.argument("source", required=False)
+@memory_option
+@click.pass_context
+def import_(ctx: click.Context, source: str | None) -> None:
+    """Add the rows of a memory the Rust funes wrote to this memory.
+
+    SOURCE is ORG/NAME (or hf://datasets/ORG/NAME) on the Hub, or a directory holding its
+    chunks.lance; default: the Rust funes' local memory, $FUNES_HOME/memory. SOURCE is only
+    read. Each row becomes a chunk with funes's own id (so importing again adds nothing), its
+    provenance kept and the Rust id in its source; vectors are kept when the memory embeds
+    with the same model, otherwise the chunks wait for `funes embed`. docs/import.md has the
+    column mapping.
+    """
+    app = ctx.find_root().obj
+    repo = api.writable_memory(app.settings, app.memory, command="import")
+    with progress_bar("importing") as progress:
+        result = api.import_memory(app.settings, repo, source, progress=progress)
+    render(app.fmt, result, human=_import_text)
+
+
+COMMANDS = [index, import_]
