@@ -44,7 +44,13 @@ from funes.ingest.represent import label, representation
 from funes.ingest.scrub import note_ingest
 from funes.model.objects import ModelStamp
 from funes.remotes import foreign
-from funes.remotes.base import RemoteNotFoundError, RemoteSpec, RemoteState, parse_url
+from funes.remotes.base import (
+    RemoteNotFoundError,
+    RemoteSpec,
+    RemoteState,
+    cache_root,
+    parse_url,
+)
 from funes.retrieval import indexes
 from funes.storage.atomic import write_atomic
 from funes.storage.lock import WriteLock
@@ -187,6 +193,8 @@ def import_memory(settings: Settings, repo: Repository, source: str | None = Non
                   progress: Progress | None = None) -> ImportResult:
     """`funes import [SOURCE]`: add a Rust-funes memory's rows to `repo` (see the module doc).
 
+    `repo` is a memory the caller may write (the CLI opens it with `writable_memory`).
+
     SOURCE is `org/name` (or `hf://datasets/…`) on the Hub, or a directory: a memory root, its
     `chunks.lance`, or the Rust funes' local memory (`$FUNES_HOME/memory`, the default).
 
@@ -194,9 +202,6 @@ def import_memory(settings: Settings, repo: Repository, source: str | None = Non
         UsageError: SOURCE is not a Rust-funes memory (a funes memory is cloned or pulled).
         RemoteError: the Hub cannot be reached or sends something refused.
     """
-    from funes.api.memory import check_writable
-
-    check_writable(repo, command="import")
     show = progress or (lambda *_: None)
     text = source or str(settings.home / "memory")
     spec = parse_url(text, settings.cwd)
@@ -209,7 +214,6 @@ def import_memory(settings: Settings, repo: Repository, source: str | None = Non
 def _source_table(settings: Settings, spec: RemoteSpec,
                   progress: Progress) -> tuple[foreign.ForeignTable, str]:
     """The opened table of a Rust-funes memory at `spec`, fetched first from the Hub."""
-    from funes.api.memory import cache_root
     from funes.remotes.sync import open_remote
 
     if spec.kind == "dir":
@@ -326,8 +330,6 @@ def _no_tags(spec: RemoteSpec, tag: str | None) -> None:
 
 def local_copy(settings: Settings, spec: RemoteSpec, tag: str | None) -> Repository:
     """The read-only copy of the Rust-funes memory in the directory `spec` names."""
-    from funes.api.memory import cache_root
-
     _no_tags(spec, tag)
     assert spec.path is not None
     table = foreign.table_in(spec.path)
@@ -351,8 +353,6 @@ def hub_copy(settings: Settings, repo: Repository, remote: object, state: Remote
     Called by funes.api.memory.open_remote_memory with its cache (`repo`) and the remote's
     state, under the cache's lock. None when the repository is not a Rust-funes memory.
     """
-    from funes.api.memory import cache_root
-
     hub = _hub(remote)
     assert state.revision is not None
     if _current(repo.path, settings, state.revision):

@@ -43,7 +43,13 @@ from funes.ingest import backlog
 from funes.model.ids import ObjectId
 from funes.model.refs import RefName, branch_ref, check_ref_name
 from funes.remotes import sync as _sync
-from funes.remotes.base import RemoteNotFoundError, RemoteSpec, looks_like_remote, parse_url
+from funes.remotes.base import (
+    RemoteNotFoundError,
+    RemoteSpec,
+    cache_root,
+    looks_like_remote,
+    parse_url,
+)
 from funes.remotes.foreign import table_in
 from funes.retrieval import indexes
 from funes.storage.atomic import write_atomic
@@ -202,11 +208,6 @@ def _writable_hint(command: str, remote: str) -> str:
         return f"run `funes add {agent} {remote}`: it clones the memory and wires the agent to it"
     return (f"clone it first (`funes clone --global {remote}`, or `funes add AGENT {remote}`), "
             f"then run `funes {command}` there")
-
-
-def cache_root(settings: Settings) -> Path:
-    """Where the read-only copies behind `--memory org/name` live."""
-    return settings.home / "cache" / "remotes"
 
 
 def is_cache(repo: Repository) -> bool:

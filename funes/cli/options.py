@@ -56,7 +56,7 @@ class HarnessType(_ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         """Refuse what no turn can carry (funes.model.turns.is_harness)."""
-        from funes.model.turns import is_harness
+        from funes.api import is_harness
 
         text = str(value)
         if not is_harness(text):
