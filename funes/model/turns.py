@@ -28,6 +28,11 @@ def is_harness(name: str) -> bool:
     return bool(HARNESS_RE.match(name))
 
 
+def is_role(name: object) -> bool:
+    """Whether `name` can be a turn's role: a short printable name (producers choose theirs)."""
+    return isinstance(name, str) and 0 < len(name) <= 64 and name.isprintable()
+
+
 @dataclass(frozen=True)
 class Block:
     """One piece of a turn: prose, reasoning, a tool call or a tool's result."""
@@ -91,7 +96,7 @@ def contract_problems(turn: Turn) -> list[str]:
         out.append(f"seq {turn.seq!r}")
     if turn.ts and not _TS_RE.match(turn.ts):
         out.append(f"ts {turn.ts!r}")
-    if not turn.role or len(turn.role) > 64:
+    if not is_role(turn.role):
         out.append(f"role {turn.role!r}")
     if not turn.blocks:
         out.append("no blocks")

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from funes.model.chunk import Chunk
-from funes.model.turns import BLOCK_TYPES, is_harness
+from funes.model.turns import BLOCK_TYPES, is_harness, is_role
 from funes.remotes.base import Progress, RemoteDataError, RemoteState
 from funes.remotes.layout import MAX_OBJECT_BYTES, check_path, lance_version, latest_manifest
 
@@ -398,7 +398,7 @@ def to_chunk(row: dict[str, Any], project: str | None = None) -> tuple[Chunk | N
     if block_type not in BLOCK_TYPES:
         return None, "unknown-block-type"
     role = row.get("role")
-    if not (isinstance(role, str) and role and len(role) <= 64 and role.isprintable()):
+    if not is_role(role):
         return None, "bad-role"
     ts = row.get("ts")
     ts = ts if isinstance(ts, str) and len(ts) <= 64 and _parses(ts) else ""
@@ -412,7 +412,7 @@ def to_chunk(row: dict[str, Any], project: str | None = None) -> tuple[Chunk | N
         turn_id=turn,
         seq=seq,
         ts=ts,
-        role=role,
+        role=str(role),
         block_type=str(block_type),
         block_idx=block_idx,
         split_idx=split_idx,

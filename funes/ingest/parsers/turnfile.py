@@ -55,7 +55,7 @@ from funes.ingest.parsers.base import (
     walk_files,
 )
 from funes.ingest.parsers.skeleton import Parser, Shape, parser_spec
-from funes.model.turns import BLOCK_TYPES, Block, BlockType, Source, Turn, is_harness
+from funes.model.turns import BLOCK_TYPES, Block, BlockType, Source, Turn, is_harness, is_role
 
 #: The registry name of the format (`funes index --agent funes-jsonl`).
 FORMAT: Final = "funes-jsonl"
@@ -74,7 +74,6 @@ _TURN_FIELDS: Final = {
 _TURN_REQUIRED: Final = ("session_id", "turn_uuid", "seq", "ts", "role", "harness", "blocks")
 _BLOCK_FIELDS: Final = {"block_type": str, "text": str, "tool_name": str, "tool_use_id": str}
 _BLOCK_REQUIRED: Final = ("block_type", "text")
-_ROLE_MAX: Final = 64
 #: Turns of a file remembered to drop a repeated one (ids arrive in order: a repeat is near).
 _SEEN_KEPT: Final = 256
 #: What `chrono::DateTime::parse_from_rfc3339` accepts, in UTC with `Z` (the Rust rule).
@@ -180,9 +179,8 @@ def validate(obj: object) -> dict[str, Any]:
         raise ValueError(f"'harness' {obj['harness'][:40]!r} is not [a-z0-9_-]")
     if obj["seq"] < 0:
         raise ValueError(f"'seq' {obj['seq']} is negative (it counts from 0)")
-    role = obj["role"]
-    if not role or len(role) > _ROLE_MAX or not role.isprintable():
-        raise ValueError(f"'role' {role[:40]!r} is not a short printable name")
+    if not is_role(obj["role"]):
+        raise ValueError(f"'role' {obj['role'][:40]!r} is not a short printable name")
     _check_ts(obj["ts"])
     for i, block in enumerate(obj["blocks"]):
         where = f"blocks[{i}]."
