@@ -33,7 +33,7 @@ from funes.remotes.base import (
     check_remote_name,
     parse_url,
 )
-from funes.remotes.foreign import is_rust_listing, table_in
+from funes.remotes.foreign import is_rust_remote, table_in
 from funes.remotes.sync import FetchResult, PushResult, RefUpdate
 from funes.storage.repo import PROJECT_DIR, Repository, RepositoryExistsError
 from funes.storage.signing import CommitCheck, check_commits
@@ -376,8 +376,7 @@ def _clone_into(
     repo.config.set("core.owned", "true" if owns_remote(repo.settings, spec) else "false")
     remote = _sync.open_remote(spec, "origin", repo.settings, repo.path)
     state = remote.state()
-    if (spec.kind == "hf" and state.exists and not state.branches
-            and is_rust_listing(getattr(remote, "files", lambda _s: ())(state))):
+    if is_rust_remote(remote, state):
         return _clone_foreign(repo, spec, progress, tag)
     fetched = _sync.fetch(repo, remote, state=state, progress=progress_or_silent(progress))
     record_sync(repo, "origin", True, "clone", None)

@@ -115,6 +115,28 @@ def is_rust_listing(files: Iterable[str]) -> bool:
     return manifest and not funes_layout
 
 
+def is_rust_remote(remote: object, state: RemoteState) -> bool:
+    """Whether a remote with no funes branches holds a Rust-funes memory (asks for its files).
+
+    Only a Hub remote can be one here: a directory holding one is not a funes remote at all
+    (funes.remotes.local refuses it before anything is read or written).
+    """
+    files = getattr(remote, "files", None)
+    if not state.exists or state.branches or not callable(files):
+        return False
+    return is_rust_listing(files(state))
+
+
+def refuse_writing(remote: object, state: RemoteState, display: str) -> None:
+    """Raise ForeignMemoryError when `remote` is a Rust-funes memory: funes never writes one."""
+    if is_rust_remote(remote, state):
+        raise ForeignMemoryError(
+            f"{display} is a memory the Rust funes wrote: funes reads it, never writes to it",
+            hint=f"`funes import {display}` brings its rows into this memory; push to "
+            "another dataset",
+        )
+
+
 def dir_revision(table: Path) -> str:
     """What identifies a local table's current state: its newest manifest, sized and dated."""
     names = [f"_versions/{n}" for n in os.listdir(table / "_versions")]
@@ -456,10 +478,12 @@ __all__ = [
     "fetch_hub_table",
     "harness_of",
     "is_rust_listing",
+    "is_rust_remote",
     "needed_files",
     "open_table",
     "origin_id",
     "read_rows",
+    "refuse_writing",
     "table_in",
     "to_chunk",
 ]

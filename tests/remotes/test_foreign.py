@@ -243,3 +243,22 @@ def test_vectors_are_used_when_the_stamped_model_is_installed(
     assert "vector" in out["signals"] and not any("lexical" in s for s in out["signals"])
     assert out["hits"][0]["text"].startswith("the cache is keyed by content hash")
     assert out["hits"][0]["vector_rank"] == 0
+
+
+def test_nothing_funes_does_writes_to_it_push_force_or_add(on_hub: HubServer, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            run: Any) -> None:
+    from tests.builders import make_chunk
+
+    settings = api.load_settings()
+    repo = Repository.init(tmp_path / "p" / ".funes", settings)
+    repo.commit_chunks([make_chunk(1, session="mine", text="my own notes")], "index")
+    api.remote_add(repo, "origin", REPO)
+    for extra in ((), ("--force",)):
+        out = run("-C", str(tmp_path / "p"), "push", *extra)
+        assert out.exit_code == 5, out.stderr
+        assert "a memory the Rust funes wrote: funes reads it, never writes to it" in out.stderr
+    monkeypatch.chdir(tmp_path / "p")
+    with pytest.raises(foreign.ForeignMemoryError, match="never writes to it"):
+        api.attach_remote(api.load_settings(), REPO, project=True)
+    assert on_hub.commit_requests(REPO) == []
