@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from funes._env import Settings
+from funes.api.exclusions import reconcile
 from funes.api.memory import merge_in, owns_remote, pick_tip, split_tag
 from funes.api.syncstate import record_sync, recorded
 from funes.errors import UsageError
@@ -243,7 +244,10 @@ def merge(repo: Repository, rev: str) -> MergeResult:
 
 
 def _merged(repo: Repository, tip: ObjectId, label: str) -> MergeResult:
-    return merge_in(repo, tip, label)
+    before = repo.head()
+    result = merge_in(repo, tip, label)
+    reconcile(repo, before)  # exclusions the merge brought hold here too
+    return result
 
 
 # -- clone -----------------------------------------------------------------------------------

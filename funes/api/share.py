@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from funes._env import Settings
+from funes.api.exclusions import reconcile
 from funes.api.memory import merge_in, split_tag
 from funes.api.memory import owned as owned_memory
 from funes.api.remotes import (
@@ -88,7 +89,9 @@ def sync(
                                       progress=progress_or_silent(progress))
                 tip = fetched.refs.get(branch_ref(branch))
                 if tip is not None:
+                    before = repo.head()
                     merged = merge_in(repo, tip, f"{name}/{branch}")
+                    reconcile(repo, before)  # exclusions the merge brought hold here too
             if not push or repo.head() is None:
                 return SyncResult(name, handle.spec.url, merged, None, attempt)
             try:

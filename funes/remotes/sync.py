@@ -422,13 +422,18 @@ def push(
                           hub=remote.spec.kind == "hf", dry_run=dry_run)
     forced = _check_fast_forward(repo, remote, local, old, tip, published, force)
     sending = _sending(repo, st, tip, published)
-    out, held = _gate(repo, sending, scanners)
+    hidden = repo.tombstoned_ids(tip)  # readers of the remote would hide them: they stay home
+    out, back, held = _gate(repo, sending, scanners, hidden,
+                            [o for o in st.refs.values()], tip)
     if dry_run:
         return PushResult(
             remote.name, remote.spec.url, branch, old, tip, False, forced=forced,
             commits=len(sending), held=tuple(held), dry_run=True, scanned=len(out.chunk_ids),
         )
-    images = publish.publish(repo, out, {h.chunk for h in held}, tip, published)
+    keep = {h.chunk for h in held}
+    extra = {oid: publish.restored_manifests(repo, ids - keep)
+             for oid, ids in back.items() if ids - keep}
+    images = publish.publish(repo, out, keep, tip, published, hidden=hidden, extra=extra)
     if images.images:
         publish.save_published(repo, remote.name, {**published, **images.images})
     created = False
@@ -500,14 +505,25 @@ def _sending(
 
 def _gate(
     repo: Repository, sending: list[tuple[ObjectId, Commit]],
-    scanners: Sequence[gate.Scanner] | None,
-) -> tuple[publish.Outgoing, list[gate.HeldChunk]]:
-    """Read what leaves and scan it; a fragment that cannot be read fails the gate."""
+    scanners: Sequence[gate.Scanner] | None, hidden: set[str],
+    remote_tips: list[ObjectId], tip: ObjectId,
+) -> tuple[publish.Outgoing, dict[ObjectId, set[str]], list[gate.HeldChunk]]:
+    """Read what leaves and scan it; a fragment that cannot be read fails the gate.
+
+    Rows `hidden` at the tip are not sent, so not scanned; rows a lift brings back that the
+    remote lacks (`publish.restoring`) are sent, so scanned.
+    """
     try:
         out = publish.outgoing(repo, sending)
+        back = publish.restoring(repo, out, remote_tips, tip)
+        texts, places = publish.row_texts(repo, set().union(*back.values())) if back \
+            else ({}, {})
     except publish.UnreadableRowsError as exc:
         raise gate.ScannerError(exc.message) from None
-    return out, gate.hold_back(out.scannable(), out.places, scanners)
+    scan = {cid: text for cid, text in out.scannable().items() if cid not in hidden}
+    scan.update(texts)
+    return out, back, gate.hold_back(dict(sorted(scan.items())), {**out.places, **places},
+                                     scanners)
 
 
 def _plan(
