@@ -1,5 +1,6 @@
-"""Exclusion verbs: `funes exclude` (and `config set exclude.…`), what status lists, and the
-step after a merge that makes a pulled rule hold here too.
+"""Exclusion verbs: `funes exclude`, `config set exclude.…`, status, and pulled rules.
+
+What status lists, and the step after a merge that makes a pulled rule hold here too.
 
 An exclusion is decided once and holds everywhere the memory goes (funes.storage.exclusions):
 adding one records it in the memory with a tombstone that hides what it matches already, in
@@ -68,8 +69,10 @@ def exclude(
     repo: Repository, rules: Sequence[tuple[str, str]], *, remove: bool = False,
     dry_run: bool = False,
 ) -> ExcludeResult:
-    """Keep what `rules` ((kind, pattern) pairs) match out of this memory, from now on and
-    retroactively, in one commit that travels; with `remove`, end them (what they hid returns).
+    """Keep what `rules` ((kind, pattern) pairs) match out of this memory, now and before.
+
+    One commit records the rules and hides what they match already; it travels like any
+    tombstone. With `remove`, the rules end and what they hid returns.
 
     A rule already recorded is not recorded again unless it matches chunks indexed since.
     """

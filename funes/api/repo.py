@@ -11,9 +11,9 @@ from funes.api.syncstate import RemoteStatus, remote_status
 from funes.errors import UsageError
 from funes.model.ids import ObjectId
 from funes.model.objects import Commit, Link, Manifest, ModelStamp
+from funes.storage.exclusions import CONFIG_KEYS
 from funes.storage.fsck import FsckReport
 from funes.storage.fsck import fsck as _fsck
-from funes.storage.exclusions import CONFIG_KEYS
 from funes.storage.repo import PROJECT_DIR, Repository
 
 EXCLUDE_KEYS = frozenset(CONFIG_KEYS.values())

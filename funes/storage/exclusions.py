@@ -296,7 +296,7 @@ def lift(repo: Repository, rules: Sequence[ExclusionRule]) -> tuple[CommitResult
     from funes.storage.repo import now_iso
 
     wanted = set(rules)
-    stones = tuple(sorted(t for t, rule in recorded(repo).items() if rule in wanted))
+    stones = tuple(sorted(ObjectId(t) for t, rule in recorded(repo).items() if rule in wanted))
     if not stones:
         return None, 0
     back = restored_by(repo, stones)

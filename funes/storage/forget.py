@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 from funes.errors import UsageError
+from funes.model.ids import ObjectId
 from funes.model.objects import ExclusionRule, Tombstone
 from funes.storage.exclusions import COLUMNS, make_rule, rule_matches
 from funes.storage.repo import CommitResult, Repository, now_iso
@@ -133,7 +134,7 @@ def tombstone(repo: Repository, ids: list[str], reason: str) -> CommitResult:
     return repo.commit_chunks([], f"{reason}: {len(ids)} chunk(s)", tombstones=[stone])
 
 
-def restored_by(repo: Repository, lifting: tuple[str, ...]) -> set[str]:
+def restored_by(repo: Repository, lifting: tuple[ObjectId, ...]) -> set[str]:
     """The chunks that lifting tombstones `lifting` (reachable from HEAD) makes visible again."""
     head = repo.head()
     targets, lifted = repo.tombstones(head)

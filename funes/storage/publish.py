@@ -343,9 +343,9 @@ def restoring(
     seen: set[str] = set()
     for remote_tip in remote_tips:
         if repo.objects.has(remote_tip):
-            for oid in ancestors(repo, remote_tip, stop=seen):
-                seen.add(oid)
-                for mid in repo.objects.commit(oid).manifests:
+            for walked in ancestors(repo, remote_tip, stop=seen):
+                seen.add(walked)
+                for mid in repo.objects.commit(walked).manifests:
                     manifest = repo.objects.manifest(mid)
                     if manifest.table == "chunks":
                         there.update(manifest.ids)

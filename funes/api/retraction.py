@@ -1,0 +1,62 @@
+"""Retraction verbs: `funes push --retract`, and adopting a remote another machine retracted.
+
+funes.remotes.retract rewrites the remote; funes.storage.retract computes the new history and
+moves a local branch onto it. Here: which remote and branch, the sync record `funes status`
+shows, and the step `pull` and `sync` take before merging, so a rewritten remote is adopted
+rather than merged with the history it replaced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from funes.api.syncstate import recorded
+from funes.model.ids import ObjectId
+from funes.model.refs import remote_ref
+from funes.remotes import sync as _sync
+from funes.remotes.base import Progress, no_progress
+from funes.remotes.retract import RetractCheck, RetractResult
+from funes.remotes.retract import retract as _retract
+from funes.storage import retract as _adoption
+from funes.storage.repo import Repository
+from funes.storage.transfer import ancestors, is_ancestor
+
+__all__ = ["Adoption", "RetractCheck", "RetractResult", "adopt_rewritten", "retract"]
+
+Adoption = _adoption.Adoption
+
+
+def retract(
+    repo: Repository, remote: str | None = None, *,
+    confirm: Callable[[RetractCheck], bool], progress: Progress | None = None,
+) -> RetractResult:
+    """Erase from a remote (default: the branch's, or origin) the rows tombstones hide.
+
+    `confirm` sees what would be lost (rows, sessions, rewritten commits, deleted files, on
+    the Hub the revisions no longer served) and may decline; nothing changes then.
+    """
+    branch = repo.head_branch().removeprefix("refs/heads/")
+    name = remote or _sync.default_remote(repo, branch)
+    _sync.check_branch(branch)
+    with recorded(repo, name, "push"):
+        return _retract(repo, _sync.configured_remote(repo, name), branch, confirm=confirm,
+                        progress=progress or no_progress)
+
+
+def tracking(repo: Repository, remote: str, branch: str) -> ObjectId | None:
+    """The remote-tracking tip of `remote/branch` (read before a fetch moves it)."""
+    return repo.refs.read(remote_ref(remote, branch))
+
+
+def adopt_rewritten(repo: Repository, remote: str, before: ObjectId | None,
+                    tip: ObjectId) -> Adoption | None:
+    """Before merging `tip`: adopt it when the remote was retracted since `before` was fetched.
+
+    Cheap when the remote only grew (`before` is an ancestor of `tip`); otherwise the new
+    history's `replaces` decide (funes.storage.retract.adopt).
+    """
+    if before is None or before == tip or not repo.objects.has(before):
+        return None
+    if is_ancestor(repo, before, tip):
+        return None
+    return _adoption.adopt(repo, remote, tip, ancestors(repo, before))
