@@ -165,6 +165,7 @@ def push(
     branch = branch or current_branch(repo)
     _sync.check_branch(branch)
     name = remote or _sync.default_remote(repo, branch)
+    refuse_selection(repo, name)
     if dry_run:
         return _sync.push(repo, _sync.configured_remote(repo, name), branch, force=force,
                           progress=progress_or_silent(progress), dry_run=True)
@@ -173,6 +174,16 @@ def push(
             repo, _sync.configured_remote(repo, name), branch, force=force,
             progress=progress_or_silent(progress),
         )
+
+
+def refuse_selection(repo: Repository, name: str) -> None:
+    """A remote that holds sessions `funes publish` chose never receives the whole memory."""
+    if (repo.config.get(f"remote.{name}.selection") or "false") == "true":
+        raise UsageError(
+            f"remote {name!r} holds a published selection: `funes push` and `sync` would send "
+            "the whole memory there",
+            hint=f"add sessions to it with `funes publish {name} --sessions …` (or "
+            f"--linked-to); `funes config unset remote.{name}.selection` if it is a memory")
 
 
 def fetch(

@@ -25,6 +25,7 @@ from funes.api.remotes import (
     clone,
     current_branch,
     progress_or_silent,
+    refuse_selection,
     remote_add,
     remote_list,
 )
@@ -79,6 +80,7 @@ def sync(
     branch = current_branch(repo)
     _sync.check_branch(branch)
     name = remote or _sync.default_remote(repo, branch)
+    refuse_selection(repo, name)
     with recorded(repo, name, "sync"):
         handle = _sync.configured_remote(repo, name)
         merged: MergeResult | None = None

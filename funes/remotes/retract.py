@@ -179,7 +179,8 @@ def retract(
     stale = [p for p in _inventory(remote, st) if _deletable(p) and p not in plan.keep]
     check = _check(remote, st, rewrite, stale)
     if not check.needed and not _squash_pending(remote, st):
-        return RetractResult(check, False, revision=st.revision, refs={str(k): v for k, v in st.refs.items()})
+        return RetractResult(check, False, revision=st.revision,
+                             refs={str(k): v for k, v in st.refs.items()})
     if not confirm(check):
         return RetractResult(check, False, declined=True, revision=st.revision,
                              refs={str(k): v for k, v in st.refs.items()})

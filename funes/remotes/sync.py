@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -162,8 +162,12 @@ def fetch(
     *,
     state: RemoteState | None = None,
     progress: Progress = no_progress,
+    tags: bool = True,
 ) -> FetchResult:
     """Download what the remote has and this memory lacks; move `refs/remotes/<name>/*`.
+
+    `tags=False` creates none of the remote's tags here (a published selection's tags name
+    commits outside this memory's history).
 
     Raises:
         RemoteNotFoundError: nothing at the URL (or no access).
@@ -189,7 +193,8 @@ def fetch(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     updated = _update_tracking(repo, remote.name, st, f"fetch {remote.name}")
-    updated += _take_tags(repo, st, f"fetch {remote.name}")
+    if tags:
+        updated += _take_tags(repo, st, f"fetch {remote.name}")
     refs = {str(ref): oid for ref, oid in st.branches.items()}
     return FetchResult(
         remote.name, remote.spec.url, st.revision, refs, updated, written, files, nbytes
@@ -391,8 +396,13 @@ def push(
     progress: Progress = no_progress,
     dry_run: bool = False,
     scanners: Sequence[gate.Scanner] | None = None,
+    tip: ObjectId | None = None,
+    tags: Mapping[RefName, ObjectId] | None = None,
 ) -> PushResult:
     """Send `branch` to the remote's branch of the same name, through the publish gate.
+
+    `tip` sends that commit instead of the local branch's, and `tags` are then the tags to
+    create with it (`funes publish`: a history that is not a local branch).
 
     Every chunk the push would send is scanned again (funes.remotes.gate); chunks that still
     look secret are held back (the commits carrying them are sent as rewritten images without
@@ -406,13 +416,14 @@ def push(
         ScannerError: a scanner failed; nothing was sent.
     """
     local = branch_ref(branch)
-    tip = repo.refs.read(local)
+    tip = tip or repo.refs.read(local)
     if tip is None:
         raise UsageError(f"branch {branch!r} has no commits to push", hint="run `funes index`")
     st = remote.state()
     published = publish.load_published(repo, remote.name)
     old = st.refs.get(local)
-    new_tags = _tags_to_send(repo, st, tip, published)
+    new_tags = (_tags_to_send(repo, st, tip, published) if tags is None
+                else {r: o for r, o in tags.items() if r not in st.refs})
     if old == published.get(tip, tip) and not new_tags:
         if not dry_run:
             _update_tracking(

@@ -141,6 +141,9 @@ SUBSECTION_KEYS: dict[str, dict[str, Key]] = {
     "remote": {
         "url": Key("remote.<name>.url", _text, "where the remote lives"),
         "encrypt": Key("remote.<name>.encrypt", _bool, "encrypt objects sent to it", "false"),
+        "selection": Key("remote.<name>.selection", _bool,
+                         "it holds sessions `funes publish` chose: push and sync refuse it",
+                         "false"),
     },
     "branch": {
         "remote": Key("branch.<name>.remote", _text, "remote a branch tracks"),

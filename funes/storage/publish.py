@@ -381,26 +381,28 @@ def row_texts(
 
 def restored_manifests(repo: Repository, ids: set[str]) -> list[ObjectId]:
     """Manifests of new fragments holding the local rows of `ids` (chunks, then vectors)."""
-    return _rows_manifests(repo, ids)
+    out = [rows_manifest(repo, table, ids) for table in ("chunks", repo.vectors.name)]
+    return [mid for mid in out if mid is not None]
 
 
-def _rows_manifests(repo: Repository, ids: set[str]) -> list[ObjectId]:
-    """Manifests of new fragments holding the local rows of `ids` (chunks, then vectors)."""
+def rows_manifest(repo: Repository, name: str, ids: set[str]) -> ObjectId | None:
+    """A manifest of new fragment files holding the local rows of `ids` in table `name`.
+
+    A row held twice (both sides of a merge indexed it) goes once; None when the table holds
+    none of them.
+    """
     import pyarrow.compute as pc
 
-    out: list[ObjectId] = []
-    for table in (repo.chunks, repo.vectors):
-        if not table.exists():
-            continue
-        rows = table.dataset().to_table(filter=pc.field("id").isin(sorted(ids)))
-        if not rows.num_rows:
-            continue
-        firsts = {cid: i for i, cid in reversed(list(enumerate(rows.column("id").to_pylist())))}
-        rows = rows.take(sorted(firsts.values()))  # a row held twice (both sides) goes once
-        records = table.write_fragments(rows)
-        names = tuple(sorted(firsts))
-        out.append(repo.objects.put(Manifest(table.name, names, tuple(records))))
-    return out
+    table = repo.table(name)
+    if not ids or not table.exists():
+        return None
+    rows = table.dataset().to_table(filter=pc.field("id").isin(sorted(ids)))
+    if not rows.num_rows:
+        return None
+    firsts = {cid: i for i, cid in reversed(list(enumerate(rows.column("id").to_pylist())))}
+    rows = rows.take(sorted(firsts.values()))
+    records = table.write_fragments(rows)
+    return repo.objects.put(Manifest(name, tuple(sorted(firsts)), tuple(records)))
 
 
 def _resign(repo: Repository, commit: Commit) -> Commit:
