@@ -86,13 +86,18 @@ class RetractCheck:
     commits: int  # remote commits rewritten (they get new ids)
     files: int  # remote files deleted (objects, fragments, old dataset versions)
     history: int  # Hub: revisions no longer served; directory: Lance versions deleted
+    data_files: int = 0  # of those, fragment files (what holds rows)
     since: str | None = None  # the oldest revision lost (Hub)
     other_refs: tuple[str, ...] = ()  # Hub refs besides main, which keep their own history
 
     @property
     def needed(self) -> bool:
-        """Whether there is anything to erase."""
-        return bool(self.rows or self.files)
+        """Whether there is anything to erase: rows, or fragment files no commit names.
+
+        Old dataset versions and unreachable objects hold no text (ids, metadata): they go
+        when a retraction runs, but do not call for one.
+        """
+        return bool(self.rows or self.data_files)
 
 
 @dataclass(frozen=True)
@@ -267,7 +272,9 @@ def _check(remote: Remote, st: RemoteState, rewrite: _retract.Rewrite,
     else:
         history = sum(1 for p in stale if "/_versions/" in p)
     return RetractCheck(remote.name, remote.spec.url, hub, rewrite.rows, len(rewrite.sessions),
-                        len(rewrite.images), len(stale), history, since, others)
+                        len(rewrite.images), len(stale), history,
+                        data_files=sum(1 for p in stale if "/data/" in p), since=since,
+                        other_refs=others)
 
 
 # -- a directory remote --------------------------------------------------------------------------
