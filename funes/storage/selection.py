@@ -54,10 +54,6 @@ def choose(repo: Repository, choice: Choice) -> dict[Session, set[str]]:
         raise UsageError("choose what to publish",
                          hint="give --sessions ID…, --project P, --since/--until or "
                          "--linked-to REV-RANGE")
-    for prefix in choice.sessions:
-        if len(prefix) < 8:
-            raise UsageError(f"session id {prefix!r} is too short",
-                             hint="give whole ids or prefixes of at least 8 characters")
     if not repo.chunks.exists():
         return {}
     names = ["id", "harness", "session_id", "parent_session_id", "workdir", "project",
@@ -84,19 +80,25 @@ def choose(repo: Repository, choice: Choice) -> dict[Session, set[str]]:
                                              project=cols["project"][i],
                                              source=cols["source"][i]):
             matched.add(key)
-    unknown = [p for p in choice.sessions if not any(s.startswith(p) for _, s in rows)]
+    unknown = [p for p in choice.sessions if not any(_names(p, s) for _, s in rows)]
     if unknown:
         raise UsageError(f"no session {unknown[0]!r} in this memory",
-                         hint="`funes status` counts the sessions; ids come from recall and get")
+                         hint="give a whole id or a prefix of 8+ characters (recall and get "
+                         "print them)")
     chosen = {key for key in rows if _keeps(key, choice, matched, times)}
     # A subagent's session follows the session that spawned it.
     chosen |= {key for key in rows if (key[0], parent.get(key)) in chosen}
     return {key: rows[key] for key in sorted(chosen)}
 
 
+def _names(given: str, session: str) -> bool:
+    """A whole session id, or a prefix of at least 8 characters of it."""
+    return session == given or (len(given) >= 8 and session.startswith(given))
+
+
 def _keeps(key: Session, choice: Choice, matched: set[Session],
            times: dict[Session, list[datetime]]) -> bool:
-    if choice.sessions and not any(key[1].startswith(p) for p in choice.sessions):
+    if choice.sessions and not any(_names(p, key[1]) for p in choice.sessions):
         return False
     if choice.project and key not in matched:
         return False
