@@ -193,3 +193,17 @@ def test_publish_cli(world: World, run: Any, monkeypatch: pytest.MonkeyPatch) ->
     assert "tagged v1.1" in out.stdout
     if world.hub is not None:
         assert "is public" in out.stdout
+
+
+def test_criteria_combine_and_links_name_only_published_turns(world: World) -> None:
+    if world.kind == "hf":
+        pytest.skip("the directory case is enough: nothing here is about the transport")
+    repo, shas = _memory(world)
+    done = api.publish_selection(repo, world.url, linked_to="v1.0..v1.1", project="widget",
+                                 tag="v1.1")
+    assert {s for _, s in done.sessions} == {"w2", "w3"}
+    assert _sessions_in(_remote_bytes(world)) == {"w2", "w3"}
+    assert b"q1-t" not in _remote_bytes(world)  # not even a turn id in a link
+    choice = api.choose_memory(world.settings, f"file://{world.url}@v1.1")
+    turns = {lk.link.commit: lk.link.turns for lk in _links(choice.repo)}
+    assert {t[1] for t in turns[shas["c3"]]} == {"w3"}
