@@ -182,3 +182,43 @@ def test_push_retract_cli_names_what_is_lost(world: World, run: Any,
     out = run("push", "--retract", "--yes")
     assert out.exit_code == 0, out.stderr
     assert "retracted 3 chunk row(s)" in out.stdout and holders(remote_blobs(world)) == []
+
+
+def test_a_machine_with_work_of_its_own_adopts_the_rewritten_remote(world: World) -> None:
+    a = world.machine("a")
+    leaked = _seed(a)
+    api.push(a)
+    b = world.clone("b")
+    b.commit_chunks(make_batch(40, 3), "index: b, not pushed yet")
+    sec.forget(a, session="client-x")
+    assert api.retract(a, confirm=lambda check: True).done
+    pulled = api.pull(b)
+    assert pulled.adopted is not None and pulled.adopted.rebased == 1
+    # B's own commit now sits on the images: the old history is not in B's branch any more
+    from funes.storage.transfer import ancestors
+
+    history = ancestors(b, b.head())
+    replaced = {c.replaces for _, c in b.walk() if c.replaces}
+    assert replaced and not replaced & history
+    assert len(visible(b)) == 17 and not set(leaked) & set(visible(b))
+    pushed = api.push(b)
+    assert not pushed.up_to_date and pushed.commits <= 2  # its commit (and the merge), no more
+    assert holders(remote_blobs(world)) == []
+    api.pull(a)
+    assert len(visible(a)) == 17 and api.fsck(a).ok and api.fsck(b).ok
+
+
+def test_rows_a_push_kept_home_travel_once_their_tombstone_is_lifted(world: World) -> None:
+    a = world.machine("a")
+    leaked = _seed(a)
+    forgot = sec.forget(a, session="client-x").commit
+    api.push(a)  # the hidden rows stay home
+    assert holders(remote_blobs(world)) == []
+    b = world.clone("b")
+    assert len(visible(b)) == 14
+    assert forgot is not None
+    api.unforget(a, forgot)
+    api.push(a)
+    api.pull(b)
+    assert set(leaked) <= set(visible(b)) and len(visible(b)) == 17
+    assert api.fsck(b).ok
