@@ -23,7 +23,7 @@ from funes.api.agents import (
     ask,
     mcp_serve,
 )
-from funes.api.exclusions import ExcludeResult, ExclusionInfo, exclude, exclusions
+from funes.api.exclusions import ExcludeResult, ExclusionInfo, exclude, exclusion_list
 from funes.api.firstrun import QuickstartResult, quickstart
 from funes.api.gitlink import (
     BlameCommit,
@@ -237,7 +237,7 @@ __all__ = [
     "embed",
     "empty_recall",
     "exclude",
-    "exclusions",
+    "exclusion_list",
     "fetch",
     "fsck",
     "get",

@@ -21,7 +21,7 @@ from funes.model.objects import ExclusionRule, Tombstone
 from funes.storage import exclusions as rules_
 from funes.storage.repo import Repository, now_iso
 
-__all__ = ["ExcludeResult", "ExclusionInfo", "exclude", "exclusions", "reconcile",
+__all__ = ["ExcludeResult", "ExclusionInfo", "exclude", "exclusion_list", "reconcile",
            "set_exclusion_key"]
 
 
@@ -110,7 +110,7 @@ def _remove(repo: Repository, made: list[ExclusionRule], dry_run: bool) -> Exclu
     return ExcludeResult(infos, True, 0, 0, back, committed.commit if committed else None)
 
 
-def exclusions(repo: Repository) -> list[ExclusionInfo]:
+def exclusion_list(repo: Repository) -> list[ExclusionInfo]:
     """Every rule the memory honours, with what its tombstones hide (for `exclude`, `status`)."""
     listed = rules_.config_rules(repo.config)
     recorded = rules_.recorded(repo)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from funes._env import Settings
-from funes.api.exclusions import ExclusionInfo, exclusions, set_exclusion_key
+from funes.api.exclusions import ExclusionInfo, exclusion_list, set_exclusion_key
 from funes.api.syncstate import RemoteStatus, remote_status
 from funes.errors import UsageError
 from funes.model.ids import ObjectId
@@ -151,7 +151,7 @@ def status(repo: Repository) -> StatusResult:
         redaction_outdated=rules_outdated(repo),
         redaction_rules=rules_version(),
         remotes=tuple(remote_status(repo)),
-        exclusions=tuple(exclusions(repo)),
+        exclusions=tuple(exclusion_list(repo)),
     )
 
 

@@ -292,7 +292,6 @@ def lift(repo: Repository, rules: Sequence[ExclusionRule]) -> tuple[CommitResult
 
     Returns the commit (None when no rule was recorded) and how many chunks are visible again.
     """
-    from funes.storage.forget import restored_by
     from funes.storage.repo import now_iso
 
     wanted = set(rules)
@@ -305,3 +304,18 @@ def lift(repo: Repository, rules: Sequence[ExclusionRule]) -> tuple[CommitResult
     result = repo.commit_chunks([], f"exclude --remove {names}: {len(back)} chunk(s) back",
                                 tombstones=[stone], restored=len(back))
     return result, len(back)
+
+
+def restored_by(repo: Repository, lifting: tuple[ObjectId, ...]) -> set[str]:
+    """The chunks that lifting tombstones `lifting` (reachable from HEAD) makes visible again.
+
+    Shared by `lift` here and `funes unforget` (funes.storage.forget).
+    """
+    head = repo.head()
+    targets, lifted = repo.tombstones(head)
+    before = repo.tombstoned_ids(head)
+    after: set[str] = set()
+    for tid, ids in targets.items():
+        if tid not in lifted and tid not in lifting:
+            after.update(ids)
+    return (before - after) & repo.chunk_ids()

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 from funes.errors import UsageError
-from funes.model.ids import ObjectId
 from funes.model.objects import ExclusionRule, Tombstone
-from funes.storage.exclusions import COLUMNS, make_rule, rule_matches
+from funes.storage.exclusions import COLUMNS, make_rule, restored_by, rule_matches
 from funes.storage.repo import CommitResult, Repository, now_iso
 
 
@@ -132,18 +131,6 @@ def tombstone(repo: Repository, ids: list[str], reason: str) -> CommitResult:
         return CommitResult(None, 0, 0, 0, head.chunk_count if head else 0)
     stone = Tombstone(tuple(sorted(ids)), reason, repo._who(), now_iso())
     return repo.commit_chunks([], f"{reason}: {len(ids)} chunk(s)", tombstones=[stone])
-
-
-def restored_by(repo: Repository, lifting: tuple[ObjectId, ...]) -> set[str]:
-    """The chunks that lifting tombstones `lifting` (reachable from HEAD) makes visible again."""
-    head = repo.head()
-    targets, lifted = repo.tombstones(head)
-    before = repo.tombstoned_ids(head)
-    after: set[str] = set()
-    for tid, ids in targets.items():
-        if tid not in lifted and tid not in lifting:
-            after.update(ids)
-    return (before - after) & repo.chunk_ids()
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,7 @@ def exclude(app: App, projects: tuple[str, ...], paths: tuple[str, ...],
     if not rules:
         if remove or dry_run:
             raise click.UsageError("name the exclusions (--project, --path, --agent, --session)")
-        items = api.exclusions(repo)
+        items = api.exclusion_list(repo)
         render(app.fmt, items, human=lambda xs: "\n".join(_exclusion_lines(xs))
                or "no exclusions")
         return
