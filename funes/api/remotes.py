@@ -22,7 +22,7 @@ from pathlib import Path
 from funes._env import Settings
 from funes.api.exclusions import reconcile
 from funes.api.memory import merge_in, owns_remote, pick_tip, split_tag
-from funes.api.retraction import Adoption, adopt_rewritten, tracking
+from funes.api.retraction import Adoption, adopt_rewritten
 from funes.api.syncstate import record_sync, recorded
 from funes.errors import UsageError
 from funes.model.ids import ObjectId
@@ -230,7 +230,6 @@ def pull(
 
 def _pull(repo: Repository, name: str, branch: str, progress: Progress | None,
           require_signed: bool) -> PullResult:
-    before = tracking(repo, name, branch)
     fetched = _sync.fetch(
         repo, _sync.configured_remote(repo, name), progress=progress_or_silent(progress)
     )
@@ -243,7 +242,7 @@ def _pull(repo: Repository, name: str, branch: str, progress: Progress | None,
     checks = _incoming_signatures(repo, tip)
     if require_signed:
         require_all_signed(checks, f"the pull from {name}")
-    adopted = adopt_rewritten(repo, name, before, tip)  # a remote retracted since: its images
+    adopted = adopt_rewritten(repo, name, branch, tip)  # a retracted remote: onto its images
     return PullResult(fetched, _merged(repo, tip, f"{name}/{branch}"), tuple(checks), adopted)
 
 

@@ -19,7 +19,7 @@ from funes.remotes.retract import RetractCheck, RetractResult
 from funes.remotes.retract import retract as _retract
 from funes.storage import retract as _adoption
 from funes.storage.repo import Repository
-from funes.storage.transfer import ancestors, is_ancestor
+from funes.storage.transfer import ancestors
 
 __all__ = ["Adoption", "RetractCheck", "RetractResult", "adopt_rewritten", "retract"]
 
@@ -43,20 +43,21 @@ def retract(
                         progress=progress or no_progress)
 
 
-def tracking(repo: Repository, remote: str, branch: str) -> ObjectId | None:
-    """The remote-tracking tip of `remote/branch` (read before a fetch moves it)."""
-    return repo.refs.read(remote_ref(remote, branch))
-
-
-def adopt_rewritten(repo: Repository, remote: str, before: ObjectId | None,
+def adopt_rewritten(repo: Repository, remote: str, branch: str,
                     tip: ObjectId) -> Adoption | None:
-    """Before merging `tip`: adopt it when the remote was retracted since `before` was fetched.
+    """Before `pull` or `sync` merges `tip`: adopt a retraction a fetch brought.
 
-    Cheap when the remote only grew (`before` is an ancestor of `tip`); otherwise the new
-    history's `replaces` decide (funes.storage.retract.adopt).
+    Costs nothing unless a fetch noted one (funes.remotes.sync: images that name the commits
+    they replace arrived); the note says where the tracking ref was before, which bounds what
+    may be replaced (funes.storage.retract.adopt).
     """
-    if before is None or before == tip or not repo.objects.has(before):
+    before = _sync.rewritten_from(repo, remote)
+    if before is None:
         return None
-    if is_ancestor(repo, before, tip):
-        return None
-    return _adoption.adopt(repo, remote, tip, ancestors(repo, before))
+    old = before.get(str(remote_ref(remote, branch)))
+    try:
+        if old is None or not repo.objects.has(old) or old == tip:
+            return None
+        return _adoption.adopt(repo, remote, tip, ancestors(repo, old))
+    finally:
+        _sync.clear_rewrite(repo, remote)

@@ -29,7 +29,7 @@ from funes.api.remotes import (
     remote_add,
     remote_list,
 )
-from funes.api.retraction import adopt_rewritten, tracking
+from funes.api.retraction import adopt_rewritten
 from funes.api.syncstate import record_sync, recorded
 from funes.errors import UsageError
 from funes.model.refs import branch_ref
@@ -88,12 +88,11 @@ def sync(
         for attempt in range(1, max(1, attempts) + 1):
             state = handle.state()
             if state.exists:
-                seen = tracking(repo, name, branch)
                 fetched = _sync.fetch(repo, handle, state=state,
                                       progress=progress_or_silent(progress))
                 tip = fetched.refs.get(branch_ref(branch))
                 if tip is not None:
-                    adopt_rewritten(repo, name, seen, tip)  # a remote retracted since
+                    adopt_rewritten(repo, name, branch, tip)  # a retracted remote
                     before = repo.head()
                     merged = merge_in(repo, tip, f"{name}/{branch}")
                     reconcile(repo, before)  # exclusions the merge brought hold here too

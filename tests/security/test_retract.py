@@ -192,8 +192,10 @@ def test_a_machine_with_work_of_its_own_adopts_the_rewritten_remote(world: World
     b.commit_chunks(make_batch(40, 3), "index: b, not pushed yet")
     sec.forget(a, session="client-x")
     assert api.retract(a, confirm=lambda check: True).done
+    assert api.fetch(b).rewritten  # a fetch alone notes it; the pull after it adopts
     pulled = api.pull(b)
     assert pulled.adopted is not None and pulled.adopted.rebased == 1
+    assert not api.fetch(b).rewritten
     # B's own commit now sits on the images: the old history is not in B's branch any more
     from funes.storage.transfer import ancestors
 
