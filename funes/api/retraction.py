@@ -51,7 +51,7 @@ def adopt_rewritten(repo: Repository, remote: str, branch: str,
     they replace arrived); the note says where the tracking ref was before, which bounds what
     may be replaced (funes.storage.retract.adopt).
     """
-    before = _sync.rewritten_from(repo, remote)
+    before = _adoption.rewritten_from(repo, remote)
     if before is None:
         return None
     old = before.get(str(remote_ref(remote, branch)))
@@ -60,4 +60,4 @@ def adopt_rewritten(repo: Repository, remote: str, branch: str,
             return None
         return _adoption.adopt(repo, remote, tip, ancestors(repo, old))
     finally:
-        _sync.clear_rewrite(repo, remote)
+        _adoption.clear_rewrite(repo, remote)

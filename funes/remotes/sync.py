@@ -53,8 +53,7 @@ from funes.remotes.base import (
 from funes.remotes.hf import HubRemote
 from funes.remotes.layout import object_path, table_file
 from funes.remotes.local import DirectoryRemote
-from funes.storage import publish
-from funes.storage.atomic import write_atomic
+from funes.storage import publish, retract
 from funes.storage.repo import Repository, now_iso
 from funes.storage.transfer import (
     TransferError,
@@ -197,55 +196,15 @@ def fetch(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if any(isinstance(obj, Commit) and obj.replaces for _, obj in objects.values()):
-        _note_rewrite(repo, remote.name)
+        retract.note_rewrite(repo, remote.name)
     updated = _update_tracking(repo, remote.name, st, f"fetch {remote.name}")
     if tags:
         updated += _take_tags(repo, st, f"fetch {remote.name}")
     refs = {str(ref): oid for ref, oid in st.branches.items()}
     return FetchResult(
         remote.name, remote.spec.url, st.revision, refs, updated, written, files, nbytes,
-        rewritten_from(repo, remote.name) is not None,
+        retract.rewritten_from(repo, remote.name) is not None,
     )
-
-
-def _rewrite_note(repo: Repository, name: str) -> Path:
-    return repo.path / "remotes" / name / "rewritten.json"
-
-
-def _note_rewrite(repo: Repository, name: str) -> None:
-    """Remember where the remote-tracking refs were before a fetch brought a retraction.
-
-    Kept until a pull adopts the rewritten history, so a `fetch` and a later `pull` adopt it
-    just as one `pull` does; an earlier note (an older `before`) is kept.
-    """
-    import json
-
-    if rewritten_from(repo, name) is not None:
-        return
-    before = {str(ref): oid for ref, oid in repo.refs.iter_refs(f"refs/remotes/{name}/")}
-    path = _rewrite_note(repo, name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps({"before": before}).encode(), durable=False)
-
-
-def rewritten_from(repo: Repository, name: str) -> dict[str, ObjectId] | None:
-    """Where `refs/remotes/<name>/*` were before a retraction was fetched (None: none was)."""
-    import json
-
-    from funes.model.ids import is_object_id
-
-    try:
-        data = json.loads(_rewrite_note(repo, name).read_text("utf-8"))
-        before = dict(data["before"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return {str(k): ObjectId(v) for k, v in before.items()
-            if isinstance(v, str) and is_object_id(v)}
-
-
-def clear_rewrite(repo: Repository, name: str) -> None:
-    """The retraction was adopted (or found nothing to adopt): forget the note."""
-    _rewrite_note(repo, name).unlink(missing_ok=True)
 
 
 def _staging(repo: Repository, prefix: str) -> Path:

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from funes.model.ids import ObjectId
 from funes.model.objects import Commit, DataFile, FragmentRecord, Manifest
 from funes.model.refs import RefName
 from funes.storage import publish
+from funes.storage.atomic import write_atomic
 from funes.storage.repo import Repository
 from funes.storage.transfer import ancestors, commits_between
 
@@ -219,3 +221,46 @@ def _move_tags(repo: Repository, mapping: Mapping[str, str]) -> None:
         for ref, oid in moves:
             repo.refs.set_if_equals(ref, oid, ObjectId(mapping[oid]), who=repo._who(),
                                     time=now_iso(), message="retract: follow the image")
+
+
+# -- the note a fetch leaves ---------------------------------------------------------------------
+
+
+def _note_path(repo: Repository, name: str) -> Path:
+    return repo.path / "remotes" / name / "rewritten.json"
+
+
+def note_rewrite(repo: Repository, name: str) -> None:
+    """Remember where the remote-tracking refs were before a fetch brought a retraction.
+
+    Kept until a pull adopts the rewritten history, so a `fetch` and a later `pull` adopt it
+    just as one `pull` does; an earlier note (an older `before`) is kept.
+    """
+    import json
+
+    if rewritten_from(repo, name) is not None:
+        return
+    before = {str(ref): oid for ref, oid in repo.refs.iter_refs(f"refs/remotes/{name}/")}
+    path = _note_path(repo, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps({"before": before}).encode(), durable=False)
+
+
+def rewritten_from(repo: Repository, name: str) -> dict[str, ObjectId] | None:
+    """Where `refs/remotes/<name>/*` were before a retraction was fetched (None: none was)."""
+    import json
+
+    from funes.model.ids import is_object_id
+
+    try:
+        data = json.loads(_note_path(repo, name).read_text("utf-8"))
+        before = dict(data["before"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return {str(k): ObjectId(v) for k, v in before.items()
+            if isinstance(v, str) and is_object_id(v)}
+
+
+def clear_rewrite(repo: Repository, name: str) -> None:
+    """The retraction was adopted (or found nothing to adopt): forget the note."""
+    _note_path(repo, name).unlink(missing_ok=True)
