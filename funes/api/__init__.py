@@ -23,6 +23,7 @@ from funes.api.agents import (
     ask,
     mcp_serve,
 )
+from funes.api.exclusions import ExcludeResult, ExclusionInfo, exclude, exclusion_list
 from funes.api.firstrun import QuickstartResult, quickstart
 from funes.api.foreign import ImportResult, import_memory
 from funes.api.gitlink import (
@@ -76,8 +77,10 @@ from funes.api.public import (
     PublishCheck,
     PublishRefusedError,
     PublishResult,
+    SelectionResult,
     TagInfo,
     publish,
+    publish_selection,
     tag_create,
     tag_delete,
     tag_list,
@@ -124,6 +127,7 @@ from funes.api.repo import (
     show,
     status,
 )
+from funes.api.retraction import Adoption, RetractCheck, RetractResult, retract
 from funes.api.search import (
     BLOCK_TYPES,
     HARNESSES,
@@ -175,6 +179,7 @@ __all__ = [
     "HARNESSES",
     "UNTRUSTED",
     "UNTRUSTED_PASSAGES",
+    "Adoption",
     "AskResult",
     "AttachResult",
     "BlameCommit",
@@ -184,6 +189,8 @@ __all__ = [
     "CommitResult",
     "DrainResult",
     "EmptyRecall",
+    "ExcludeResult",
+    "ExclusionInfo",
     "FetchResult",
     "FsckReport",
     "HooksReport",
@@ -214,7 +221,10 @@ __all__ = [
     "RemoteStatus",
     "Repository",
     "ResetResult",
+    "RetractCheck",
+    "RetractResult",
     "SearchStatus",
+    "SelectionResult",
     "Settings",
     "ShowResult",
     "StatusResult",
@@ -239,6 +249,8 @@ __all__ = [
     "config_unset",
     "embed",
     "empty_recall",
+    "exclude",
+    "exclusion_list",
     "fetch",
     "fsck",
     "get",
@@ -273,6 +285,7 @@ __all__ = [
     "owned",
     "parse_since",
     "publish",
+    "publish_selection",
     "pull",
     "push",
     "quickstart",
@@ -292,6 +305,7 @@ __all__ = [
     "remote_set_url",
     "remote_status",
     "reset",
+    "retract",
     "search_status",
     "show",
     "signature_note",
