@@ -42,7 +42,8 @@ from funes.inference import registry
 from funes.inference.catalog import DEFAULT_EMBED_MODEL, known_by_repo
 from funes.ingest.represent import label, representation
 from funes.ingest.scrub import note_ingest
-from funes.model.objects import ModelStamp
+from funes.model.chunk import Chunk
+from funes.model.objects import ExclusionRule, ModelStamp
 from funes.remotes import foreign
 from funes.remotes.base import (
     RemoteNotFoundError,
@@ -53,6 +54,8 @@ from funes.remotes.base import (
 )
 from funes.retrieval import indexes
 from funes.storage.atomic import write_atomic
+from funes.storage.exclusions import active as active_exclusions
+from funes.storage.exclusions import rule_matches
 from funes.storage.lock import WriteLock
 from funes.storage.repo import Repository
 from funes.storage.tables import VECTOR_FILTER_COLUMNS, chunks_to_arrow, vector_schema
@@ -161,9 +164,14 @@ def _convert(settings: Settings, repo: Repository, table: foreign.ForeignTable, 
     rows = added = duplicates = vectors = commits = 0
     tag = label(stamp.name, 1) if stamp else ""
     note_ingest(repo)  # which redaction rules the stored chunks met (funes status)
+    rules = active_exclusions(repo).rules  # what the user keeps out of this memory (docs/cli.md)
     for batch in foreign.read_rows(table, vectors=stamp is not None, skipped=skipped,
                                    redactions=redactions):
         rows += len(batch)
+        if rules:
+            kept = [r for r in batch if not _excluded(r.chunk, rules)]
+            skipped["excluded"] += len(batch) - len(kept)
+            batch = kept
         progress(rows, table.rows, source)
         vec = None
         if stamp is not None:
@@ -187,6 +195,12 @@ def _convert(settings: Settings, repo: Repository, table: foreign.ForeignTable, 
         indexes.ensure_vectors(repo)
     return ImportResult(source, repo.path, rows, added, duplicates, vectors, table.model,
                         None, dict(skipped), commits, dict(redactions))
+
+
+def _excluded(chunk: Chunk, rules: Sequence[ExclusionRule]) -> bool:
+    return any(rule_matches(rule, harness=chunk.harness, session=chunk.session_id,
+                            workdir=chunk.workdir, project=chunk.project, source=chunk.source)
+               for rule in rules)
 
 
 def import_memory(settings: Settings, repo: Repository, source: str | None = None, *,

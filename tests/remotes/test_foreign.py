@@ -208,6 +208,12 @@ def test_import_twice_adds_nothing_and_recall_keeps_its_provenance(
     out = run("import", str(tmp_path), "--memory", str(repo.path))
     assert out.exit_code == 2 and "not a Rust-funes memory" in out.stderr
 
+    kept_out = Repository.init(tmp_path / "q" / ".funes", settings)
+    kept_out.config.set("exclude.sessions", "sess-00003")  # the user's exclusions hold
+    third = api.import_memory(settings, kept_out, str(tmp_path / "src"))
+    excluded = sum(r.session_id == "sess-00003" for r in rows)
+    assert third.added == size - excluded and third.skipped == {"excluded": excluded}
+
 
 def test_clone_of_a_hub_memory_imports_it_and_keeps_no_way_to_write_back(
     on_hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Any
