@@ -66,7 +66,7 @@ _memo: dict[tuple[str, str], tuple[dict[str, ExclusionRule], frozenset[str]]] = 
 
 def make_rule(kind: str, pattern: str) -> ExclusionRule:
     """A rule from the command line or config, checked (exit 2 with the fix when it is bad)."""
-    from funes.model.turns import HARNESSES, is_harness
+    from funes.model.turns import HARNESSES
 
     pattern = pattern.strip()
     if kind not in EXCLUSION_KINDS:
@@ -75,9 +75,8 @@ def make_rule(kind: str, pattern: str) -> ExclusionRule:
     if not pattern or len(pattern) > 1024 or any(ord(ch) < 32 for ch in pattern):
         raise UsageError(f"bad {kind} pattern {pattern[:60]!r}",
                          hint="give one non-empty line, like `client-x` or `~/work/acme/*`")
-    if kind == "agent" and not is_harness(pattern):  # a turn file's producer names itself
-        raise UsageError(f"unknown agent {pattern!r}",
-                         hint=f"agents: {', '.join(HARNESSES)}, or a turn file's producer name")
+    if kind == "agent" and pattern not in HARNESSES:
+        raise UsageError(f"unknown agent {pattern!r}", hint=f"agents: {', '.join(HARNESSES)}")
     return ExclusionRule(kind, pattern)
 
 

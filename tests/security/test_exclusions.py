@@ -185,7 +185,7 @@ def test_matching_rules(tmp_path: Path) -> None:
     assert m(rule("session", "abc*"), harness="claude", session="abc-123")
     assert m(rule("session", "abc*"), harness="claude", session="sub-9", parent_session="abc-1")
     with pytest.raises(UsageError, match="unknown agent"):
-        rule("agent", "No Body")  # a producer may name itself, within [a-z0-9_-]
+        rule("agent", "nobody")
     with pytest.raises(UsageError, match="bad project pattern"):
         rule("project", " ")
 
