@@ -163,6 +163,7 @@ def fetch_hub_table(
         RemoteError: the Hub cannot be reached or sends a file of another size.
     """
     listing = remote.files(state)
+    revision = str(state.revision)
     prefix = f"{TABLE}/"
     latest = latest_manifest(p[len(prefix):] for p in listing if p.startswith(prefix))
     version = lance_version(latest) if latest else None
@@ -171,7 +172,7 @@ def fetch_hub_table(
     table = mirror / TABLE
     manifest = prefix + latest
     if not (table / latest).is_file():
-        sizes = remote.sizes(state, [manifest])
+        sizes = remote.sizes(revision, [manifest])
         if sizes.get(manifest, 0) > MAX_OBJECT_BYTES:
             raise ForeignMemoryError(f"{remote.spec.display}: its manifest is "
                                      f"{sizes[manifest]} bytes; refusing it")
@@ -180,7 +181,7 @@ def fetch_hub_table(
     missing = {rel: size for rel, size in wanted.items() if not _has(table / rel, size)}
     if missing:
         paths = [prefix + rel for rel in missing]
-        hub_sizes = remote.sizes(state, paths)
+        hub_sizes = remote.sizes(revision, paths)
         sizes = {}
         for rel, size in missing.items():
             hub = hub_sizes.get(prefix + rel)

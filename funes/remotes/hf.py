@@ -248,10 +248,6 @@ class HubRemote:
         """Every file at `state`, relative to the memory's folder (one request, cached)."""
         return self._listing(state.revision) if state.revision else frozenset()
 
-    def sizes(self, state: RemoteState, paths: Sequence[str]) -> dict[str, int]:
-        """The sizes the Hub reports for files at `state` (missing ones left out)."""
-        return self._sizes(state.revision, paths) if state.revision else {}
-
     def create(self) -> None:
         """Create the dataset repository, private (publishing is a deliberate act)."""
         with self._errors("create the repository"):
@@ -348,7 +344,7 @@ class HubRemote:
                 )
 
         if limits:
-            for path, size in self._sizes(revision, [p for p, _ in files]).items():
+            for path, size in self.sizes(revision, [p for p, _ in files]).items():
                 check(path, size)
 
         def one(path: str, dest: Path) -> None:
@@ -371,7 +367,7 @@ class HubRemote:
                 future.result()
                 progress(done, len(files), futures[future])
 
-    def _sizes(self, revision: str, paths: Sequence[str]) -> dict[str, int]:
+    def sizes(self, revision: str, paths: Sequence[str]) -> dict[str, int]:
         """The sizes of files at `revision`, as the Hub reports them (missing ones left out)."""
         out: dict[str, int] = {}
         api = self._api()
