@@ -9,8 +9,10 @@ write `from funes import api; api.index(...)`.
 from funes._env import Settings
 from funes._env import settings as load_settings
 from funes.api.agent_format import (
+    REVISITED,
     UNTRUSTED,
     UNTRUSTED_PASSAGES,
+    get_command,
     recall_text,
     status_text,
     turns_text,
@@ -163,6 +165,7 @@ from funes.storage.tables import storage_damage
 __all__ = [
     "BLOCK_TYPES",
     "HARNESSES",
+    "REVISITED",
     "UNTRUSTED",
     "UNTRUSTED_PASSAGES",
     "AskResult",
@@ -229,6 +232,7 @@ __all__ = [
     "fetch",
     "fsck",
     "get",
+    "get_command",
     "get_output",
     "hook_run",
     "hooks_install",

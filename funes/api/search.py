@@ -110,6 +110,9 @@ class RecallRequest:
     session: tuple[str, ...] = ()
     since: str | None = None
     until: str | None = None
+    #: Read the memory as it stood then (funes.retrieval.recall.Options.as_of): a date, an
+    #: ISO time or an age (`30d`), like `since`.
+    as_of: str | None = None
     turns: frozenset[tuple[str, str]] | None = None
     rerank: bool = True
     vector: bool = True
@@ -120,6 +123,8 @@ class RecallRequest:
     time_hints: bool = False
     #: Favour the prose of the speaker the question is about (funes.retrieval.recall.speaker_of).
     speaker: bool = True
+    #: Mark hits a later passage revisits, and rank it at least as high (retrieval.supersede).
+    supersede: bool = True
     #: Milliseconds the whole recall may take before reranking stops (score what fits, in
     #: order); 0 never stops it early.
     budget_ms: float | None = None
@@ -189,7 +194,7 @@ def recall_in_process(settings: Settings, repo: Repository,
     filters = Filters(
         harness=r.harness, block_type=r.block_type, project=r.project, session=r.session,
         since=parse_since(r.since) if r.since else None,
-        until=parse_since(r.until) if r.until else None,
+        until=parse_since(r.until, option="--until") if r.until else None,
         turns=r.turns,
     )
     opts = Options(
@@ -203,11 +208,13 @@ def recall_in_process(settings: Settings, repo: Repository,
         neighbors=r.neighbors,
         filters=filters,
         now=r.now,
+        as_of=parse_since(r.as_of, option="--as-of") if r.as_of else None,
         vector=r.vector,
         bm25=r.bm25,
         context=r.context,
         time_hints=r.time_hints,
         speaker=r.speaker,
+        supersede=r.supersede,
     )
     opts.check()
     budget = r.budget_ms if r.budget_ms is not None else _config_budget(repo)

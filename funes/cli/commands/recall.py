@@ -45,8 +45,10 @@ def render_human(result: api.RecallResult, label: str, trusted: bool) -> str:
         head = (f"{i}. {_ts(r)}  {r['harness']}  {_where(r)}  {r['block_type']}"
                 f"  score {hit.score:.3f}" + ("  UNTRUSTED" if r.get("untrusted") else ""))
         out.append(click.style(head, fg="cyan", bold=True))
-        out.append(click.style(f"   funes get {r['session_id']} {r['turn_id']} --memory {label}",
-                               fg="yellow"))
+        out.append(click.style(f"   {api.get_command(r, label)}", fg="yellow"))
+        if hit.revisited is not None:
+            out.append(click.style(f"   {api.REVISITED}: {api.get_command(hit.revisited, label)}",
+                                   fg="magenta"))
         out.append("   " + str(r["text"]).replace("\n", "\n   "))
         for n in hit.neighbors:
             first = " ".join(str(n["text"]).split())[:160]
@@ -96,6 +98,9 @@ def recall_options(func: F) -> F:
         click.option("--session", multiple=True, help="Only this session id."),
         click.option("--since", help="Only passages since WHEN (2026-11-01, 7d, 12h)."),
         click.option("--until", help="Only passages before WHEN."),
+        click.option("--as-of", "as_of", metavar="WHEN",
+                     help="Read the memory as it stood at WHEN: passages before it, recency "
+                     "from it, revisits only by what was said by then."),
         click.option("--no-rerank", "rerank", flag_value=False, default=True,
                      help="Skip the cross-encoder even if installed."),
         click.option("--rerank-pool", type=int, default=None, metavar="N",

@@ -1,0 +1,155 @@
+"""Supersession at read time (funes.retrieval.supersede) on real Lance memories.
+
+A decision, then weeks later its amendment, among other passages of the same project: the
+decision carries `revisited later` pointing at the amendment, the amendment ranks above it,
+`--as-of` before the amendment reads the memory as it stood then, and the line is part of the
+agent format.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from funes import api
+from funes.model.chunk import Chunk
+from funes.retrieval import supersede as sup
+from funes.storage.repo import Repository
+
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
+PROJECT = "github.com/acme/crm"
+
+
+def chunk(session: str, seq: int, text: str, ts: str, *, project: str = PROJECT,
+          role: str = "assistant") -> Chunk:
+    return Chunk(text=text, harness="claude", session_id=session, turn_id=f"{session}-t{seq}",
+                 seq=seq, ts=ts, role=role, block_type="text", block_idx=0, split_idx=0,
+                 workdir="/src/crm", project=project)
+
+
+#: The decision matches the question's words best; the amendment revisits it a month later.
+DECISION = chunk("s-decide", 3, "Settled: merge_records keys duplicate contacts on the lowercased "
+                 "email and calendar day, and on a collision keeps the latest updated record.",
+                 "2026-09-01T10:00:00Z")
+AMENDMENT = chunk("s-amend", 5, "Amended merge_records rule, superseding keep-latest: the "
+                  "lowercased email and calendar day stay the key; on a collision the most "
+                  "filled record wins, ties keep the CRM side.", "2026-10-02T10:00:00Z")
+OTHERS = [
+    chunk("s-other", 1, "The nightly export now writes CSV with CRLF line endings.",
+          "2026-09-10T10:00:00Z"),
+    chunk("s-other", 2, "Retry the upstream call on 429 with exponential backoff.",
+          "2026-09-11T10:00:00Z"),
+    chunk("s-elsewhere", 1, "In the billing project merge_records keeps duplicate invoices "
+          "by lowercased email and calendar day, latest updated first.", "2026-10-20T10:00:00Z",
+          project="github.com/acme/billing"),
+]
+QUERY = "merge_records duplicate contacts collision latest updated"
+
+
+@pytest.fixture
+def crm(tmp_path: Path, settings: Any) -> Repository:
+    repo = Repository.init(tmp_path / "crm" / ".funes", settings)
+    repo.commit_chunks([DECISION, AMENDMENT, *OTHERS], "seed")
+    return repo
+
+
+def texts(result: api.RecallResult) -> list[str]:
+    return [h.row["text"] for h in result.hits]
+
+
+def test_the_amendment_ranks_above_the_decision_it_revisits(settings: Any,
+                                                             crm: Repository) -> None:
+    off = api.recall(settings, crm, QUERY, k=4, now=NOW, supersede=False)
+    assert texts(off).index(DECISION.text) < texts(off).index(AMENDMENT.text)
+    assert all(h.revisited is None for h in off.hits)
+    on = api.recall(settings, crm, QUERY, k=4, now=NOW)
+    order = texts(on)
+    assert order.index(AMENDMENT.text) == order.index(DECISION.text) - 1  # just above it
+    decision = on.hits[order.index(DECISION.text)]
+    assert decision.revisited is not None
+    assert (decision.revisited["session_id"], decision.revisited["turn_id"]) == (
+        AMENDMENT.session_id, AMENDMENT.turn_id)
+    assert "supersede" in on.signals
+    # another project's later passage on the same words is not a revisit of this one
+    assert on.hits[order.index(OTHERS[2].text)].revisited is None
+
+
+def test_as_of_reads_the_memory_as_it_stood_then(settings: Any, crm: Repository) -> None:
+    then = api.recall(settings, crm, QUERY, k=4, as_of="2026-09-20")
+    assert AMENDMENT.text not in texts(then) and OTHERS[2].text not in texts(then)
+    assert texts(then)[0] == DECISION.text and then.hits[0].revisited is None
+    later = api.recall(settings, crm, QUERY, k=4, as_of="2026-10-05")
+    assert texts(later)[0] == AMENDMENT.text
+
+
+def test_as_of_narrows_until_never_widens_it(settings: Any, crm: Repository) -> None:
+    both = api.recall(settings, crm, QUERY, k=4, as_of="2026-10-25", until="2026-09-05")
+    assert texts(both) == [DECISION.text]
+
+
+def test_revisited_later_in_the_agent_and_json_formats(settings: Any, crm: Repository) -> None:
+    result = api.recall(settings, crm, QUERY, k=4, now=NOW, neighbors=0)
+    text = api.recall_text(result, "crm", True)
+    expected = f"  revisited later: funes get {AMENDMENT.session_id} {AMENDMENT.turn_id} " \
+               "--memory crm"
+    block = text.split("---")[texts(result).index(DECISION.text)].strip("\n").splitlines()
+    assert block[1].startswith("  → funes get s-decide") and block[2] == expected
+    assert text.count("revisited later") == 1
+    out = json.loads(api.recall_output("json", result, "crm", True))
+    marked = [h for h in out["hits"] if h["revisited_later"]]
+    assert [h["session_id"] for h in marked] == ["s-decide"]
+    assert marked[0]["revisited_later"] == {
+        "session_id": "s-amend", "turn_id": "s-amend-t5", "ts": AMENDMENT.ts,
+        "get": "funes get s-amend s-amend-t5 --memory crm"}
+
+
+def test_cli_as_of_and_a_bad_value(run: Any, crm: Repository) -> None:
+    memory = str(crm.path)
+    ok = run("--format", "json", "recall", QUERY, "--as-of", "2026-09-20", "--memory", memory)
+    assert ok.exit_code == 0, ok.stderr
+    assert AMENDMENT.text not in ok.stdout and DECISION.text in ok.stdout
+    bad = run("recall", QUERY, "--as-of", "last tuesday", "--memory", memory)
+    assert bad.exit_code == 2 and "--as-of" in bad.stderr
+
+
+class _Hit:
+    def __init__(self, cid: str, score: float, day: int, text: str, place: str = "p",
+                 session: str | None = None) -> None:
+        self.row = {"id": cid, "text": text, "project": place, "session_id": session or cid,
+                    "time": datetime(2026, 1, day, tzinfo=UTC), "turn_id": cid}
+        self.score = score
+        self.revisited: dict[str, Any] | None = None
+
+
+def _no_vectors(ids: Any) -> Any:
+    return lambda a, b: None
+
+
+def test_a_later_passage_that_does_not_answer_the_question_lifts_nothing() -> None:
+    words = "parser streaming buffer records memory leak line reader"
+    hits = [_Hit("old", 1.0, 1, words), _Hit("new", 0.3, 9, words)]
+    assert sup.supersede(hits, "parser", _no_vectors) == 0
+    assert [h.row["id"] for h in hits] == ["old", "new"] and hits[0].revisited is None
+
+
+def test_an_unrelated_or_earlier_passage_is_no_revisit() -> None:
+    hits = [_Hit("a", 1.0, 5, "streaming parser buffers records leak"),
+            _Hit("b", 0.9, 9, "weather widget celsius fahrenheit setting"),
+            _Hit("c", 0.8, 2, "streaming parser buffers records leak")]
+    assert sup.supersede(hits, "parser", _no_vectors) == 1
+    marks = {h.row["id"]: h.revisited and h.revisited["id"] for h in hits}
+    assert marks == {"a": None, "b": None, "c": "a"}  # only the earlier one is revisited
+    assert [h.row["id"] for h in hits] == ["a", "b", "c"]  # already above it: nothing moves
+
+
+def test_vectors_decide_where_both_passages_have_one() -> None:
+    hits = [_Hit("a", 1.0, 5, "alpha beta gamma"), _Hit("b", 0.9, 9, "delta epsilon zeta")]
+    close = {("a", "b"): 0.8}
+    marked = sup.supersede(hits, "q", lambda ids: lambda x, y: close.get((x, y)))
+    assert marked == 1 and [h.row["id"] for h in hits] == ["b", "a"]
+    far = [_Hit("a", 1.0, 5, "same words here"), _Hit("b", 0.9, 9, "same words here")]
+    assert sup.supersede(far, "q", lambda ids: lambda x, y: 0.1) == 0
