@@ -143,6 +143,8 @@ class TaskResult:
     a_hits: int
     a_marked: int  # chat-A hits whose `revisited` points into chat B
     pointers: list[str] = field(default_factory=list)
+    other_marked: int = 0  # decoy or chat-B hits marked revisited (by anything)
+    other_hits: int = 0
 
     @property
     def newer_first(self) -> bool:
@@ -151,7 +153,7 @@ class TaskResult:
 
 
 def run_sde(settings: Any, data: dict[str, Any], memories: dict[str, Path],
-            supersede: bool) -> list[TaskResult]:
+            supersede: bool, vector: bool = True) -> list[TaskResult]:
     """Ask every task's bug report of its memory."""
     from funes import api
 
@@ -160,10 +162,10 @@ def run_sde(settings: Any, data: dict[str, Any], memories: dict[str, Path],
     for task in data["tasks"]:
         repo = api.open_memory(settings, str(memories[task["task_id"]]))
         result = api.recall(settings, repo, task["bug_report"], k=K, rerank=False, now=now,
-                            supersede=supersede, budget_ms=0)
+                            supersede=supersede, vector=vector, budget_ms=0)
         a, b = chat_ids(task)
         rank_a = rank_b = None
-        a_hits = a_marked = 0
+        a_hits = a_marked = other_hits = other_marked = 0
         pointers = []
         for rank, hit in enumerate(result.hits, 1):
             sid = hit.row["session_id"]
@@ -175,27 +177,34 @@ def run_sde(settings: Any, data: dict[str, Any], memories: dict[str, Path],
                     a_marked += 1
                 pointers.append(f"{hit.row['turn_id']}→"
                                 f"{later['turn_id'] if later is not None else '-'}")
-            elif sid == b:
-                rank_b = rank_b or rank
-        out.append(TaskResult(task["task_id"], rank_a, rank_b, a_hits, a_marked, pointers))
+            else:
+                if sid == b:
+                    rank_b = rank_b or rank
+                other_hits += 1
+                other_marked += hit.revisited is not None
+        out.append(TaskResult(task["task_id"], rank_a, rank_b, a_hits, a_marked, pointers,
+                              other_marked, other_hits))
     return out
 
 
 def sde_table(runs: dict[str, list[TaskResult]]) -> list[str]:
     """One row per task and variant."""
     lines = ["| variant | task | chat A rank | chat B rank | newer first | chat-A hits marked "
-             "→ chat B | marks (A turn → revisit) |", "|---|---|---:|---:|---|---:|---|"]
+             "→ chat B | other hits marked | marks (A turn → revisit) |",
+             "|---|---|---:|---:|---|---:|---:|---|"]
     for name, results in runs.items():
         for r in results:
             lines.append(f"| {name} | {r.task_id} | {r.rank_a or '–'} | {r.rank_b or '–'} | "
                          f"{'yes' if r.newer_first else 'no'} | {r.a_marked}/{r.a_hits} | "
-                         f"{', '.join(r.pointers) or '–'} |")
+                         f"{r.other_marked}/{r.other_hits} | {', '.join(r.pointers) or '–'} |")
     for name, results in runs.items():
         wins = sum(r.newer_first for r in results)
         marked = sum(r.a_marked for r in results)
         hits = sum(r.a_hits for r in results)
+        others = sum(r.other_marked for r in results)
+        other_hits = sum(r.other_hits for r in results)
         lines.append(f"| **{name}** | **all** | | | **{wins}/{len(results)}** | "
-                     f"**{marked}/{hits}** | |")
+                     f"**{marked}/{hits}** | **{others}/{other_hits}** | |")
     return lines
 
 
@@ -323,8 +332,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         with build_cpus(1):  # one llama.cpp thread embeds faster on a shared 2-core machine
             memories = build(settings, data, log)
-        runs = {name: run_sde(settings, data, memories, on)
-                for name, on in (("supersession off", False), ("supersession on", True))}
+        runs = {name: run_sde(settings, data, memories, on, vector)
+                for name, on, vector in (
+                    ("supersession off", False, True), ("supersession on", True, True),
+                    ("BM25 only, supersession off", False, False),
+                    ("BM25 only, supersession on", True, False))}
         out += [f"## sde-bench amended tasks ({src['repository']} @ {src['commit'][:12]}, "
                 f"{len(data['decoys'])} decoy chats, one memory per task, k = {K})", ""]
         out += [*sde_table(runs), ""]

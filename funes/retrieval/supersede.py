@@ -3,22 +3,34 @@
 A memory is append-only (docs/design.md §2), so a decision amended a month later is still
 stored next to its amendment, and both answer a question about it. Recency alone cannot tell
 them apart: with a half-life of 90 days, passages weeks apart differ by a few percent. So
-recall looks, among its own candidates, for later passages of the same place that revisit a
-hit's subject, says so on the hit (`Hit.revisited`, printed as `revisited later: funes get …`),
-and ranks the later passage at least as high as the earlier one.
+recall looks, among the passages it is about to show, for later ones of the same place that
+revisit a hit's subject, says so on the hit (`Hit.revisited`, printed as `revisited later:
+funes get …`), and ranks the later passage at least as high as the earlier one.
 
-A passage b revisits an earlier passage a when all of these hold:
+A passage b revisits an earlier hit a when all of these hold:
 
-* **the same place**: the same project (else the same working directory; passages with
-  neither count as one place, a single user's history), or the same session;
-* **later**: b's turn is dated after a's (a later turn of the same session counts);
-* **the same subject**: their embeddings are close (cosine ≥ MIN_COSINE), or, where either
-  has no vector yet, they share enough of their rare words (`overlap` ≥ MIN_OVERLAP);
-* **b answers the question too**: it is a candidate whose score is at least ANSWERS × a's.
+* **both answer the question**: both are in the head of the result (the k passages recall
+  shows, plus HEAD_MARGIN);
+* **a later conversation of the same place**: b belongs to another session than a, of the
+  same project (else the same working directory; passages with neither count as one place,
+  a single user's history), and is dated after a. Within one session nothing is marked or
+  lifted: a conversation keeps coming back to its subject (the question, the answer, "done,
+  tests pass"), and its later turns are not amendments of its earlier ones;
+* **the same subject**: a later conversation comes back to what an earlier one settled when
+  some passage of one is close to some passage of the other, among the two sessions'
+  candidates (a decision's summary and its amendment's, even when the hit itself is the
+  question that started it and the summaries rank below the head): their embeddings' cosine ≥ MIN_COSINE, or a share ≥ MIN_OVERLAP
+  of their words weighted by rarity among the candidates, the question's own words left out
+  (which also works for passages still waiting for vectors).
 
-Only candidates count, so this costs no query: the vectors of the head and of the passages
-that could revisit it are read by id, one lookup. Measured on sde-bench's amended decisions and
-LongMemEval's knowledge updates (bench/bench_supersede.py, bench/results/supersede.md).
+A hit points at the latest session that revisits it (its best passage there): the newest word
+on the subject. Every revisiting session's best passage is lifted just above the hit, older
+sessions below newer ones, so the order among everything else stays as it was.
+
+Only candidates count, so this costs no query: the vectors of the head sessions' candidates
+are read by id in one lookup. On sde-bench's amended decisions, session pairs that are amendments of each other
+reach cosines 0.62-0.85 in 5 of 6 tasks, decoy conversations about the same code base at most
+0.54 (bench/bench_supersede.py, bench/results/supersede.md).
 """
 
 from __future__ import annotations
@@ -28,19 +40,18 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-__all__ = ["ANSWERS", "HEAD", "MIN_COSINE", "MIN_OVERLAP", "overlap", "place", "supersede"]
+__all__ = ["HEAD_MARGIN", "MIN_COSINE", "MIN_OVERLAP", "overlap", "place", "supersede"]
 
-#: Hits (from the top) whose later revisits are looked for: the result and a little more, so a
-#: passage just below the cut that a revisit would lift is seen too.
-HEAD = 12
+#: Passages past the k shown that take part: one just below the cut may be lifted into it.
+HEAD_MARGIN = 4
 #: Cosine of two passages' embeddings from which they are about the same thing.
 MIN_COSINE = 0.6
-#: Share of the rarer passage's distinctive words the other must hold, without vectors.
-MIN_OVERLAP = 0.35
-#: A later passage answers the question too when its score is at least this share of the hit's.
-ANSWERS = 0.6
+#: Rarity-weighted share of words two passages without vectors must have in common.
+MIN_OVERLAP = 0.25
 
 _WORD = re.compile(r"[^\W_](?:[\w'-]*[^\W_])?", re.UNICODE)
+
+Cosine = Callable[[str, str], float | None]
 
 
 class Scored(Protocol):
@@ -60,76 +71,105 @@ def _words(text: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(text) if len(w) > 2}
 
 
-def overlap(a: set[str], b: set[str]) -> float:
-    """Share of the smaller word set found in the other (0 when either is empty)."""
-    if not a or not b:
+def overlap(a: set[str], b: set[str], weight: Callable[[str], float]) -> float:
+    """Weight of the words a and b share over the lighter set's weight (0 when either is empty).
+
+    Words weigh their rarity among the candidates (`weight`: an idf, and nothing for a word more
+    than a quarter of them hold), so "the" or the topic the candidates share counts for nothing
+    and a shared identifier for much.
+    """
+    wa, wb = sum(map(weight, a)), sum(map(weight, b))
+    if wa <= 0 or wb <= 0:
         return 0.0
-    return len(a & b) / min(len(a), len(b))
+    return sum(map(weight, a & b)) / min(wa, wb)
+
+
+class _Subject:
+    """Whether two passages, or two sessions' head passages, are about the same thing."""
+
+    def __init__(self, hits: Sequence[Scored], query: str, cosine: Cosine) -> None:
+        self._cosine = cosine
+        asked = _words(query)
+        self._words = {str(h.row["id"]): _words(str(h.row.get("text") or "")) - asked
+                       for h in hits}
+        self._df: dict[str, int] = {}
+        for words in self._words.values():
+            for word in words:
+                self._df[word] = self._df.get(word, 0) + 1
+        self._n = len(hits)
+
+    def _rarity(self, word: str) -> float:
+        # a word a quarter of the candidates hold is the topic they share, not a subject
+        df = self._df.get(word, 0)
+        if df > max(2.0, self._n / 4):
+            return 0.0
+        return math.log((self._n + 1) / (df + 0.5))
+
+    def pair(self, a: Scored, b: Scored) -> bool:
+        ia, ib = str(a.row["id"]), str(b.row["id"])
+        sim = self._cosine(ia, ib)
+        if sim is not None and sim >= MIN_COSINE:
+            return True
+        return overlap(self._words[ia], self._words[ib], self._rarity) >= MIN_OVERLAP
+
+    def sessions(self, xs: Sequence[Scored], ys: Sequence[Scored]) -> bool:
+        return any(self.pair(x, y) for x in xs for y in ys)
 
 
 def supersede(
     hits: list[Any],
     query: str,
-    cosine: Callable[[Sequence[str]], Callable[[str, str], float | None]],
+    k: int,
+    cosine: Callable[[Sequence[str]], Cosine],
 ) -> int:
     """Mark revisited hits and lift their revisits; `hits` sorted best first, re-sorted.
 
     `cosine(ids)` prepares the embeddings of `ids` and returns a function giving the cosine of
     two of them (None when either has no vector). Returns the number of hits marked.
     """
-    if len(hits) < 2:
+    head: list[Scored] = [h for h in hits[: k + HEAD_MARGIN] if h.row.get("time") is not None]
+    if len(head) < 2:
         return 0
-    head: list[Scored] = hits[:HEAD]
-    floor = min(h.score for h in head) * ANSWERS
-    later_of: dict[int, list[Scored]] = {}
-    wanted: dict[str, None] = {}
-    for i, a in enumerate(head):
-        when, where = a.row.get("time"), place(a.row)
-        if when is None:
-            continue
-        found = [b for b in hits if b is not a and b.score >= a.score * ANSWERS
-                 and b.score >= floor and _later(b.row, when)
-                 and (place(b.row) == where or b.row["session_id"] == a.row["session_id"])]
+    # each head session's candidates, head or not: evidence of what the session is about
+    sessions: dict[str, list[Scored]] = {str(h.row["session_id"]): [] for h in head}
+    for h in hits:
+        if str(h.row["session_id"]) in sessions:
+            sessions[str(h.row["session_id"])].append(h)
+    # candidate (hit, later passage) pairs before any vector is read
+    later: list[tuple[Scored, list[Scored]]] = []
+    for a in head:
+        found = [b for b in head if b.row["time"] > a.row["time"]
+                 and b.row["session_id"] != a.row["session_id"] and place(b.row) == place(a.row)]
         if found:
-            later_of[i] = found
-            wanted[str(a.row["id"])] = None
-            wanted.update((str(b.row["id"]), None) for b in found)
-    if not later_of:
+            later.append((a, found))
+    if not later:
         return 0
-    cos = cosine(list(wanted))
-    asked = _words(query)
-    words: dict[str, set[str]] = {}
+    subject = _Subject(hits, query, cosine([str(h.row["id"]) for hs in sessions.values()
+                                            for h in hs]))
+    linked: dict[tuple[str, str], bool] = {}
 
-    def distinct(hit: Scored) -> set[str]:
-        cid = str(hit.row["id"])
-        if cid not in words:
-            words[cid] = _words(str(hit.row.get("text") or "")) - asked
-        return words[cid]
+    def revisits(a: Scored, b: Scored) -> bool:
+        sa, sb = str(a.row["session_id"]), str(b.row["session_id"])
+        if (sa, sb) not in linked:
+            linked[(sa, sb)] = subject.sessions(sessions[sa], sessions[sb])
+        return linked[(sa, sb)]
 
     marked = 0
-    for i, found in later_of.items():
-        a = head[i]
-        best: tuple[float, Scored] | None = None
+    for a, found in later:  # best first: a lift never lowers what an earlier step raised
+        best: dict[str, Scored] = {}  # the best revisiting passage of each later session
         for b in found:
-            sim = cos(str(a.row["id"]), str(b.row["id"]))
-            if sim is None:
-                same = overlap(distinct(a), distinct(b)) >= MIN_OVERLAP
-            else:
-                same = sim >= MIN_COSINE
-            if same and (best is None or b.score > best[0]):
-                best = (b.score, b)
-        if best is None:
+            sid = str(b.row["session_id"])
+            if revisits(a, b) and (sid not in best or b.score > best[sid].score):
+                best[sid] = b
+        if not best:
             continue
-        revisit = best[1]
-        a.revisited = revisit.row
+        by_time = sorted(best.values(), key=lambda b: b.row["time"])
+        a.revisited = by_time[-1].row
         marked += 1
-        if revisit.score <= a.score:
-            # just above: the earlier passage keeps its place relative to everything else
-            revisit.score = math.nextafter(a.score, math.inf)
+        floor = a.score
+        for b in by_time:  # older revisits just above the hit, newer ones above them
+            if b.score <= floor:
+                b.score = math.nextafter(floor, math.inf)
+            floor = max(floor, b.score)
     hits.sort(key=lambda h: h.score, reverse=True)
     return marked
-
-
-def _later(row: dict[str, Any], when: Any) -> bool:
-    other = row.get("time")
-    return other is not None and other > when

@@ -44,7 +44,7 @@ OTHERS = [
     chunk("s-other", 2, "Retry the upstream call on 429 with exponential backoff.",
           "2026-09-11T10:00:00Z"),
     chunk("s-elsewhere", 1, "In the billing project merge_records keeps duplicate invoices "
-          "by lowercased email and calendar day, latest updated first.", "2026-10-20T10:00:00Z",
+          "by invoice number, latest updated first.", "2026-10-20T10:00:00Z",
           project="github.com/acme/billing"),
 ]
 QUERY = "merge_records duplicate contacts collision latest updated"
@@ -129,27 +129,46 @@ def _no_vectors(ids: Any) -> Any:
     return lambda a, b: None
 
 
-def test_a_later_passage_that_does_not_answer_the_question_lifts_nothing() -> None:
+def test_a_later_passage_outside_the_head_lifts_nothing() -> None:
     words = "parser streaming buffer records memory leak line reader"
-    hits = [_Hit("old", 1.0, 1, words), _Hit("new", 0.3, 9, words)]
-    assert sup.supersede(hits, "parser", _no_vectors) == 0
-    assert [h.row["id"] for h in hits] == ["old", "new"] and hits[0].revisited is None
+    filler = [_Hit(f"f{i}", 0.9 - i / 100, 3, f"unrelated filler {i}") for i in range(5)]
+    hits = [_Hit("old", 1.0, 1, words), *filler, _Hit("new", 0.3, 9, words)]
+    assert sup.supersede(hits, "parser", 1, _no_vectors) == 0  # head: k 1 + 4
+    assert hits[0].row["id"] == "old" and hits[-1].row["id"] == "new"
+    assert sup.supersede(hits, "parser", 3, _no_vectors) == 1
+    assert [h.row["id"] for h in hits[:2]] == ["new", "old"]
 
 
 def test_an_unrelated_or_earlier_passage_is_no_revisit() -> None:
     hits = [_Hit("a", 1.0, 5, "streaming parser buffers records leak"),
             _Hit("b", 0.9, 9, "weather widget celsius fahrenheit setting"),
-            _Hit("c", 0.8, 2, "streaming parser buffers records leak")]
-    assert sup.supersede(hits, "parser", _no_vectors) == 1
+            _Hit("c", 0.8, 2, "streaming parser buffers records leak"),
+            _Hit("d", 0.7, 3, "release notes mention nothing relevant at all")]
+    assert sup.supersede(hits, "parser", 8, _no_vectors) == 1
     marks = {h.row["id"]: h.revisited and h.revisited["id"] for h in hits}
-    assert marks == {"a": None, "b": None, "c": "a"}  # only the earlier one is revisited
-    assert [h.row["id"] for h in hits] == ["a", "b", "c"]  # already above it: nothing moves
+    assert marks == {"a": None, "b": None, "c": "a", "d": None}  # only the earlier is marked
+    assert [h.row["id"] for h in hits] == ["a", "b", "c", "d"]  # already above it: no move
 
 
-def test_vectors_decide_where_both_passages_have_one() -> None:
-    hits = [_Hit("a", 1.0, 5, "alpha beta gamma"), _Hit("b", 0.9, 9, "delta epsilon zeta")]
-    close = {("a", "b"): 0.8}
-    marked = sup.supersede(hits, "q", lambda ids: lambda x, y: close.get((x, y)))
-    assert marked == 1 and [h.row["id"] for h in hits] == ["b", "a"]
-    far = [_Hit("a", 1.0, 5, "same words here"), _Hit("b", 0.9, 9, "same words here")]
-    assert sup.supersede(far, "q", lambda ids: lambda x, y: 0.1) == 0
+def test_another_place_is_no_revisit() -> None:
+    hits = [_Hit("a", 1.0, 5, "streaming parser buffers records leak"),
+            _Hit("b", 0.9, 9, "streaming parser buffers records leak", place="elsewhere")]
+    assert sup.supersede(hits, "parser", 8, lambda ids: lambda x, y: 0.99) == 0
+
+
+def test_sessions_are_linked_by_any_close_pair_and_the_newest_wins() -> None:
+    # the hit (a question) is far from the amendment; the decision summary of its session
+    # is close to it: the sessions are about the same thing
+    near = {frozenset(("summary", "amend")): 0.8, frozenset(("summary", "amend2")): 0.7}
+    hits = [_Hit("ask", 1.0, 1, "x", session="A"), _Hit("amend", 0.5, 9, "y", session="B"),
+            _Hit("summary", 0.45, 1, "z", session="A"), _Hit("amend2", 0.4, 20, "w",
+                                                           session="C")]
+    cos = lambda ids: lambda x, y: near.get(frozenset((x, y)), 0.1)  # noqa: E731
+    assert sup.supersede(hits, "q", 8, cos) == 2
+    order = [h.row["id"] for h in hits]
+    assert order == ["amend2", "amend", "ask", "summary"]  # newest first, then B, then A
+    marks = {h.row["id"]: h.revisited and h.revisited["id"] for h in hits}
+    # B and C share no close pair: C does not revisit B
+    assert marks == {"ask": "amend2", "summary": "amend2", "amend": None, "amend2": None}
+    far = [_Hit("a", 1.0, 5, "alpha beta gamma"), _Hit("b", 0.9, 9, "delta epsilon zeta")]
+    assert sup.supersede(far, "q", 8, lambda ids: lambda x, y: 0.1) == 0
