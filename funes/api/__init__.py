@@ -121,6 +121,7 @@ from funes.api.repo import (
 from funes.api.search import (
     BLOCK_TYPES,
     HARNESSES,
+    TOKENIZERS,
     DrainResult,
     RecallRequest,
     RecallResult,
@@ -166,6 +167,7 @@ __all__ = [
     "BLOCK_TYPES",
     "HARNESSES",
     "REVISITED",
+    "TOKENIZERS",
     "UNTRUSTED",
     "UNTRUSTED_PASSAGES",
     "AskResult",

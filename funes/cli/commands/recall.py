@@ -188,19 +188,29 @@ def embed(app: App, budget: float | None, limit: int | None, model: str | None) 
 
 
 @click.command()
-@click.option("--model", required=True, help="The embedding model to re-stamp the memory with.")
+@click.option("--model", default=None, help="The embedding model to re-stamp the memory with.")
+@click.option("--tokenizer", type=click.Choice(api.TOKENIZERS), default=None,
+              help="The full-text tokenizer to re-stamp the memory with: icu segments Chinese, "
+              "Japanese and other scripts written without spaces; simple is the default.")
 @click.option("--budget", type=float, default=None, metavar="SECONDS",
               help="Stop after about this many seconds; `funes embed` continues.")
 @memory_option
 @pass_app
-def reindex(app: App, model: str, budget: float | None) -> None:
-    """Re-embed the whole memory with another embedding model, on purpose.
+def reindex(app: App, model: str | None, tokenizer: str | None, budget: float | None) -> None:
+    """Re-embed the memory with another embedding model, or re-tokenize it, on purpose.
 
-    The memory is re-stamped with MODEL at once; vectors of the old model stay on disk but no
-    longer count. The new model must have the same dimension.
+    With --model the memory is re-stamped with MODEL at once; vectors of the old model stay on
+    disk but no longer count. The new model must have the same dimension. With --tokenizer the
+    full-text index is rebuilt with that tokenizer here, and on every machine the memory
+    travels to. At least one of the two is needed.
     """
     with progress_bar("re-embedding") as progress:
-        result = api.reindex(app.settings, app.repo(), model, budget=budget, progress=progress)
+        result = api.reindex(app.settings, app.repo(), model, tokenizer=tokenizer, budget=budget,
+                             progress=progress)
+    if result is None:
+        render(app.fmt, {"tokenizer": tokenizer},
+               human=lambda r: f"re-stamped the full-text tokenizer: {r['tokenizer']}")
+        return
     render(app.fmt, result,
            human=lambda r: f"re-stamped with {r.model}; embedded {r.embedded} chunks in "
            f"{r.seconds:.1f}s; {r.remaining} waiting")
