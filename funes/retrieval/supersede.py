@@ -17,12 +17,12 @@ A passage b revisits an earlier hit a when all of these hold:
   lifted: a conversation keeps coming back to its subject (the question, the answer, "done,
   tests pass"), and its later turns are not amendments of its earlier ones;
 * **the same subject**: a later conversation comes back to what an earlier one settled when
-  some passage of one is close to some passage of the other, among the two sessions'
-  candidates (a decision's summary and its amendment's, even when the hit itself is the
-  question that started it and the summaries rank below the head): their embeddings' cosine
-  ≥ MIN_COSINE, or a share ≥ MIN_OVERLAP of their words weighted by rarity among the
-  candidates, the question's own words left out (which also works for passages still
-  waiting for vectors).
+  some passage of one is close to some passage of the other, among the two sessions' best
+  candidates (EVIDENCE of each; a decision's summary and its amendment's, even when the hit
+  itself is the question that started it and the summaries rank below the head): their
+  embeddings' cosine ≥ MIN_COSINE, or a share ≥ MIN_OVERLAP of their words weighted by rarity
+  among the candidates, the question's own words left out (which also works for passages
+  still waiting for vectors).
 
 A hit points at the latest session that revisits it (its best passage there): the newest word
 on the subject. Every revisiting session's best passage is lifted just above the hit, older
@@ -40,10 +40,12 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-__all__ = ["HEAD_MARGIN", "MIN_COSINE", "MIN_OVERLAP", "overlap", "place", "supersede"]
+__all__ = ["EVIDENCE", "HEAD_MARGIN", "MIN_COSINE", "MIN_OVERLAP", "place", "supersede"]
 
 #: Passages past the k shown that take part: one just below the cut may be lifted into it.
 HEAD_MARGIN = 4
+#: Candidates of each session (its best) that say what the session is about.
+EVIDENCE = 6
 #: Cosine of two passages' embeddings from which they are about the same thing.
 MIN_COSINE = 0.6
 #: Rarity-weighted share of words two passages without vectors must have in common.
@@ -71,46 +73,39 @@ def _words(text: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(text) if len(w) > 2}
 
 
-def overlap(a: set[str], b: set[str], weight: Callable[[str], float]) -> float:
-    """Weight of the words a and b share over the lighter set's weight (0 when either is empty).
-
-    Words weigh their rarity among the candidates (`weight`: an idf, and nothing for a word more
-    than a quarter of them hold), so "the" or the topic the candidates share counts for nothing
-    and a shared identifier for much.
-    """
-    wa, wb = sum(map(weight, a)), sum(map(weight, b))
-    if wa <= 0 or wb <= 0:
-        return 0.0
-    return sum(map(weight, a & b)) / min(wa, wb)
-
-
 class _Subject:
-    """Whether two passages, or two sessions' head passages, are about the same thing."""
+    """Whether two passages, or two sessions' best candidates, are about the same thing."""
 
     def __init__(self, hits: Sequence[Scored], query: str, cosine: Cosine) -> None:
         self._cosine = cosine
         asked = _words(query)
-        self._words = {str(h.row["id"]): _words(str(h.row.get("text") or "")) - asked
-                       for h in hits}
-        self._df: dict[str, int] = {}
-        for words in self._words.values():
-            for word in words:
-                self._df[word] = self._df.get(word, 0) + 1
-        self._n = len(hits)
-
-    def _rarity(self, word: str) -> float:
+        words = {str(h.row["id"]): _words(str(h.row.get("text") or "")) - asked for h in hits}
+        df: dict[str, int] = {}
+        for ws in words.values():
+            for word in ws:
+                df[word] = df.get(word, 0) + 1
+        n = len(hits)
         # a word a quarter of the candidates hold is the topic they share, not a subject
-        df = self._df.get(word, 0)
-        if df > max(2.0, self._n / 4):
+        weight = {w: (math.log((n + 1) / (c + 0.5)) if c <= max(2.0, n / 4) else 0.0)
+                  for w, c in df.items()}
+        self._weights = {cid: {w: weight[w] for w in ws if weight[w] > 0}
+                         for cid, ws in words.items()}
+        self._totals = {cid: sum(ws.values()) for cid, ws in self._weights.items()}
+
+    def _overlap(self, ia: str, ib: str) -> float:
+        wa, wb = self._weights[ia], self._weights[ib]
+        ta, tb = self._totals[ia], self._totals[ib]
+        if ta <= 0 or tb <= 0:
             return 0.0
-        return math.log((self._n + 1) / (df + 0.5))
+        small, other = (wa, wb) if len(wa) <= len(wb) else (wb, wa)
+        return sum(v for w, v in small.items() if w in other) / min(ta, tb)
 
     def pair(self, a: Scored, b: Scored) -> bool:
         ia, ib = str(a.row["id"]), str(b.row["id"])
         sim = self._cosine(ia, ib)
         if sim is not None and sim >= MIN_COSINE:
             return True
-        return overlap(self._words[ia], self._words[ib], self._rarity) >= MIN_OVERLAP
+        return self._overlap(ia, ib) >= MIN_OVERLAP
 
     def sessions(self, xs: Sequence[Scored], ys: Sequence[Scored]) -> bool:
         return any(self.pair(x, y) for x in xs for y in ys)
@@ -130,11 +125,12 @@ def supersede(
     head: list[Scored] = [h for h in hits[: k + HEAD_MARGIN] if h.row.get("time") is not None]
     if len(head) < 2:
         return 0
-    # each head session's candidates, head or not: evidence of what the session is about
+    # each head session's best candidates, head or not: evidence of what it is about
     sessions: dict[str, list[Scored]] = {str(h.row["session_id"]): [] for h in head}
     for h in hits:
-        if str(h.row["session_id"]) in sessions:
-            sessions[str(h.row["session_id"])].append(h)
+        evidence = sessions.get(str(h.row["session_id"]))
+        if evidence is not None and len(evidence) < EVIDENCE:
+            evidence.append(h)
     # candidate (hit, later passage) pairs before any vector is read
     later: list[tuple[Scored, list[Scored]]] = []
     for a in head:
