@@ -9,24 +9,28 @@ funes get …`), and ranks the later passage at least as high as the earlier one
 
 A passage b revisits an earlier hit a when all of these hold:
 
-* **both answer the question**: both are in the head of the result (the k passages recall
-  shows, plus HEAD_MARGIN);
+* **both are in the head**: the first HEAD passages of the result, what an agent reads first
+  (fixed, not k: asked for 50 passages, a recall must not reorder its whole tail by date);
 * **a later conversation of the same place**: b belongs to another session than a, of the
   same project (else the same working directory; passages with neither count as one place,
   a single user's history), and is dated after a. Within one session nothing is marked or
   lifted: a conversation keeps coming back to its subject (the question, the answer, "done,
   tests pass"), and its later turns are not amendments of its earlier ones;
-* **the same subject**: a later conversation comes back to what an earlier one settled when
-  some passage of one is close to some passage of the other, among the two sessions' best
-  candidates (EVIDENCE of each; a decision's summary and its amendment's, even when the hit
-  itself is the question that started it and the summaries rank below the head): their
-  embeddings' cosine ≥ MIN_COSINE, or a share ≥ MIN_OVERLAP of their words weighted by rarity
-  among the candidates, the question's own words left out (which also works for passages
-  still waiting for vectors).
+* **the same subject**: some passage of one session is close to some passage of the other,
+  among each session's best EVIDENCE candidates (a decision's summary and its amendment's,
+  even when the hit itself is the question that started it and the summaries rank below the
+  head). Close means both: embeddings at cosine ≥ MIN_COSINE, and a share ≥ MIN_OVERLAP of
+  their words in common, each word weighted by its rarity among the candidates, the question's
+  own words left out. A pair without vectors yet (the embedding backlog) needs words alone,
+  ≥ MIN_OVERLAP_ALONE. Either signal alone links too much in one person's long history: on
+  LongMemEval a cosine ≥ 0.6 alone joined so many unrelated sessions that R@1 fell 0.649 →
+  0.560.
 
 A hit points at the latest session that revisits it (its best passage there): the newest word
-on the subject. Every revisiting session's best passage is lifted just above the hit, older
-sessions below newer ones, so the order among everything else stays as it was.
+on the subject. A revisit that also answers the question nearly as well (a score ≥ LIFT × the
+hit's) is lifted just above the hit, older revisits below newer ones, so the order among
+everything else stays as it was; one that answers it clearly worse keeps its place, and the
+hit's `revisited later` line still points at it.
 
 Only candidates count, so this costs no query: the vectors of the head sessions' candidates
 are read by id in one lookup. Measured on sde-bench's amended decisions and LongMemEval's
@@ -40,16 +44,24 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-__all__ = ["EVIDENCE", "HEAD_MARGIN", "MIN_COSINE", "MIN_OVERLAP", "place", "supersede"]
+__all__ = [
+    "EVIDENCE", "HEAD", "LIFT", "MIN_COSINE", "MIN_OVERLAP", "MIN_OVERLAP_ALONE", "place",
+    "supersede",
+]
 
-#: Passages past the k shown that take part: one just below the cut may be lifted into it.
-HEAD_MARGIN = 4
+#: The hits that can be marked and the passages that can revisit them: the first an agent
+#: reads. Fixed, not k: asked for 50, a recall must not reorder its whole tail by date.
+HEAD = 12
+#: A revisit is lifted above the hit only when it scores at least this share of the hit's.
+LIFT = 0.65
 #: Candidates of each session (its best) that say what the session is about.
 EVIDENCE = 6
 #: Cosine of two passages' embeddings from which they are about the same thing.
 MIN_COSINE = 0.6
-#: Rarity-weighted share of words two passages without vectors must have in common.
+#: Rarity-weighted share of words two passages must have in common, besides the cosine.
 MIN_OVERLAP = 0.25
+#: The same, for a pair one of which has no vector yet.
+MIN_OVERLAP_ALONE = 0.3
 
 _WORD = re.compile(r"[^\W_](?:[\w'-]*[^\W_])?", re.UNICODE)
 
@@ -103,9 +115,10 @@ class _Subject:
     def pair(self, a: Scored, b: Scored) -> bool:
         ia, ib = str(a.row["id"]), str(b.row["id"])
         sim = self._cosine(ia, ib)
-        if sim is not None and sim >= MIN_COSINE:
-            return True
-        return self._overlap(ia, ib) >= MIN_OVERLAP
+        words = self._overlap(ia, ib)
+        if sim is None:  # the embedding backlog: words alone, held to more
+            return words >= MIN_OVERLAP_ALONE
+        return sim >= MIN_COSINE and words >= MIN_OVERLAP
 
     def sessions(self, xs: Sequence[Scored], ys: Sequence[Scored]) -> bool:
         return any(self.pair(x, y) for x in xs for y in ys)
@@ -114,7 +127,6 @@ class _Subject:
 def supersede(
     hits: list[Any],
     query: str,
-    k: int,
     cosine: Callable[[Sequence[str]], Cosine],
 ) -> int:
     """Mark revisited hits and lift their revisits; `hits` sorted best first, re-sorted.
@@ -122,7 +134,7 @@ def supersede(
     `cosine(ids)` prepares the embeddings of `ids` and returns a function giving the cosine of
     two of them (None when either has no vector). Returns the number of hits marked.
     """
-    head: list[Scored] = [h for h in hits[: k + HEAD_MARGIN] if h.row.get("time") is not None]
+    head: list[Scored] = [h for h in hits[:HEAD] if h.row.get("time") is not None]
     if len(head) < 2:
         return 0
     # each head session's best candidates, head or not: evidence of what it is about
@@ -164,6 +176,8 @@ def supersede(
         marked += 1
         floor = a.score
         for b in by_time:  # older revisits just above the hit, newer ones above them
+            if b.score < a.score * LIFT:
+                continue  # it revisits the subject but answers the question less well
             if b.score <= floor:
                 b.score = math.nextafter(floor, math.inf)
             floor = max(floor, b.score)

@@ -129,14 +129,26 @@ def _no_vectors(ids: Any) -> Any:
     return lambda a, b: None
 
 
+WORDS = "parser streaming buffer records memory leak line reader"
+
+
 def test_a_later_passage_outside_the_head_lifts_nothing() -> None:
-    words = "parser streaming buffer records memory leak line reader"
-    filler = [_Hit(f"f{i}", 0.9 - i / 100, 3, f"unrelated filler {i}") for i in range(5)]
-    hits = [_Hit("old", 1.0, 1, words), *filler, _Hit("new", 0.3, 9, words)]
-    assert sup.supersede(hits, "parser", 1, _no_vectors) == 0  # head: k 1 + 4
+    filler = [_Hit(f"f{i}", 0.99 - i / 100, 3, f"unrelated filler {i}") for i in range(11)]
+    hits = [_Hit("old", 1.0, 1, WORDS), *filler, _Hit("new", 0.85, 9, WORDS)]
+    assert sup.supersede(hits, "parser", _no_vectors) == 0  # 13th: outside the head
     assert hits[0].row["id"] == "old" and hits[-1].row["id"] == "new"
-    assert sup.supersede(hits, "parser", 3, _no_vectors) == 1
+    del hits[5]
+    assert sup.supersede(hits, "parser", _no_vectors) == 1
     assert [h.row["id"] for h in hits[:2]] == ["new", "old"]
+
+
+def test_a_revisit_that_answers_clearly_worse_is_pointed_at_not_lifted() -> None:
+    hits = [_Hit("old", 1.0, 1, WORDS), _Hit("mid", 0.7, 3, "unrelated"),
+            _Hit("new", 0.5, 9, WORDS)]
+    assert sup.LIFT > 0.5
+    assert sup.supersede(hits, "parser", _no_vectors) == 1
+    assert [h.row["id"] for h in hits] == ["old", "mid", "new"]
+    assert hits[0].revisited is not None and hits[0].revisited["id"] == "new"
 
 
 def test_an_unrelated_or_earlier_passage_is_no_revisit() -> None:
@@ -144,7 +156,7 @@ def test_an_unrelated_or_earlier_passage_is_no_revisit() -> None:
             _Hit("b", 0.9, 9, "weather widget celsius fahrenheit setting"),
             _Hit("c", 0.8, 2, "streaming parser buffers records leak"),
             _Hit("d", 0.7, 3, "release notes mention nothing relevant at all")]
-    assert sup.supersede(hits, "parser", 8, _no_vectors) == 1
+    assert sup.supersede(hits, "parser", _no_vectors) == 1
     marks = {h.row["id"]: h.revisited and h.revisited["id"] for h in hits}
     assert marks == {"a": None, "b": None, "c": "a", "d": None}  # only the earlier is marked
     assert [h.row["id"] for h in hits] == ["a", "b", "c", "d"]  # already above it: no move
@@ -153,22 +165,33 @@ def test_an_unrelated_or_earlier_passage_is_no_revisit() -> None:
 def test_another_place_is_no_revisit() -> None:
     hits = [_Hit("a", 1.0, 5, "streaming parser buffers records leak"),
             _Hit("b", 0.9, 9, "streaming parser buffers records leak", place="elsewhere")]
-    assert sup.supersede(hits, "parser", 8, lambda ids: lambda x, y: 0.99) == 0
+    assert sup.supersede(hits, "parser", lambda ids: lambda x, y: 0.99) == 0
+
+
+def test_with_vectors_both_the_cosine_and_the_words_must_agree() -> None:
+    def run(text_b: str, cos: float) -> int:
+        hits = [_Hit("a", 1.0, 5, WORDS), _Hit("b", 0.9, 9, text_b)]
+        return sup.supersede(hits, "q", lambda ids: lambda x, y: cos)
+    assert run(WORDS, 0.9) == 1
+    assert run(WORDS, 0.3) == 0  # the same words about something else
+    assert run("weather widget celsius fahrenheit", 0.9) == 0  # close vectors, no shared word
 
 
 def test_sessions_are_linked_by_any_close_pair_and_the_newest_wins() -> None:
-    # the hit (a question) is far from the amendment; the decision summary of its session
-    # is close to it: the sessions are about the same thing
+    # the hit (a question) shares nothing with the amendments; the decision summary of its
+    # session does: the sessions are about the same thing
     near = {frozenset(("summary", "amend")): 0.8, frozenset(("summary", "amend2")): 0.7}
-    hits = [_Hit("ask", 1.0, 1, "x", session="A"), _Hit("amend", 0.5, 9, "y", session="B"),
-            _Hit("summary", 0.45, 1, "z", session="A"), _Hit("amend2", 0.4, 20, "w",
-                                                           session="C")]
+    rule = "merge_records keeps the fullest record on collision"
+    hits = [_Hit("ask", 1.0, 1, "why do contacts repeat", session="A"),
+            _Hit("amend", 0.9, 9, rule + " amended", session="B"),
+            _Hit("summary", 0.85, 1, rule, session="A"),
+            _Hit("amend2", 0.8, 20, rule + " again", session="C"),
+            # the rest of the candidates: what makes the rule's words rare among them
+            *(_Hit(f"f{i}", 0.1, 2, f"filler number {i}", session=f"F{i}") for i in range(12))]
     cos = lambda ids: lambda x, y: near.get(frozenset((x, y)), 0.1)  # noqa: E731
-    assert sup.supersede(hits, "q", 8, cos) == 2
-    order = [h.row["id"] for h in hits]
+    assert sup.supersede(hits, "q", cos) == 2
+    order = [h.row["id"] for h in hits[:4]]
     assert order == ["amend2", "amend", "ask", "summary"]  # newest first, then B, then A
-    marks = {h.row["id"]: h.revisited and h.revisited["id"] for h in hits}
-    # B and C share no close pair: C does not revisit B
+    # B and C share no close pair of vectors: C does not revisit B
+    marks = {h.row["id"]: h.revisited and h.revisited["id"] for h in hits[:4]}
     assert marks == {"ask": "amend2", "summary": "amend2", "amend": None, "amend2": None}
-    far = [_Hit("a", 1.0, 5, "alpha beta gamma"), _Hit("b", 0.9, 9, "delta epsilon zeta")]
-    assert sup.supersede(far, "q", 8, lambda ids: lambda x, y: 0.1) == 0
