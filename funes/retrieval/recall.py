@@ -1,7 +1,8 @@
 """Recall: the hybrid retrieval pipeline of docs/design.md §8.
 
-Filters → BM25 and vector candidates → score fusion → rerank → recency → dedup → top-k →
-neighbouring context.
+Filters → BM25 and vector candidates → score fusion → rerank → recency → supersession (a later
+session that revisits a hit's subject ranks at least as high, funes.retrieval.supersede) →
+dedup → top-k → neighbouring context. `Options.as_of` reads the memory as it stood then.
 
 Fusion (`fuse`): every BM25 candidate also gets its true cosine (looked up by id, so a passage
 that BM25 found and the vector top-N just missed is not scored as if unrelated); each signal's
