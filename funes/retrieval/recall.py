@@ -414,7 +414,7 @@ def retrieve(
         hits.append(Hit(row, score, seen_bm25.get(cid), seen_vec.get(cid),
                         rerank_scores.get(cid)))
     hits.sort(key=lambda h: h.score, reverse=True)
-    if opts.supersede and supersede(hits, query, lambda ids: _pair_cosines(repo, ids)):
+    if opts.supersede and supersede(hits, query, lambda ids: _pair_cosines(repo, ids), now):
         signals.append("supersede")
 
     chosen = _select(hits, opts.k, SESSION_REPEAT if opts.context else 1.0)

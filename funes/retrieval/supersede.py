@@ -13,8 +13,8 @@ A passage b revisits an earlier hit a when all of these hold:
   (fixed, not k: asked for 50 passages, a recall must not reorder its whole tail by date);
 * **a later conversation of the same place**: b belongs to another session than a, of the
   same project (else the same working directory; passages with neither count as one place,
-  a single user's history), and is dated after a. Within one session nothing is marked or
-  lifted: a conversation keeps coming back to its subject (the question, the answer, "done,
+  a single user's history), and is dated after a, not after the recall's `now`. Within one
+  session nothing is marked or lifted: a conversation keeps coming back to its subject (the question, the answer, "done,
   tests pass"), and its later turns are not amendments of its earlier ones;
 * **the same subject**: some passage of one session is close to some passage of the other,
   among each session's best EVIDENCE candidates (a decision's summary and its amendment's,
@@ -128,11 +128,14 @@ def supersede(
     hits: list[Any],
     query: str,
     cosine: Callable[[Sequence[str]], Cosine],
+    now: Any = None,
 ) -> int:
     """Mark revisited hits and lift their revisits; `hits` sorted best first, re-sorted.
 
     `cosine(ids)` prepares the embeddings of `ids` and returns a function giving the cosine of
-    two of them (None when either has no vector). Returns the number of hits marked.
+    two of them (None when either has no vector). Nothing dated after `now` revisits anything:
+    what had not been said yet cannot have amended a decision (a recall asked as of a past
+    moment, or a clock running ahead). Returns the number of hits marked.
     """
     head: list[Scored] = [h for h in hits[:HEAD] if h.row.get("time") is not None]
     if len(head) < 2:
@@ -147,6 +150,7 @@ def supersede(
     later: list[tuple[Scored, list[Scored]]] = []
     for a in head:
         found = [b for b in head if b.row["time"] > a.row["time"]
+                 and (now is None or b.row["time"] <= now)
                  and b.row["session_id"] != a.row["session_id"] and place(b.row) == place(a.row)]
         if found:
             later.append((a, found))
