@@ -14,8 +14,8 @@ A passage b revisits an earlier hit a when all of these hold:
 * **a later conversation of the same place**: b belongs to another session than a, of the
   same project (else the same working directory; passages with neither count as one place,
   a single user's history), and is dated after a, not after the recall's `now`. Within one
-  session nothing is marked or lifted: a conversation keeps coming back to its subject (the question, the answer, "done,
-  tests pass"), and its later turns are not amendments of its earlier ones;
+  session nothing is marked or lifted: a conversation keeps coming back to its subject (the
+  question, the answer, "done, tests pass"), and its later turns do not amend its earlier ones;
 * **the same subject**: some passage of one session is close to some passage of the other,
   among each session's best EVIDENCE candidates (a decision's summary and its amendment's,
   even when the hit itself is the question that started it and the summaries rank below the

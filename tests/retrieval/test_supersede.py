@@ -195,3 +195,10 @@ def test_sessions_are_linked_by_any_close_pair_and_the_newest_wins() -> None:
     # B and C share no close pair of vectors: C does not revisit B
     marks = {h.row["id"]: h.revisited and h.revisited["id"] for h in hits[:4]}
     assert marks == {"ask": "amend2", "summary": "amend2", "amend": None, "amend2": None}
+
+
+def test_nothing_said_after_now_revisits_anything() -> None:
+    hits = [_Hit("old", 1.0, 1, WORDS), _Hit("new", 0.9, 9, WORDS)]
+    assert sup.supersede(hits, "parser", _no_vectors, datetime(2026, 1, 5, tzinfo=UTC)) == 0
+    assert hits[0].row["id"] == "old" and hits[0].revisited is None
+    assert sup.supersede(hits, "parser", _no_vectors, datetime(2026, 1, 9, tzinfo=UTC)) == 1
