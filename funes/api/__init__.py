@@ -25,6 +25,7 @@ from funes.api.agents import (
     ask,
     mcp_serve,
 )
+from funes.api.exclusions import ExcludeResult, ExclusionInfo, exclude, exclusion_list
 from funes.api.firstrun import QuickstartResult, quickstart
 from funes.api.gitlink import (
     BlameCommit,
@@ -70,8 +71,10 @@ from funes.api.public import (
     PublishCheck,
     PublishRefusedError,
     PublishResult,
+    SelectionResult,
     TagInfo,
     publish,
+    publish_selection,
     tag_create,
     tag_delete,
     tag_list,
@@ -118,6 +121,7 @@ from funes.api.repo import (
     show,
     status,
 )
+from funes.api.retraction import Adoption, RetractCheck, RetractResult, retract
 from funes.api.search import (
     BLOCK_TYPES,
     HARNESSES,
@@ -170,6 +174,7 @@ __all__ = [
     "TOKENIZERS",
     "UNTRUSTED",
     "UNTRUSTED_PASSAGES",
+    "Adoption",
     "AskResult",
     "AttachResult",
     "BlameCommit",
@@ -179,6 +184,8 @@ __all__ = [
     "CommitResult",
     "DrainResult",
     "EmptyRecall",
+    "ExcludeResult",
+    "ExclusionInfo",
     "FetchResult",
     "FsckReport",
     "HooksReport",
@@ -208,7 +215,10 @@ __all__ = [
     "RemoteStatus",
     "Repository",
     "ResetResult",
+    "RetractCheck",
+    "RetractResult",
     "SearchStatus",
+    "SelectionResult",
     "Settings",
     "ShowResult",
     "StatusResult",
@@ -231,6 +241,8 @@ __all__ = [
     "config_unset",
     "embed",
     "empty_recall",
+    "exclude",
+    "exclusion_list",
     "fetch",
     "fsck",
     "get",
@@ -264,6 +276,7 @@ __all__ = [
     "owned",
     "parse_since",
     "publish",
+    "publish_selection",
     "pull",
     "push",
     "quickstart",
@@ -283,6 +296,7 @@ __all__ = [
     "remote_set_url",
     "remote_status",
     "reset",
+    "retract",
     "search_status",
     "show",
     "signature_note",

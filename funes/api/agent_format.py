@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from funes.api.exclusions import ExclusionInfo
 from funes.api.repo import StatusResult
 from funes.api.search import RecallResult, SearchStatus, TurnView
 from funes.api.syncstate import RemoteStatus
@@ -143,7 +144,16 @@ def status_text(r: StatusResult, search: SearchStatus) -> str:
         "(`funes models install ms-marco-minilm-l6-v2` when online)"
     )
     lines += [_remote_line(remote) for remote in r.remotes]
+    lines += [exclusion_line(x) for x in r.exclusions]
     return "\n".join(lines)
+
+
+def exclusion_line(x: ExclusionInfo) -> str:
+    """`exclude  project client-x: hides 412 chunks in 5 sessions (recorded: travels)`."""
+    where = ("recorded: travels" if x.recorded else
+             "config only: `funes exclude` records it for other machines")
+    return (f"exclude  {x.kind} {x.pattern}: hides {x.hidden} chunk(s) in {x.sessions} "
+            f"session(s) ({where})")
 
 
 def _when(seconds: float) -> str:

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from funes._env import Settings
+from funes.api.exclusions import reconcile
 from funes.api.memory import merge_in, owns_remote, pick_tip, split_tag
+from funes.api.retraction import Adoption, adopt_rewritten
 from funes.api.syncstate import record_sync, recorded
 from funes.errors import UsageError
 from funes.model.ids import ObjectId
@@ -163,6 +165,7 @@ def push(
     branch = branch or current_branch(repo)
     _sync.check_branch(branch)
     name = remote or _sync.default_remote(repo, branch)
+    refuse_selection(repo, name)
     if dry_run:
         return _sync.push(repo, _sync.configured_remote(repo, name), branch, force=force,
                           progress=progress_or_silent(progress), dry_run=True)
@@ -171,6 +174,16 @@ def push(
             repo, _sync.configured_remote(repo, name), branch, force=force,
             progress=progress_or_silent(progress),
         )
+
+
+def refuse_selection(repo: Repository, name: str) -> None:
+    """A remote that holds sessions `funes publish` chose never receives the whole memory."""
+    if (repo.config.get(f"remote.{name}.selection") or "false") == "true":
+        raise UsageError(
+            f"remote {name!r} holds a published selection: `funes push` and `sync` would send "
+            "the whole memory there",
+            hint=f"add sessions to it with `funes publish {name} --sessions …` (or "
+            f"--linked-to); `funes config unset remote.{name}.selection` if it is a memory")
 
 
 def fetch(
@@ -190,6 +203,8 @@ class PullResult:
     merge: MergeResult
     #: Signature status of each commit the pull brought in (funes.storage.signing).
     signatures: tuple[CommitCheck, ...] = ()
+    #: Set when the remote had been retracted: the local branch moved onto its images first.
+    adopted: Adoption | None = None
 
 
 def pull(
@@ -227,7 +242,8 @@ def _pull(repo: Repository, name: str, branch: str, progress: Progress | None,
     checks = _incoming_signatures(repo, tip)
     if require_signed:
         require_all_signed(checks, f"the pull from {name}")
-    return PullResult(fetched, _merged(repo, tip, f"{name}/{branch}"), tuple(checks))
+    adopted = adopt_rewritten(repo, name, branch, tip)  # a retracted remote: onto its images
+    return PullResult(fetched, _merged(repo, tip, f"{name}/{branch}"), tuple(checks), adopted)
 
 
 def _incoming_signatures(repo: Repository, tip: ObjectId) -> list[CommitCheck]:
@@ -243,7 +259,10 @@ def merge(repo: Repository, rev: str) -> MergeResult:
 
 
 def _merged(repo: Repository, tip: ObjectId, label: str) -> MergeResult:
-    return merge_in(repo, tip, label)
+    before = repo.head()
+    result = merge_in(repo, tip, label)
+    reconcile(repo, before)  # exclusions the merge brought hold here too
+    return result
 
 
 # -- clone -----------------------------------------------------------------------------------

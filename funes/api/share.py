@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from funes._env import Settings
+from funes.api.exclusions import reconcile
 from funes.api.memory import merge_in, split_tag
 from funes.api.memory import owned as owned_memory
 from funes.api.remotes import (
@@ -24,9 +25,11 @@ from funes.api.remotes import (
     clone,
     current_branch,
     progress_or_silent,
+    refuse_selection,
     remote_add,
     remote_list,
 )
+from funes.api.retraction import adopt_rewritten
 from funes.api.syncstate import record_sync, recorded
 from funes.errors import UsageError
 from funes.model.refs import branch_ref
@@ -77,6 +80,7 @@ def sync(
     branch = current_branch(repo)
     _sync.check_branch(branch)
     name = remote or _sync.default_remote(repo, branch)
+    refuse_selection(repo, name)
     with recorded(repo, name, "sync"):
         handle = _sync.configured_remote(repo, name)
         merged: MergeResult | None = None
@@ -88,7 +92,10 @@ def sync(
                                       progress=progress_or_silent(progress))
                 tip = fetched.refs.get(branch_ref(branch))
                 if tip is not None:
+                    adopt_rewritten(repo, name, branch, tip)  # a retracted remote
+                    before = repo.head()
                     merged = merge_in(repo, tip, f"{name}/{branch}")
+                    reconcile(repo, before)  # exclusions the merge brought hold here too
             if not push or repo.head() is None:
                 return SyncResult(name, handle.spec.url, merged, None, attempt)
             try:

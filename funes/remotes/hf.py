@@ -572,3 +572,22 @@ def set_visibility(endpoint: str | None, repo_id: str, *, private: bool) -> None
                           hint=_LOGIN_HINT) from None
     except _transport_errors() as exc:
         raise RemoteError(f"cannot reach the Hub ({exc.__class__.__name__})") from None
+
+
+def is_private(endpoint: str | None, repo_id: str) -> bool:
+    """Whether a dataset repository is private (one request).
+
+    Raises:
+        RemoteError: the Hub cannot be reached or refuses.
+    """
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        return bool(HfApi(endpoint=endpoint).dataset_info(repo_id).private)
+    except HfHubHTTPError as exc:
+        status = exc.response.status_code if exc.response is not None else None
+        raise RemoteError(f"{repo_id}: the Hub refused to describe it (HTTP {status})",
+                          hint=_LOGIN_HINT) from None
+    except _transport_errors() as exc:
+        raise RemoteError(f"cannot reach the Hub ({exc.__class__.__name__})") from None

@@ -515,6 +515,27 @@ def append_records(
     return table.append(renumbered, int(current.version))
 
 
+def overwrite_records(
+    table: LanceTable, records: Sequence[FragmentRecord], schema: pa.Schema
+) -> int:
+    """Make the table's next version hold exactly `records` (a Lance `Overwrite`).
+
+    Created with `schema` when missing; fragment ids are numbered afresh. Returns the new
+    version. The files no longer listed stay on disk: the caller decides what to delete.
+    """
+    import lance
+    from lance.fragment import FragmentMetadata
+
+    if not table.exists():
+        table.create(schema)
+    ds = table.dataset()
+    frags = [FragmentMetadata.from_json(json.dumps({**r.meta, "id": index}))
+             for index, r in enumerate(records)]
+    lance.LanceDataset.commit(str(table.path), lance.LanceOperation.Overwrite(ds.schema, frags),
+                              read_version=ds.version)
+    return int(table.dataset().version)
+
+
 # -- merge ---------------------------------------------------------------------------------
 
 

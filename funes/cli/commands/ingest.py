@@ -38,6 +38,8 @@ def _summary_text(s: api.IndexSummary) -> str:
             f"not indexed: {s.unroutable} turns outside any project memory "
             "(run `funes init --global` to keep them)"
         )
+    if s.excluded:
+        lines.append(f"excluded: {s.excluded} turns an exclusion keeps out (`funes exclude`)")
     for path, result in s.commits.items():
         if result.commit:
             lines.append(f"commit {result.commit[:12]} in {path}: {result.added} chunks added")
@@ -58,6 +60,7 @@ def _summary_json(s: api.IndexSummary) -> dict[str, Any]:
         "skipped": dict(s.skipped),
         "redactions": dict(s.redactions),
         "unroutable": s.unroutable,
+        "excluded": s.excluded,
         "errors": s.errors,
         "commits": {p: r.commit for p, r in s.commits.items()},
     }
