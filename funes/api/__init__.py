@@ -9,8 +9,10 @@ write `from funes import api; api.index(...)`.
 from funes._env import Settings
 from funes._env import settings as load_settings
 from funes.api.agent_format import (
+    REVISITED,
     UNTRUSTED,
     UNTRUSTED_PASSAGES,
+    get_command,
     recall_text,
     status_text,
     turns_text,
@@ -123,6 +125,7 @@ from funes.api.retraction import Adoption, RetractCheck, RetractResult, retract
 from funes.api.search import (
     BLOCK_TYPES,
     HARNESSES,
+    TOKENIZERS,
     DrainResult,
     RecallRequest,
     RecallResult,
@@ -167,6 +170,8 @@ from funes.storage.tables import storage_damage
 __all__ = [
     "BLOCK_TYPES",
     "HARNESSES",
+    "REVISITED",
+    "TOKENIZERS",
     "UNTRUSTED",
     "UNTRUSTED_PASSAGES",
     "Adoption",
@@ -241,6 +246,7 @@ __all__ = [
     "fetch",
     "fsck",
     "get",
+    "get_command",
     "get_output",
     "hook_run",
     "hooks_install",
