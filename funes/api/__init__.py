@@ -9,8 +9,10 @@ write `from funes import api; api.index(...)`.
 from funes._env import Settings
 from funes._env import settings as load_settings
 from funes.api.agent_format import (
+    REVISITED,
     UNTRUSTED,
     UNTRUSTED_PASSAGES,
+    get_command,
     recall_text,
     status_text,
     turns_text,
@@ -131,6 +133,7 @@ from funes.api.retraction import Adoption, RetractCheck, RetractResult, retract
 from funes.api.search import (
     BLOCK_TYPES,
     HARNESSES,
+    TOKENIZERS,
     DrainResult,
     RecallRequest,
     RecallResult,
@@ -177,6 +180,8 @@ __all__ = [
     "BLOCK_TYPES",
     "FORMATS",
     "HARNESSES",
+    "REVISITED",
+    "TOKENIZERS",
     "UNTRUSTED",
     "UNTRUSTED_PASSAGES",
     "Adoption",
@@ -254,6 +259,7 @@ __all__ = [
     "fetch",
     "fsck",
     "get",
+    "get_command",
     "get_output",
     "hook_run",
     "hooks_install",

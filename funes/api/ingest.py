@@ -28,8 +28,11 @@ __all__ = ["FORMATS", "IndexSummary", "TurnFileCheck", "check_turn_files", "inde
 _RELATIVE = re.compile(r"^(\d+)\s*([mhdw])$")
 
 
-def parse_since(value: str, now: datetime | None = None) -> datetime:
-    """Read a `--since` value: an ISO date or time (UTC unless it says), or 30m/12h/7d/2w ago."""
+def parse_since(value: str, now: datetime | None = None, *, option: str = "--since") -> datetime:
+    """Read a `--since` value: an ISO date or time (UTC unless it says), or 30m/12h/7d/2w ago.
+
+    `option` names the option in the error (`--until` and `--as-of` read the same values).
+    """
     now = now or datetime.now(UTC)
     m = _RELATIVE.match(value.strip().lower())
     if m:
@@ -38,14 +41,14 @@ def parse_since(value: str, now: datetime | None = None) -> datetime:
             return now - timedelta(**{unit: int(m.group(1))})
         except (OverflowError, ValueError):  # before year 1: no date can say it
             raise UsageError(
-                f"--since {value!r} reaches back past year 1",
+                f"{option} {value!r} reaches back past year 1",
                 hint="use a smaller span (e.g. 5000w) or an ISO date",
             ) from None
     try:
         when = datetime.fromisoformat(value.strip())
     except ValueError:
         raise UsageError(
-            f"cannot read --since {value!r}",
+            f"cannot read {option} {value!r}",
             hint="use an ISO date (2026-11-01), a time (2026-11-01T12:00Z) or 30m/12h/7d/2w",
         ) from None
     return when if when.tzinfo else when.replace(tzinfo=UTC)

@@ -534,7 +534,7 @@ class _Server:
     def _recall(self, path: Path, request: RecallRequest) -> Any:
         with self._memory(path) as memory:
             if request.bm25 and memory.repo.chunks.exists():
-                indexes.ensure(memory.repo)  # writes: on the live repository, before pinning
+                indexes.retokenize(memory.repo)  # writes: on the live repository, before pinning
             view = memory.view()
             if request.vector:
                 self._note_models(view)

@@ -251,6 +251,10 @@ class Commit:
     #: Links to code commits (`Link` ids) this commit records; omitted from the JSON when
     #: empty, so commits written before links existed keep their ids.
     links: tuple[ObjectId, ...] = ()
+    #: The full-text tokenizer the memory is searched with (funes.retrieval.indexes), carried
+    #: forward by every commit like the model stamp; None is the default ("simple") and is
+    #: omitted from the JSON, so commits written before tokenizers existed keep their ids.
+    tokenizer: str | None = None
     #: The commit this one replaces on a remote that `funes push --retract` rewrote (the same
     #: commit without the retracted rows); other machines' fetches map the old one to it.
     #: Omitted when None.
@@ -274,6 +278,8 @@ class Commit:
             data["signature"] = self.signature
         if self.links:
             data["links"] = list(self.links)
+        if self.tokenizer is not None:
+            data["tokenizer"] = self.tokenizer
         if self.replaces is not None:
             data["replaces"] = self.replaces
         return data
@@ -300,6 +306,7 @@ class Commit:
             format=fmt,
             signature=_opt(data, "signature", dict),
             links=_ids(data, "links") if "links" in data else (),
+            tokenizer=_opt(data, "tokenizer", str),
             replaces=_replaced(data),
         )
 

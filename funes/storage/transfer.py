@@ -604,6 +604,8 @@ def merge(
                 time=now_iso(),
                 message=f"merge {label} into {branch}",
                 chunk_count=count,
+                # a tokenizer chosen on one side (`funes reindex --tokenizer`) reaches the other
+                tokenizer=ours_commit.tokenizer or their_commit.tokenizer,
             )
             commit = sign_commit(repo, commit)
             new = repo.objects.put(commit)
