@@ -27,6 +27,7 @@ from funes.api.agents import (
 )
 from funes.api.exclusions import ExcludeResult, ExclusionInfo, exclude, exclusion_list
 from funes.api.firstrun import QuickstartResult, quickstart
+from funes.api.foreign import ImportResult, import_memory
 from funes.api.gitlink import (
     BlameCommit,
     BlameResult,
@@ -44,7 +45,14 @@ from funes.api.gitlink import (
 )
 from funes.api.history import LiftResult, ReflogLine, ResetResult, reflog, reset, unforget
 from funes.api.hookworker import hook_run
-from funes.api.ingest import IndexSummary, index, parse_since
+from funes.api.ingest import (
+    FORMATS,
+    IndexSummary,
+    TurnFileCheck,
+    check_turn_files,
+    index,
+    parse_since,
+)
 from funes.api.memory import (
     MemoryChoice,
     ReadOnlyMemoryError,
@@ -133,6 +141,7 @@ from funes.api.search import (
     TurnView,
     embed,
     get,
+    is_harness,
     recall,
     reindex,
     search_status,
@@ -169,6 +178,7 @@ from funes.storage.tables import storage_damage
 
 __all__ = [
     "BLOCK_TYPES",
+    "FORMATS",
     "HARNESSES",
     "REVISITED",
     "TOKENIZERS",
@@ -190,6 +200,7 @@ __all__ = [
     "FsckReport",
     "HooksReport",
     "Identity",
+    "ImportResult",
     "IndexSummary",
     "InitResult",
     "LastSync",
@@ -224,6 +235,7 @@ __all__ = [
     "StatusResult",
     "SyncResult",
     "TagInfo",
+    "TurnFileCheck",
     "TurnView",
     "VerifyResult",
     "WhyResult",
@@ -233,6 +245,7 @@ __all__ = [
     "ask",
     "attach_remote",
     "blame",
+    "check_turn_files",
     "choose_memory",
     "clone",
     "config_get",
@@ -253,9 +266,11 @@ __all__ = [
     "hooks_status",
     "hooks_uninstall",
     "identity",
+    "import_memory",
     "index",
     "init",
     "is_directory_remote",
+    "is_harness",
     "is_remote_memory",
     "last_sync",
     "link_commit",

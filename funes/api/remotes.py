@@ -30,10 +30,12 @@ from funes.model.refs import HEAD, branch_ref
 from funes.remotes import crypt as _crypt
 from funes.remotes import sync as _sync
 from funes.remotes.base import (
+    RemoteNotFoundError,
     RemoteSpec,
     check_remote_name,
     parse_url,
 )
+from funes.remotes.foreign import is_rust_remote, table_in
 from funes.remotes.sync import FetchResult, PushResult, RefUpdate
 from funes.storage.repo import PROJECT_DIR, Repository, RepositoryExistsError
 from funes.storage.signing import CommitCheck, check_commits
@@ -386,11 +388,15 @@ def _clone_into(
     repo: Repository, spec: RemoteSpec, progress: Progress | None, require_signed: bool = False,
     tag: str | None = None,
 ) -> CloneResult:
+    if spec.kind == "dir" and spec.path is not None and table_in(spec.path) is not None:
+        return _clone_foreign(repo, spec, progress, tag)
     repo.config.set("remote.origin.url", spec.url)
     # Another user's memory stays untrusted after every pull (funes.api.memory).
     repo.config.set("core.owned", "true" if owns_remote(repo.settings, spec) else "false")
     remote = _sync.open_remote(spec, "origin", repo.settings, repo.path)
     state = remote.state()
+    if is_rust_remote(remote, state):
+        return _clone_foreign(repo, spec, progress, tag)
     fetched = _sync.fetch(repo, remote, state=state, progress=progress_or_silent(progress))
     record_sync(repo, "origin", True, "clone", None)
     if not state.branches:
@@ -412,6 +418,27 @@ def _clone_into(
     merged = _merged(repo, tip, f"tag {tag}" if tag else f"origin/{branch}")
     return CloneResult(repo.path, spec.url, branch, merged.new, fetched, merged.chunk_count,
                        tuple(checks))
+
+
+def _clone_foreign(repo: Repository, spec: RemoteSpec, progress: Progress | None,
+                   tag: str | None) -> CloneResult:
+    """A clone of a Rust-funes memory: its rows imported (funes.api.foreign), no `origin`.
+
+    The source stays read-only: with no `origin`, nothing this memory does (push, sync, the
+    hooks) can write to it; `funes import SOURCE` again brings what it gained since. It is
+    not the user's, whoever owns the source (`core.owned = false`).
+    """
+    from funes.api.foreign import import_memory
+
+    if tag is not None:
+        raise RemoteNotFoundError(f"{spec.display} is a Rust-funes memory: it has no tags")
+    repo.config.unset("remote.origin.url")
+    repo.config.set("core.owned", "false")
+    import_memory(repo.settings, repo, spec.url if spec.kind == "hf" else str(spec.path),
+                  progress=progress)
+    fetched = FetchResult("origin", spec.url, None)
+    return CloneResult(repo.path, spec.url, repo.head_branch().removeprefix("refs/heads/"),
+                       repo.head(), fetched, repo.stats().chunks)
 
 
 def _discard(made: Path, before: set[str] | None) -> None:

@@ -17,7 +17,7 @@ from funes._env import Settings
 from funes.api.ingest import parse_since
 from funes.api.memory import check_writable
 from funes.ingest import backlog as _backlog
-from funes.model.turns import HARNESSES
+from funes.model.turns import HARNESSES, is_harness
 from funes.retrieval import indexes
 from funes.retrieval.get import TurnView, get_turns
 from funes.retrieval.recall import Filters, Options, RecallResult, retrieve
@@ -40,6 +40,7 @@ __all__ = [
     "TurnView",
     "embed",
     "get",
+    "is_harness",
     "recall",
     "recall_in_process",
     "reindex",
@@ -248,9 +249,19 @@ def recall_in_process(settings: Settings, repo: Repository,
     if timed is not None:
         timed.report(result.signals)
     _mark_untrusted(repo, result)
+    _note_foreign(repo, result)
     if timed is not None:
         timed.finish()
     return result
+
+
+def _note_foreign(repo: Repository, result: RecallResult) -> None:
+    """A copy of a Rust-funes memory whose vectors cannot be used here says so (lexical only)."""
+    from funes.api.foreign import foreign_signal
+
+    signal = foreign_signal(repo)
+    if signal is not None and "vector" not in result.signals:
+        result.signals.append(signal)
 
 
 def _config_budget(repo: Repository) -> float:

@@ -35,6 +35,7 @@ from funes.errors import UsageError
 from funes.model.refs import branch_ref
 from funes.remotes import sync as _sync
 from funes.remotes.base import NonFastForwardError, RemoteSpec, parse_url
+from funes.remotes.foreign import refuse_writing
 from funes.storage.repo import PROJECT_DIR, Repository
 from funes.storage.transfer import MergeResult
 
@@ -163,7 +164,10 @@ def attach_remote(
     spec = parse_url(url, settings.cwd)
     target = _attach_target(settings, project)
     with tempfile.TemporaryDirectory(prefix="funes-probe-") as scratch:  # no cache left behind
-        exists_remote = _sync.open_remote(spec, "origin", settings, Path(scratch)).state().exists
+        probe = _sync.open_remote(spec, "origin", settings, Path(scratch))
+        probed = probe.state()
+        refuse_writing(probe, probed, spec.display)  # a Rust funes' memory is only read
+        exists_remote = probed.exists
     if not (target / "FORMAT").is_file() and exists_remote:
         cloned = clone(settings, spec.url, str(target.parent) if not _is_home(settings, target)
                        else None, is_global=_is_home(settings, target), progress=progress)

@@ -132,6 +132,7 @@ COMMANDS: dict[str, Entry] = {
     "unforget": Entry(_M + "repo", SECURITY, "Lift the tombstones a commit carries."),
     "init": Entry(_M + "repo", PLUMBING, "Create a memory (here, or the global one)."),
     "index": Entry(_M + "ingest", PLUMBING, "Index agent transcripts, incrementally."),
+    "import": Entry(_M + "ingest", PLUMBING, "Add the rows of a Rust-funes memory to this one."),
     "embed": Entry(_M + "recall", PLUMBING, "Embed chunks waiting for vectors, newest first."),
     "reindex": Entry(_M + "recall", PLUMBING, "Re-embed the memory with another model."),
     "log": Entry(_M + "repo", PLUMBING, "List commits, newest first."),

@@ -244,6 +244,10 @@ class HubRemote:
             )
         return self._listings[revision]
 
+    def files(self, state: RemoteState) -> frozenset[str]:
+        """Every file at `state`, relative to the memory's folder (one request, cached)."""
+        return self._listing(state.revision) if state.revision else frozenset()
+
     def create(self) -> None:
         """Create the dataset repository, private (publishing is a deliberate act)."""
         with self._errors("create the repository"):
@@ -340,7 +344,7 @@ class HubRemote:
                 )
 
         if limits:
-            for path, size in self._sizes(revision, [p for p, _ in files]).items():
+            for path, size in self.sizes(revision, [p for p, _ in files]).items():
                 check(path, size)
 
         def one(path: str, dest: Path) -> None:
@@ -363,7 +367,7 @@ class HubRemote:
                 future.result()
                 progress(done, len(files), futures[future])
 
-    def _sizes(self, revision: str, paths: Sequence[str]) -> dict[str, int]:
+    def sizes(self, revision: str, paths: Sequence[str]) -> dict[str, int]:
         """The sizes of files at `revision`, as the Hub reports them (missing ones left out)."""
         out: dict[str, int] = {}
         api = self._api()

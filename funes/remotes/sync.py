@@ -33,7 +33,7 @@ from funes.model.objects import (
     ModelStamp,
 )
 from funes.model.refs import RefName, branch_ref, check_ref_name, remote_ref
-from funes.remotes import crypt, gate
+from funes.remotes import crypt, foreign, gate
 from funes.remotes.base import (
     CardStats,
     NonFastForwardError,
@@ -426,6 +426,7 @@ def push(
     if tip is None:
         raise UsageError(f"branch {branch!r} has no commits to push", hint="run `funes index`")
     st = remote.state()
+    foreign.refuse_writing(remote, st, remote.spec.display)  # --force included
     published = publish.load_published(repo, remote.name)
     old = st.refs.get(local)
     new_tags = (_tags_to_send(repo, st, tip, published) if tags is None

@@ -13,7 +13,7 @@ from funes import api
 from funes.api.agent_format import where as _where
 from funes.cli.app import App, pass_app
 from funes.cli.commands.agents import AGENTS as WIRED_AGENTS
-from funes.cli.options import memory_option
+from funes.cli.options import HarnessType, memory_option
 from funes.cli.output import render
 from funes.cli.progress import progress_bar
 
@@ -89,8 +89,8 @@ def recall_options(func: F) -> F:
                      "(default: recall.halfLife)."),
         click.option("--neighbors", type=int, default=1, show_default=True,
                      help="Neighbouring turns shown around each hit."),
-        click.option("--harness", multiple=True, type=click.Choice(api.HARNESSES),
-                     help="Only this agent."),
+        click.option("--harness", multiple=True, type=HarnessType(api.HARNESSES),
+                     help="Only this agent (repeatable); a turn file's producer name works too."),
         click.option("--type", "block_type", multiple=True,
                      type=click.Choice(api.BLOCK_TYPES),
                      help="Only this block type (repeatable)."),
