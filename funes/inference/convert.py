@@ -454,6 +454,7 @@ def convert_embedding(
     Raises:
         ConversionError: the directory is not a BERT model this converter understands.
     """
+    precision = Precision(precision)
     model = _load_hf_model(model_dir)
     _check_shapes(model)
     tensors = list(_mapped_tensors(model, keep=lambda n: not n.startswith("cls")))
@@ -516,6 +517,7 @@ def convert_cross_encoder(
     Raises:
         ConversionError: not a BERT sequence classifier with a pooler.
     """
+    precision = Precision(precision)
     model = _load_hf_model(model_dir)
     _check_shapes(model)
     names = {n.removeprefix("bert.") for n in model.tensors}

@@ -28,6 +28,7 @@ import ctypes
 import logging
 import os
 import re
+import sys
 import threading
 import unicodedata
 from collections.abc import Sequence
@@ -61,6 +62,11 @@ _ASCII_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _LOADAVG = "/proc/loadavg"
 _BACKEND_LOCK = threading.Lock()
 _BACKEND_READY = False
+#: llama.cpp messages that report nothing wrong yet come at ERROR level on every load of a
+#: SentencePiece Unigram model (its newline-token probe tokenises "\n", which the model's
+#: normaliser turns into nothing).
+_BENIGN_LOG = (b"model vocab missing newline token",)
+_LOG_CALLBACK: Any = None  # kept referenced: llama.cpp holds only a C pointer to it
 
 
 def default_threads() -> int:
@@ -140,9 +146,25 @@ def _import_llama() -> Any:
             # llama-cpp-python routes llama.cpp's log through this logger; INFO would print
             # every tensor on load to stderr, which agents' hooks must not see.
             logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
+            _quiet_benign_logs(llama_cpp)
             llama_cpp.llama_backend_init()
             _BACKEND_READY = True
     return llama_cpp
+
+
+def _quiet_benign_logs(llama_cpp: Any) -> None:
+    """Print llama.cpp's errors to stderr as llama-cpp-python does, minus `_BENIGN_LOG`."""
+    global _LOG_CALLBACK
+
+    @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]
+    def callback(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+        # ggml levels: 0 none, 1 info, 2 warn, 3 error, 4 debug, 5 continuation.
+        if level in (0, 3) and text and not any(m in text for m in _BENIGN_LOG):
+            sys.stderr.write(text.decode("utf-8", "replace"))
+            sys.stderr.flush()
+
+    _LOG_CALLBACK = callback
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
 
 
 def _is_split_char(ch: str) -> bool:

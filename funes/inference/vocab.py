@@ -17,9 +17,9 @@ Two kinds are converted, each into the tokenizer llama.cpp runs for it:
   match trie), so a transcript quoting `<s>` cannot forge structure.
 
 A Unigram vocabulary may be shorter than the embedding matrix (XLM-R has 250,002 pieces,
-multilingual-e5's matrix 250,037 rows): the extra rows get placeholder tokens typed CONTROL,
-which no text can produce, exactly as llama.cpp's converter pads them (it types them UNUSED,
-which its UGM trie would match; CONTROL is never matched).
+multilingual-e5's matrix 250,037 rows): the extra rows get placeholder tokens that no text can
+produce (llama.cpp's own converter pads with `[PAD<n>]` typed UNUSED, which its UGM match trie
+includes; funes types them CONTROL and puts a space in their text, see `_unigram`).
 
 What is refused rather than converted approximately: a normaliser or pre-tokenizer llama.cpp
 cannot reproduce (lowercasing or NFKC as separate steps, a Metaspace that never prepends),
@@ -302,24 +302,29 @@ def _unigram(source: str, data: dict[str, Any], rows: int) -> Vocab:
             raise ConversionError(source, "Unigram vocabulary entries must be [piece, score]")
         texts.append(entry[0])
         scores.append(float(entry[1]))
+    unk = model.get("unk_id")
+    if not isinstance(unk, int) or not 0 <= unk < len(texts):
+        raise ConversionError(source, "the Unigram model has no unknown piece (unk_id)")
+    types = [_NORMAL] * len(texts)
+    added_tokens = [a for a in data.get("added_tokens") or [] if isinstance(a, dict)]
+    for added in sorted(added_tokens, key=lambda a: int(a.get("id", -1))):
+        tid, content = added.get("id"), added.get("content")
+        if isinstance(tid, int) and tid == len(texts) and isinstance(content, str):
+            texts.append(content)  # added after the model's pieces: the next id
+            scores.append(0.0)
+            types.append(_NORMAL)
+        elif not isinstance(tid, int) or not 0 <= tid < len(texts) or texts[tid] != content:
+            raise ConversionError(source, f"added token {content!r} is not the vocabulary's "
+                                          "piece of that id")
+        types[tid] = _CONTROL if added.get("special") else _USER_DEFINED
+    types[unk] = _UNKNOWN
     size = len(texts)
     if size > rows:
         raise ConversionError(
             source, f"the tokenizer has {size} pieces, the word embeddings {rows} rows")
     if len(set(texts)) != size:
         raise ConversionError(source, "two Unigram pieces have the same text")
-    unk = model.get("unk_id")
-    if not isinstance(unk, int) or not 0 <= unk < size:
-        raise ConversionError(source, "the Unigram model has no unknown piece (unk_id)")
-    types = [_NORMAL] * size
     index = {t: i for i, t in enumerate(texts)}
-    for added in data.get("added_tokens") or []:
-        tid = added.get("id")
-        if not isinstance(tid, int) or not 0 <= tid < size or texts[tid] != added.get("content"):
-            raise ConversionError(source, f"added token {added.get('content')!r} is not the "
-                                          "vocabulary's piece of that id")
-        types[tid] = _CONTROL if added.get("special") else _USER_DEFINED
-    types[unk] = _UNKNOWN
     bos_text, eos_text = _frame(source, data.get("post_processor"))
     special: dict[str, int] = {"unk": unk}
     for key, text in (("cls", bos_text), ("sep", eos_text), ("pad", "<pad>"),
@@ -332,11 +337,12 @@ def _unigram(source: str, data: dict[str, Any], rows: int) -> Vocab:
                                           "token of the vocabulary")
     charsmap, collapse = _normalizer(source, data.get("normalizer"))
     add_prefix = _prepends_space(source, data.get("pre_tokenizer"))
-    # Rows past the tokenizer's pieces: placeholders no text can produce (CONTROL pieces are
-    # not in llama.cpp's UGM match trie), with the lowest score.
+    # Rows past the tokenizer's pieces: placeholders no text can produce. They are typed
+    # CONTROL (not in llama.cpp's UGM match trie) and hold an ASCII space, which a normalised
+    # input never does (its spaces are U+2581), so even a trie that had them could not match.
     floor = min(scores)
     for i in range(size, rows):
-        texts.append(f"<funes-unused-{i}>")
+        texts.append(f"<funes padding {i}>")
         scores.append(floor)
         types.append(_CONTROL)
     return Vocab("unigram", texts, types, special, size, scores=scores, charsmap=charsmap,

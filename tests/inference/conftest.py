@@ -209,3 +209,37 @@ def installed_home(tmp_path_factory: pytest.TempPathFactory) -> Any:
     s = dataclasses.replace(load(), home=home)
     install("minilm-l6-v2", s, offline=True)
     return s
+
+
+@pytest.fixture(scope="session")
+def e5_dir(work_dir: Path) -> Path:
+    """A tiny model in multilingual-e5-small's layout (tests/support/e5model.py)."""
+    from tests.support import e5model
+
+    return e5model.build(work_dir / "multilingual-e5-small")
+
+
+@pytest.fixture(scope="session")
+def e5_conversion(e5_dir: Path, work_dir: Path) -> ConversionResult:
+    """The synthetic e5 converted exactly as `install` converts the catalogued one."""
+    from funes.inference.catalog import E5_SMALL_MODEL, KNOWN_MODELS
+
+    known = KNOWN_MODELS[E5_SMALL_MODEL]
+    return convert_embedding(
+        e5_dir, work_dir / "e5.gguf", precision=Precision(known.precision), name=known.name,
+        query_prefix=known.query_prefix, passage_prefix=known.passage_prefix,
+    )
+
+
+@pytest.fixture(scope="session")
+def e5_embedder(e5_conversion: ConversionResult) -> Any:
+    from funes.inference.embedder import open_embedder
+
+    return open_embedder(e5_conversion.path)
+
+
+@pytest.fixture(scope="session")
+def e5_tokenizer(e5_dir: Path) -> Any:
+    from tests.support import e5model
+
+    return e5model.reference_tokenizer(e5_dir)
