@@ -89,13 +89,14 @@ def test_what_differs_from_huggingface_is_sentencepiece_s_rule(
 
 def test_embeddings_equal_the_numpy_reference(e5_embedder: Any, e5_dir: Path) -> None:
     ref = BertReference(e5_dir)
-    got = e5_embedder.embed(TEXTS)
-    want = np.stack([ref.sentence_embedding(e5_embedder.input_ids(t)) for t in TEXTS])
+    texts = TEXTS[:-1]  # the long one: test_512_tokens_is_the_cap…
+    got = e5_embedder.embed(texts)
+    want = np.stack([ref.sentence_embedding(e5_embedder.input_ids(t)) for t in texts])
     cos = np.sum(got * want, axis=1)
     assert cos.min() >= 0.9999, cos
     # and the vectors tell texts apart (a degenerate model would pass the check above)
     sims = got @ got.T
-    others = sims[~np.eye(len(TEXTS), dtype=bool)]
+    others = sims[~np.eye(len(texts), dtype=bool)]
     assert others.max() < 0.999 and float(np.median(others)) < 0.8
 
 

@@ -27,9 +27,11 @@ from tests.support.synthetic import write_safetensors
 __all__ = ["CORPUS", "E5_SHAPE", "build", "nmt_nfkc_charsmap", "reference_tokenizer"]
 
 #: Layers, width, heads, feed-forward width of the synthetic model (e5-small: 12, 384, 12,
-#: 1536; small here so a forward pass costs milliseconds). Positions stay 512, as in e5.
-E5_SHAPE = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
-            "intermediate_size": 128, "max_position_embeddings": 512}
+#: 1536). Its width, heads and 512 positions are e5's, so its vectors share a table with
+#: MiniLM's (a reindex keeps the width) and a Rust-funes memory's 384-d column fits; two
+#: layers and a narrower feed-forward keep a forward pass at milliseconds.
+E5_SHAPE = {"num_hidden_layers": 2, "hidden_size": 384, "num_attention_heads": 12,
+            "intermediate_size": 512, "max_position_embeddings": 512}
 #: Seed of the weights (the numpy reference forward pass reads the same file).
 SEED = 20260905
 #: Rows past the tokenizer's pieces, like e5's 35.
@@ -185,7 +187,7 @@ def build(out: Path, seed: int = SEED) -> Path:
     h, ff = E5_SHAPE["hidden_size"], E5_SHAPE["intermediate_size"]
 
     def lin(n_out: int, n_in: int, prefix: str) -> dict[str, Any]:
-        return {f"{prefix}.weight": rng.normal(0, 0.08, (n_out, n_in)),
+        return {f"{prefix}.weight": rng.normal(0, 1.5 / np.sqrt(n_in), (n_out, n_in)),
                 f"{prefix}.bias": rng.normal(0, 0.02, (n_out,))}
 
     def norm(prefix: str) -> dict[str, Any]:
