@@ -196,3 +196,15 @@ def test_what_llama_cpp_cannot_reproduce_is_refused(
     with pytest.raises(ConversionError, match=message):
         convert_embedding(model_dir, tmp_path / "out.gguf")
     assert not (tmp_path / "out.gguf").exists()
+
+
+def test_loading_says_nothing_on_stderr(e5_conversion: ConversionResult,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """llama.cpp reports a missing newline token, at ERROR level, for every Unigram model;
+    it is no error, and agents' hooks and `--format agent` output must stay clean."""
+    from funes.inference.runtime import Runtime
+
+    capsys.readouterr()
+    runtime = Runtime(e5_conversion.path, kind="embed", max_tokens=None, n_threads=1)
+    runtime.close()
+    assert capsys.readouterr().err == ""
