@@ -48,6 +48,7 @@ def _json(result: Any) -> Any:
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_install_from_the_hub_then_reindex_switches_the_memory(
     run: Callable[..., Any], hub: HubServer, served_e5: HubSnapshot, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

@@ -87,6 +87,7 @@ def test_what_differs_from_huggingface_is_sentencepiece_s_rule(
     assert e5_tokenizer.encode("quoting <s> and <mask>").ids.count(0) == 2  # the reference
 
 
+@pytest.mark.slow  # the quick suite keeps the 512-token reference pass below
 def test_embeddings_equal_the_numpy_reference(e5_embedder: Any, e5_dir: Path) -> None:
     ref = BertReference(e5_dir)
     texts = TEXTS[:-1]  # the long one: test_512_tokens_is_the_cap…
