@@ -108,15 +108,19 @@ def load_vocab(model_dir: Path, rows: int) -> Vocab:
             embedding matrix.
     """
     tok_json = model_dir / "tokenizer.json"
-    if tok_json.is_file():
-        data = read_json(tok_json)
+    if not tok_json.is_file():
+        if (model_dir / "vocab.txt").is_file():
+            return _wordpiece(model_dir, None)
+        raise ConversionError(str(model_dir), "no tokenizer.json or vocab.txt")
+    data = read_json(tok_json)
+    try:
         model = data.get("model") or {}
         if model.get("type") == "Unigram":
             return _unigram(str(model_dir), data, rows)
         return _wordpiece(model_dir, data)
-    if (model_dir / "vocab.txt").is_file():
-        return _wordpiece(model_dir, None)
-    raise ConversionError(str(model_dir), "no tokenizer.json or vocab.txt")
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+        # a field of the wrong shape somewhere in a file from a stranger
+        raise ConversionError(str(tok_json), f"malformed tokenizer.json ({exc!r:.200})") from exc
 
 
 # -- WordPiece --------------------------------------------------------------------------------
@@ -250,8 +254,8 @@ def _normalizer(source: str, norm: dict[str, Any] | None) -> tuple[bytes, bool]:
     return charsmap, collapse
 
 
-def _prepends_space(source: str, pre: dict[str, Any] | None) -> bool:
-    """Whether the pre-tokenizer is SentencePiece's: a Metaspace that marks every word."""
+def _check_pre_tokenizer(source: str, pre: dict[str, Any] | None) -> None:
+    """Refuse a pre-tokenizer that is not SentencePiece's: a Metaspace marking every word."""
     steps = list(pre.get("pretokenizers") or []) if pre and pre.get("type") == "Sequence" else [
         pre or {}]
     if steps and steps[0].get("type") == "WhitespaceSplit":
@@ -266,7 +270,6 @@ def _prepends_space(source: str, pre: dict[str, Any] | None) -> bool:
     if scheme not in ("always", "first") or meta.get("split", True) is False:
         raise ConversionError(source, f"Metaspace prepend_scheme {scheme!r} without a leading "
                                       "U+2581 is not what llama.cpp's Unigram tokenizer does")
-    return True
 
 
 def _frame(source: str, post: dict[str, Any] | None) -> tuple[str, str]:
@@ -336,7 +339,7 @@ def _unigram(source: str, data: dict[str, Any], rows: int) -> Vocab:
             raise ConversionError(source, f"the post-processor's {key} token is not a special "
                                           "token of the vocabulary")
     charsmap, collapse = _normalizer(source, data.get("normalizer"))
-    add_prefix = _prepends_space(source, data.get("pre_tokenizer"))
+    _check_pre_tokenizer(source, data.get("pre_tokenizer"))
     # Rows past the tokenizer's pieces: placeholders no text can produce. They are typed
     # CONTROL (not in llama.cpp's UGM match trie) and hold an ASCII space, which a normalised
     # input never does (its spaces are U+2581), so even a trie that had them could not match.
@@ -346,7 +349,7 @@ def _unigram(source: str, data: dict[str, Any], rows: int) -> Vocab:
         scores.append(floor)
         types.append(_CONTROL)
     return Vocab("unigram", texts, types, special, size, scores=scores, charsmap=charsmap,
-                 add_space_prefix=add_prefix, remove_extra_whitespaces=collapse)
+                 add_space_prefix=True, remove_extra_whitespaces=collapse)
 
 
 # -- writing ----------------------------------------------------------------------------------

@@ -186,6 +186,7 @@ def _broken(e5_dir: Path, tmp_path: Path, edit: Any) -> Path:
     (lambda d: d["normalizer"]["normalizers"].insert(1, {"type": "Lowercase"}), "Lowercase"),
     (lambda d: d.update(normalizer={"type": "NFKC"}), "NFKC"),
     (lambda d: d.update(post_processor=None), "post-processor"),
+    (lambda d: d.update(post_processor={"type": "RobertaProcessing"}), "malformed"),
     (lambda d: d["pre_tokenizer"].update(prepend_scheme="never"), "prepend_scheme"),
     (lambda d: d["added_tokens"][0].update(content="<S>"), "added token"),
     (lambda d: d["model"]["vocab"].extend([["x", -1.0]] * (EXTRA_ROWS + 1)), "rows"),
@@ -209,3 +210,37 @@ def test_loading_says_nothing_on_stderr(e5_conversion: ConversionResult,
     runtime = Runtime(e5_conversion.path, kind="embed", max_tokens=None, n_threads=1)
     runtime.close()
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads /proc (Linux)")
+def test_a_big_vocabulary_costs_no_logits_memory(e5_dir: Path, tmp_path: Path) -> None:
+    """llama.cpp keeps n_vocab floats of logits per token even for pooled embeddings, which
+    nothing reads; e5's 250k pieces would make that 488 MB at 512 tokens. funes returns the
+    pages; a 120,000-row model here would hold 246 MB."""
+    from funes.inference.embedder import Embedder
+    from tests.support.e5model import write_weights
+
+    model_dir = tmp_path / "big-vocabulary"
+    model_dir.mkdir()
+    shutil.copy(e5_dir / "tokenizer.json", model_dir / "tokenizer.json")
+    rows = 120_000
+    write_weights(model_dir, {"num_hidden_layers": 1, "hidden_size": 32,
+                              "num_attention_heads": 2, "intermediate_size": 32,
+                              "max_position_embeddings": 512}, rows)
+    gguf = convert_embedding(model_dir, tmp_path / "big.gguf").path
+
+    def resident_mb() -> float:
+        status = Path("/proc/self/status").read_text()
+        return int(next(li for li in status.splitlines() if li.startswith("VmRSS")).split()[1]) / 1024
+
+    emb = Embedder(gguf, n_threads=1)
+    try:
+        before = resident_mb()
+        for text in ("東京の会議 " * 300, "the cache " * 400):
+            assert len(emb.input_ids(text)) == 512
+            emb.embed([text])
+        grown = resident_mb() - before
+    finally:
+        emb.close()
+    assert grown < 0.25 * rows * 512 * 4 / 2**20, grown  # the logits would be 234 MiB

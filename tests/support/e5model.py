@@ -24,7 +24,8 @@ import numpy as np
 
 from tests.support.synthetic import write_safetensors
 
-__all__ = ["CORPUS", "E5_SHAPE", "build", "nmt_nfkc_charsmap", "reference_tokenizer"]
+__all__ = ["CORPUS", "E5_SHAPE", "build", "nmt_nfkc_charsmap", "reference_tokenizer",
+           "write_weights"]
 
 #: Layers, width, heads, feed-forward width of the synthetic model (e5-small: 12, 384, 12,
 #: 1536). Its width, heads and 512 positions are e5's, so its vectors share a table with
@@ -175,16 +176,21 @@ def build(out: Path, seed: int = SEED) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     data = _tokenizer_json(nmt_nfkc_charsmap())
     (out / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    rows = len(data["model"]["vocab"]) + EXTRA_ROWS
+    write_weights(out, E5_SHAPE, len(data["model"]["vocab"]) + EXTRA_ROWS, seed)
+    return out
+
+
+def write_weights(out: Path, shape: dict[str, int], rows: int, seed: int = SEED) -> None:
+    """config.json and seeded model.safetensors of a BertModel of `shape` with `rows` words."""
     config = {
         "architectures": ["BertModel"], "model_type": "bert", "hidden_act": "gelu",
         "position_embedding_type": "absolute", "layer_norm_eps": 1e-12, "type_vocab_size": 2,
         "pad_token_id": 0, "tokenizer_class": "XLMRobertaTokenizer", "vocab_size": rows,
-        **E5_SHAPE,
+        **shape,
     }
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     rng = np.random.default_rng(seed)
-    h, ff = E5_SHAPE["hidden_size"], E5_SHAPE["intermediate_size"]
+    h, ff = shape["hidden_size"], shape["intermediate_size"]
 
     def lin(n_out: int, n_in: int, prefix: str) -> dict[str, Any]:
         return {f"{prefix}.weight": rng.normal(0, 1.5 / np.sqrt(n_in), (n_out, n_in)),
@@ -196,11 +202,12 @@ def build(out: Path, seed: int = SEED) -> Path:
 
     tensors: dict[str, Any] = {
         "embeddings.word_embeddings.weight": rng.normal(0, 0.5, (rows, h)),
-        "embeddings.position_embeddings.weight": rng.normal(0, 0.1, (512, h)),
+        "embeddings.position_embeddings.weight": rng.normal(
+            0, 0.1, (shape["max_position_embeddings"], h)),
         "embeddings.token_type_embeddings.weight": rng.normal(0, 0.1, (2, h)),
         **norm("embeddings.LayerNorm"),
     }
-    for layer in range(E5_SHAPE["num_hidden_layers"]):
+    for layer in range(shape["num_hidden_layers"]):
         p = f"encoder.layer.{layer}"
         for part in ("query", "key", "value"):
             tensors.update(lin(h, h, f"{p}.attention.self.{part}"))
@@ -210,4 +217,3 @@ def build(out: Path, seed: int = SEED) -> Path:
         tensors.update(lin(h, ff, f"{p}.output.dense"))
         tensors.update(norm(f"{p}.output.LayerNorm"))
     write_safetensors(out / "model.safetensors", tensors)
-    return out
