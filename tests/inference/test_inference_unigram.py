@@ -231,8 +231,8 @@ def test_a_big_vocabulary_costs_no_logits_memory(e5_dir: Path, tmp_path: Path) -
     gguf = convert_embedding(model_dir, tmp_path / "big.gguf").path
 
     def resident_mb() -> float:
-        status = Path("/proc/self/status").read_text()
-        return int(next(li for li in status.splitlines() if li.startswith("VmRSS")).split()[1]) / 1024
+        status = Path("/proc/self/status").read_text().splitlines()
+        return int(next(li for li in status if li.startswith("VmRSS")).split()[1]) / 1024
 
     emb = Embedder(gguf, n_threads=1)
     try:
