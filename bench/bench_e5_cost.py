@@ -27,7 +27,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -63,10 +62,7 @@ def _load() -> str:
 
 def e5_shaped(out: Path, seed: int = 5) -> Path:
     """A BertModel of multilingual-e5-small's shape, seeded, with a 250,002-piece Unigram."""
-    import numpy as np
-
     from tests.support import e5model
-    from tests.support.synthetic import write_safetensors
 
     small = e5model.build(out / "small")
     data = json.loads((small / "tokenizer.json").read_text(encoding="utf-8"))
@@ -84,32 +80,8 @@ def e5_shaped(out: Path, seed: int = 5) -> Path:
     vocab.append(mask)
     data["added_tokens"][-1]["id"] = len(vocab) - 1
     (out / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    config = json.loads((small / "config.json").read_text())
-    config.update(num_hidden_layers=12, intermediate_size=1536, vocab_size=E5_ROWS)
-    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    gen = np.random.default_rng(seed)
-    h, ffn = 384, 1536
-
-    def w(*shape: int) -> Any:
-        return gen.normal(0, 0.02, shape).astype("float32")
-
-    t: dict[str, Any] = {
-        "embeddings.word_embeddings.weight": w(E5_ROWS, h),
-        "embeddings.position_embeddings.weight": w(512, h),
-        "embeddings.token_type_embeddings.weight": w(2, h),
-        "embeddings.LayerNorm.weight": np.ones(h, "float32"),
-        "embeddings.LayerNorm.bias": np.zeros(h, "float32"),
-    }
-    for i in range(12):
-        p = f"encoder.layer.{i}."
-        for name in ("attention.self.query", "attention.self.key", "attention.self.value",
-                     "attention.output.dense"):
-            t[f"{p}{name}.weight"], t[f"{p}{name}.bias"] = w(h, h), w(h)
-        t[p + "intermediate.dense.weight"], t[p + "intermediate.dense.bias"] = w(ffn, h), w(ffn)
-        t[p + "output.dense.weight"], t[p + "output.dense.bias"] = w(h, ffn), w(h)
-        for name in ("attention.output.LayerNorm", "output.LayerNorm"):
-            t[f"{p}{name}.weight"], t[f"{p}{name}.bias"] = np.ones(h, "float32"), w(h)
-    write_safetensors(out / "model.safetensors", t)
+    shape = {**e5model.E5_SHAPE, "num_hidden_layers": 12, "intermediate_size": 1536}
+    e5model.write_weights(out, shape, E5_ROWS, seed)
     return out
 
 
