@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 WORDS = [
     "parser", "stream", "buffer", "token", "lexer", "schema", "migration", "index",
@@ -313,8 +314,14 @@ def main() -> None:
     f = sub.add_parser("firstday")
     f.add_argument("--chunks", type=int, default=300_000)
     f.add_argument("--batch-chunks", type=int, default=0)
+    from life_hooks import add_parser
+
+    add_parser(sub, lambda a: __import__("life_hooks").hooks(a))
     args = parser.parse_args()
-    months(args) if args.mode == "months" else firstday(args)
+    if args.mode == "hooks":
+        args.run(args)
+    else:
+        months(args) if args.mode == "months" else firstday(args)
 
 
 if __name__ == "__main__":
