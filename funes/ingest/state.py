@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 _WINDOW = 4096
 STATE_FORMAT = 1
 
