@@ -19,6 +19,8 @@ from funes.storage.repo import Repository
 if TYPE_CHECKING:
     import lance
 
+    from funes.storage.tables import LanceTable
+
 #: Fold appended rows into the indexes once this many are unindexed (on a recall's path).
 OPTIMIZE_AFTER = 20_000
 #: Background maintenance folds them in sooner: the full-text search reads unindexed rows
@@ -37,6 +39,8 @@ class IndexState:
     fts: bool
     id_index: bool
     unindexed_rows: int
+    #: Fragments holding those rows (each is searched flat, at a cost per fragment).
+    unindexed_fragments: int = 0
 
 
 #: IndexState per Lance version (its manifest file's path and mtime, so a table deleted and
@@ -63,14 +67,13 @@ def state(repo: Repository) -> IndexState:
 
 
 def _state(ds: lance.LanceDataset) -> IndexState:
-    names = {ix.name for ix in ds.describe_indices()}
-    unindexed = 0
-    if "text_idx" in names:
-        stats = ds.stats.index_stats("text_idx")
-        unindexed = int(stats.get("num_unindexed_rows", 0))
-    else:
-        unindexed = ds.count_rows()
-    return IndexState("text_idx" in names, "id_idx" in names, unindexed)
+    # from the segments' fragment lists: cheaper than Lance's index statistics, and it counts
+    # the fragments too
+    indexes = {ix.name: ix for ix in ds.describe_indices()}
+    text = indexes.get("text_idx")
+    covered = {int(f) for seg in text.segments for f in seg.fragment_ids} if text else set()
+    rows = [f.count_rows() for f in ds.get_fragments() if f.fragment_id not in covered]
+    return IndexState(text is not None, "id_idx" in indexes, sum(rows), len(rows))
 
 
 def ensure(repo: Repository, *, lock_timeout: float | None = None) -> IndexState:
@@ -85,7 +88,7 @@ def ensure(repo: Repository, *, lock_timeout: float | None = None) -> IndexState
         # writer (an index run) is no reason to make a recall wait.
         try:
             with repo.writing(0):
-                repo.chunks.dataset().optimize.optimize_indices()
+                fold(repo.chunks, CHUNK_INDEXES)
         except RepositoryBusyError:
             return current
         return state(repo)
@@ -139,8 +142,56 @@ def ensure_vectors(
             ds.create_index("vector", index_type="IVF_HNSW_SQ", metric="cosine",
                             num_partitions=partitions, name="vector_idx")
         else:
-            ds.optimize.optimize_indices()
+            fold(repo.vectors, ("vector_idx",))
     return True
+
+
+#: The indexes of `chunks.lance`: full-text on `text`, B-tree on `id`.
+CHUNK_INDEXES = ("text_idx", "id_idx")
+
+
+def merge_count(ds: lance.LanceDataset, name: str) -> tuple[int, int]:
+    """How many of index `name`'s newest segments a fold merges, and the rows it indexes anew.
+
+    Each fold indexes the rows appended since the last one as a new segment (Lance's delta
+    index), merged with the newest segments while they are smaller than pack.GEOMETRIC times
+    what is being merged: every segment stays at least that many times all newer ones
+    together, so there are O(log rows) of them and a fold costs about what it folds in, not
+    the whole index (merging every fold into one segment did: bench/results/life.md).
+    """
+    found = [ix for ix in ds.describe_indices() if ix.name == name]
+    rows = {f.fragment_id: f.count_rows() for f in ds.get_fragments()}
+    if not found:
+        return 0, 0
+    covered = {int(f) for segment in found[0].segments for f in segment.fragment_ids}
+    fresh = sum(n for fid, n in rows.items() if fid not in covered)
+    merged, count = fresh, 0
+    for segment in reversed(found[0].segments):  # newest first, as Lance merges them
+        size = sum(rows.get(int(f), 0) for f in segment.fragment_ids)
+        if size >= pack.GEOMETRIC * merged:
+            break
+        merged += size
+        count += 1
+    return count, fresh
+
+
+def fold(table: LanceTable, names: tuple[str, ...]) -> int:
+    """Index the rows appended since the last fold (the caller holds the write lock).
+
+    Returns the rows folded in. The segments a fold merged cover several fragments
+    afterwards; the next pack rewrites those together (funes.storage.pack._plan).
+    """
+    ds = table.dataset()
+    plans: dict[int, list[str]] = {}
+    fresh = 0
+    for name in names:
+        count, new = merge_count(ds, name)
+        if new or count:
+            plans.setdefault(count, []).append(name)
+            fresh = max(fresh, new)
+    for count, group in sorted(plans.items()):
+        table.dataset().optimize.optimize_indices(num_indices_to_merge=count, index_names=group)
+    return fresh
 
 
 @dataclass(frozen=True)
@@ -151,28 +202,43 @@ class Upkeep:
     folded: int  # unindexed rows folded into the full-text and id indexes
 
 
+def _sum(a: pack.PackResult | None, b: pack.PackResult | None) -> pack.PackResult | None:
+    if a is None or b is None:
+        return a or b
+    tables = set(a.packed) | set(b.packed)
+    return pack.PackResult({t: a.packed.get(t, 0) + b.packed.get(t, 0) for t in tables},
+                           {**a.fragments, **b.fragments}, a.seconds + b.seconds)
+
+
 def maintain(repo: Repository) -> Upkeep:
     """Background upkeep after new rows, like `git gc --auto`; cheap when nothing is due.
 
     Packs the tables when they reach `pack.threshold` fragments (funes.storage.pack), builds
     the search indexes when they are missing, and folds appended rows into them once
-    FOLD_AFTER of them are searched flat. Never
-    waits for the lock: a busy memory is maintained next time. For the hook worker and the
-    end of `funes index`, never for a recall.
+    FOLD_AFTER of them, or `pack.threshold` fragments of them, are searched flat (each costs
+    a flat search on every recall), then packs the fragments of the segments that fold
+    covers. Each step costs about the rows it handles, not the memory's size. Never waits
+    for the lock: a busy memory is maintained next time. For the hook worker and the end of
+    `funes index`, never for a recall.
     """
-    packed = pack.auto(repo)
-    folded = 0
     current = state(repo)
+    # the fold before the pack: the fragments it indexes are then packed with the segments it
+    # merged, once, rather than once as a tail and again after the fold
+    fold_due = current.fts and current.id_index and current.unindexed_rows > 0 and (
+        current.unindexed_rows >= FOLD_AFTER
+        or current.unindexed_fragments >= pack.threshold(repo) > 0)
+    packed = None if fold_due else pack.auto(repo)
+    folded = 0
     if not (current.fts and current.id_index) and current.unindexed_rows:
         # built here rather than by the first recall, which would wait for it
         with contextlib.suppress(RepositoryBusyError):
             ensure(repo, lock_timeout=0)
         return Upkeep(packed, 0)
-    if current.fts and current.id_index and current.unindexed_rows >= FOLD_AFTER:
+    if fold_due:
         try:
             with repo.writing(0):
-                repo.chunks.dataset().optimize.optimize_indices()
-            folded = current.unindexed_rows
+                folded = fold(repo.chunks, CHUNK_INDEXES)
         except RepositoryBusyError:
-            pass
+            return Upkeep(packed, 0)
+        packed = _sum(packed, pack.auto(repo))
     return Upkeep(packed, folded)

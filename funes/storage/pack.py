@@ -45,6 +45,8 @@ from funes.storage.atomic import write_atomic
 from funes.storage.lock import RepositoryBusyError
 
 if TYPE_CHECKING:
+    import lance
+
     from funes.storage.repo import Repository
     from funes.storage.tables import LanceTable
 
@@ -199,14 +201,12 @@ def threshold(repo: Repository) -> int:
 
 
 def due(repo: Repository) -> bool:
-    """Whether a table has reached the threshold (cheap: one manifest read per table)."""
+    """Whether a table has something to pack (cheap: one manifest read per table)."""
     limit = threshold(repo)
     if limit == 0:
         return False
-    for table in (repo.chunks, *repo.embeddings.values()):
-        if table.exists() and len(table.dataset().get_fragments()) >= limit:
-            return True
-    return False
+    return any(table.exists() and _plan(table.dataset(), limit) is not None
+               for table in (repo.chunks, *repo.embeddings.values()))
 
 
 def auto(repo: Repository) -> PackResult | None:
@@ -223,7 +223,7 @@ def auto(repo: Repository) -> PackResult | None:
 
 
 def pack(repo: Repository, *, force: bool = False, lock_timeout: float | None = None) -> PackResult:
-    """Pack every table that is due (or, with `force`, every table of two fragments or more)."""
+    """Pack every table that is due (or, with `force`, whatever two fragments can be packed)."""
     started = time.monotonic()
     packed: dict[str, int] = {}
     fragments: dict[str, int] = {}
@@ -232,9 +232,9 @@ def pack(repo: Repository, *, force: bool = False, lock_timeout: float | None = 
         for table in (repo.chunks, *repo.embeddings.values()):
             if not table.exists():
                 continue
-            count = len(table.dataset().get_fragments())
-            if count >= 2 and (force or (limit and count >= limit)):
-                packed[table.name] = _pack_table(repo, table)
+            excluded = _plan(table.dataset(), 0 if force else limit) if force or limit else None
+            if excluded is not None:
+                packed[table.name] = _pack_table(repo, table, excluded)
             fragments[table.name] = len(table.dataset().get_fragments())
     return PackResult(packed, fragments, time.monotonic() - started)
 
@@ -250,13 +250,48 @@ def _exclusions(rows: list[tuple[int, int]]) -> list[int]:
     return excluded
 
 
-def _pack_table(repo: Repository, table: LanceTable) -> int:
-    ds = table.dataset()
+def _plan(ds: lance.LanceDataset, limit: int) -> list[int] | None:
+    """The fragment ids a pack leaves alone, or None when there is nothing worth packing.
+
+    Lance remaps every index segment that covers a rewritten fragment, and packs together
+    only fragments of the same coverage. One search-index segment over the whole table made
+    every pack rewrite the whole index: work proportional to the memory every few turns
+    (bench/results/life.md, "A hook's whole call"). So fragments are packed by coverage:
+
+    - fragments no index covers yet (the newest rows) are packed among themselves once there
+      are `limit` of them (0: any two), the geometric rule keeping a large one as it is;
+    - fragments covered by the same index segments are packed together whenever there are
+      two or more: that follows a fold that merged segments
+      (funes.retrieval.indexes.fold), whose sizes grow geometrically, so a pack rewrites
+      about the rows that fold just indexed, never the whole table.
+    """
     frags = ds.get_fragments()
+    rows = {f.fragment_id: f.count_rows() for f in frags}
+    cover: dict[int, list[str]] = {}
+    for ix in ds.describe_indices():
+        for segment in ix.segments:
+            for fid in segment.fragment_ids:
+                cover.setdefault(int(fid), []).append(str(segment.uuid))
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for fid in rows:
+        groups.setdefault(tuple(sorted(cover.get(fid, ()))), []).append(fid)
+    chosen: set[int] = set()
+    tail = groups.pop((), [])
+    if len(tail) >= max(2, limit):
+        left = set(_exclusions([(fid, rows[fid]) for fid in tail]))
+        if len(tail) - len(left) >= 2:
+            chosen.update(fid for fid in tail if fid not in left)
+    for group in groups.values():
+        if len(group) >= 2:
+            chosen.update(group)
+    if not chosen:
+        return None
+    return [fid for fid in rows if fid not in chosen]
+
+
+def _pack_table(repo: Repository, table: LanceTable, excluded: list[int]) -> int:
+    ds = table.dataset()
     before = table.file_paths()
-    excluded = _exclusions([(f.fragment_id, f.count_rows()) for f in frags])
-    if len(frags) - len(excluded) < 2:
-        return 0
     journal = {"table": table.name, "version": int(ds.version), "files": sorted(before)}
     write_atomic(repo.path / JOURNAL, json.dumps(journal).encode())
     metrics = ds.optimize.compact_files(excluded_fragment_ids=excluded or None, num_threads=1)
