@@ -169,8 +169,8 @@ class SourceStates:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("CREATE TABLE IF NOT EXISTS sources "
-                       "(path TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID")
-            db.execute("SELECT count(*) FROM sources LIMIT 1").fetchone()
+                       "(path TEXT PRIMARY KEY, state TEXT NOT NULL)")
+            db.execute("SELECT 1 FROM sources LIMIT 1").fetchone()  # unreadable: damaged
         except BaseException:
             db.close()
             raise

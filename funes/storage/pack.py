@@ -52,6 +52,15 @@ if TYPE_CHECKING:
 
 PACKS = "packs.json"
 JOURNAL = "PACKING"
+#: Sealed parts of the record: `packs.d/<table>/<n>.json`, each `{"files": [...]}`, written
+#: once and never changed (until `reset` unpacks the table and deletes them).
+SEALED = "packs.d"
+#: A table's packed originals move from `packs.json` to a sealed file once this many are
+#: listed there: `packs.json` is rewritten on every pack, and listing every original packed
+#: since the memory began made that rewrite grow with the memory (7 MB at 100k commits).
+SEAL_AT = 1024
+#: Largest sealed file read back (input from disk: bounded; one holds about 100 kB).
+_SEALED_MAX_BYTES = 16 << 20
 #: Pack a table once it holds this many fragments (config `pack.threshold`; 0 turns auto off).
 #: 8 with GEOMETRIC 4 kept a per-turn memory's recall within 1.2x of the same rows committed
 #: at once, where 32 with 2 left it at 1.7-1.9x (bench/results/life.md, "Tuning").
@@ -137,6 +146,7 @@ def forget_packs(repo_path: Path, table: str) -> None:
         entry["retired"] = entry.get("retired", set()) | {f"{now} {p}" for p in entry["packs"]}
         entry["packs"], entry["files"] = set(), set()
         _save(repo_path, packs)
+    shutil.rmtree(repo_path / SEALED / table, ignore_errors=True)
 
 
 def _journaled(repo_path: Path) -> dict[str, Any] | None:
@@ -148,13 +158,53 @@ def _journaled(repo_path: Path) -> dict[str, Any] | None:
 
 
 def record(repo_path: Path, table: LanceTable, current: set[str]) -> dict[str, set[str]]:
-    """The pack record of `table` (`packs`, `files`), a pending journal applied."""
+    """The pack record of `table` (`packs`, `files`), sealed files and a pending journal in."""
     packs = _load(repo_path)
     journal = _journaled(repo_path)
     if journal and journal.get("table") == table.name and \
             int(journal.get("version", -1)) < _latest_version(table):
         _apply(packs, table.name, set(journal["files"]), current)
-    return packs.get(table.name, {"packs": set(), "files": set()})
+    entry = packs.get(table.name, {"packs": set(), "files": set()})
+    return {"packs": entry["packs"], "files": entry["files"] | _sealed(repo_path, table.name)}
+
+
+def _sealed(repo_path: Path, table: str) -> set[str]:
+    """The originals listed in `packs.d/<table>/`.
+
+    Read only where the whole logical file set is needed (merge, recovery, fsck, gc, reset),
+    never by a pack.
+    """
+    out: set[str] = set()
+    folder = repo_path / SEALED / table
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+        try:
+            if path.stat().st_size > _SEALED_MAX_BYTES:
+                continue
+            files = json.loads(path.read_text("utf-8")).get("files")
+        except (OSError, ValueError, AttributeError):
+            continue  # lost or damaged: its files read as missing, which fsck reports
+        if isinstance(files, list):
+            out.update(f for f in files if isinstance(f, str) and _data_name(f))
+    return out
+
+
+def _seal(repo: Repository, packs: dict[str, dict[str, set[str]]]) -> None:
+    """Move the originals of a table's record to a sealed file once there are SEAL_AT of them.
+
+    FORMAT is raised first (a format-2 funes would take the sealed files for missing ones),
+    then the sealed file is written, then `packs.json` (by the caller): killed in between,
+    a file is listed twice, which a set does not mind.
+    """
+    for name, entry in packs.items():
+        if len(entry["files"]) < SEAL_AT:
+            continue
+        repo.raise_format(3)
+        folder = repo.path / SEALED / name
+        folder.mkdir(parents=True, exist_ok=True)
+        taken = [int(p.stem) for p in folder.glob("*.json") if p.stem.isdigit()]
+        data = {"files": sorted(entry["files"])}
+        write_atomic(folder / f"{max(taken, default=0) + 1:08d}.json", json.dumps(data).encode())
+        entry["files"] = set()
 
 
 def logical_paths(repo_path: Path, table: LanceTable, physical: set[str]) -> set[str]:
@@ -298,6 +348,7 @@ def _pack_table(repo: Repository, table: LanceTable, excluded: list[int]) -> int
     after = table.file_paths()
     packs = _load(repo.path)
     _apply(packs, table.name, before, after)
+    _seal(repo, packs)
     _save(repo.path, packs)
     (repo.path / JOURNAL).unlink()
     prune_versions(table)
