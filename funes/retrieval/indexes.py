@@ -148,16 +148,21 @@ def ensure_vectors(
 
 #: The indexes of `chunks.lance`: full-text on `text`, B-tree on `id`.
 CHUNK_INDEXES = ("text_idx", "id_idx")
+#: Segments smaller than this are always merged by the next fold: each segment costs every
+#: full-text query a little (three segments made a BM25 query 2x one segment's), and
+#: re-indexing a couple of thousand rows takes milliseconds, whatever the memory's size.
+SMALL_SEGMENT = 2048
 
 
 def merge_count(ds: lance.LanceDataset, name: str) -> tuple[int, int]:
     """How many of index `name`'s newest segments a fold merges, and the rows it indexes anew.
 
     Each fold indexes the rows appended since the last one as a new segment (Lance's delta
-    index), merged with the newest segments while they are smaller than pack.GEOMETRIC times
-    what is being merged: every segment stays at least that many times all newer ones
-    together, so there are O(log rows) of them and a fold costs about what it folds in, not
-    the whole index (merging every fold into one segment did: bench/results/life.md).
+    index), merged with the newest segments while they are smaller than SMALL_SEGMENT rows or
+    than pack.GEOMETRIC times what is being merged: every larger segment stays at least that
+    many times all newer ones together, so there are O(log rows) of them and a fold costs
+    about what it folds in, not the whole index (merging every fold into one segment did:
+    bench/results/life.md).
     """
     found = [ix for ix in ds.describe_indices() if ix.name == name]
     rows = {f.fragment_id: f.count_rows() for f in ds.get_fragments()}
@@ -168,7 +173,7 @@ def merge_count(ds: lance.LanceDataset, name: str) -> tuple[int, int]:
     merged, count = fresh, 0
     for segment in reversed(found[0].segments):  # newest first, as Lance merges them
         size = sum(rows.get(int(f), 0) for f in segment.fragment_ids)
-        if size >= pack.GEOMETRIC * merged:
+        if size >= SMALL_SEGMENT and size >= pack.GEOMETRIC * merged:
             break
         merged += size
         count += 1

@@ -94,8 +94,11 @@ def _text_segments(repo: Repository) -> list[tuple[str, list[int]]]:
     return [(str(s.uuid), sorted(int(f) for f in s.fragment_ids)) for s in found[0].segments]
 
 
-def test_maintenance_never_rewrites_the_large_indexed_segment(repo: Repository) -> None:
-    repo.commit_chunks(make_batch(10_000, 400, session="bulk"), "a first day")
+def test_maintenance_never_rewrites_the_large_indexed_segment(
+    repo: Repository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(indexes, "SMALL_SEGMENT", 100)  # the bulk below counts as large
+    repo.commit_chunks(make_batch(10_000, 600, session="bulk"), "a first day")
     indexes.maintain(repo)  # builds the indexes over the bulk
     (bulk_segment, bulk_fragments), = _text_segments(repo)
     bulk_files = repo.chunks.file_paths()
@@ -108,7 +111,7 @@ def test_maintenance_never_rewrites_the_large_indexed_segment(repo: Repository) 
     assert state.unindexed_rows < indexes.FOLD_AFTER
     assert state.unindexed_fragments < pack.threshold(repo)
     assert len(repo.chunks.dataset().get_fragments()) <= len(segments) + pack.threshold(repo)
-    assert repo.chunks.dataset().count_rows() == 520
+    assert repo.chunks.dataset().count_rows() == 720
     report = fsck(repo)
     assert report.ok, [str(p) for p in report.problems]
 
