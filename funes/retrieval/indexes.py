@@ -27,6 +27,13 @@ OPTIMIZE_AFTER = 20_000
 #: flat, tokenising each on every query (1,600 such rows made a BM25 recall 0.7 s instead
 #: of 25 ms; bench/results/life.md).
 FOLD_AFTER = 64
+#: Full-text tokenizers a memory can be stamped with (`funes reindex --tokenizer`), and the
+#: Lance tokenizer each one is. "simple" splits on whitespace and punctuation: a run of Chinese
+#: or Japanese characters is one token, so such text is found only by its exact sentence.
+#: "icu" segments words with ICU's dictionaries (Chinese, Japanese, Thai…) and then splits
+#: like "simple"; on English it is close but not identical (the same BM25 top hit on 435 of
+#: LongMemEval's 470 questions), so it is chosen per memory rather than for all.
+TOKENIZERS: dict[str, str] = {"simple": "simple", "icu": "icu/split"}
 #: Below this many vectors an exact (flat) search is fast and perfect; above it an ANN index
 #: (IVF with HNSW over scalar-quantised vectors) keeps queries in milliseconds.
 ANN_MIN_ROWS = 50_000
@@ -39,7 +46,9 @@ class IndexState:
     fts: bool
     id_index: bool
     unindexed_rows: int
-    #: Fragments holding those rows (each is searched flat, at a cost per fragment).
+    #: The Lance tokenizer the full-text index was built with (None: no index yet).
+    tokenizer: str | None = None
+    #: Fragments holding the unindexed rows (each is searched flat, at a cost per fragment).
     unindexed_fragments: int = 0
 
 
@@ -67,13 +76,30 @@ def state(repo: Repository) -> IndexState:
 
 
 def _state(ds: lance.LanceDataset) -> IndexState:
-    # from the segments' fragment lists: cheaper than Lance's index statistics, and it counts
-    # the fragments too
-    indexes = {ix.name: ix for ix in ds.describe_indices()}
-    text = indexes.get("text_idx")
+    # unindexed rows from the segments' fragment lists: cheaper than Lance's index
+    # statistics, and it counts the fragments too
+    described = {ix.name: ix for ix in ds.describe_indices()}
+    text = described.get("text_idx")
+    built = str((text.details or {}).get("base_tokenizer") or "simple") if text else None
     covered = {int(f) for seg in text.segments for f in seg.fragment_ids} if text else set()
     rows = [f.count_rows() for f in ds.get_fragments() if f.fragment_id not in covered]
-    return IndexState(text is not None, "id_idx" in indexes, sum(rows), len(rows))
+    return IndexState(text is not None, "id_idx" in described, sum(rows), built, len(rows))
+
+
+def retokenize(repo: Repository, *, lock_timeout: float | None = None) -> IndexState:
+    """Rebuild the full-text index when it was built with another tokenizer than the stamp's.
+
+    The stamp travels with the memory's commits, so a clone or a pull that brings a new
+    stamp rebuilds here on its first recall (0.4-2 s at 100k chunks), and every machine then
+    searches the same way.
+    """
+    wanted = TOKENIZERS.get(repo.tokenizer(), "simple")
+    built = state(repo).tokenizer
+    if built is not None and built != wanted:
+        with repo.writing(lock_timeout):
+            if _state(repo.chunks.dataset()).tokenizer not in (None, wanted):
+                repo.chunks.dataset().drop_index("text_idx")
+    return ensure(repo, lock_timeout=lock_timeout)
 
 
 def ensure(repo: Repository, *, lock_timeout: float | None = None) -> IndexState:
@@ -97,7 +123,8 @@ def ensure(repo: Repository, *, lock_timeout: float | None = None) -> IndexState
         names = {ix.name for ix in ds.describe_indices()}
         if "text_idx" not in names:
             ds.create_scalar_index("text", index_type="INVERTED", name="text_idx",
-                                   with_position=False)
+                                   with_position=False,
+                                   base_tokenizer=TOKENIZERS.get(repo.tokenizer(), "simple"))
         if "id_idx" not in names:
             ds = repo.chunks.dataset()
             ds.create_scalar_index("id", index_type="BTREE", name="id_idx")
@@ -191,7 +218,7 @@ def fold(table: LanceTable, names: tuple[str, ...]) -> int:
     fresh = 0
     for name in names:
         count, new = merge_count(ds, name)
-        if new or count:
+        if new:
             plans.setdefault(count, []).append(name)
             fresh = max(fresh, new)
     for count, group in sorted(plans.items()):
