@@ -17,6 +17,10 @@ rewrote: deleted a minute later, when no reader can still be reading them):
     {"chunks": {"packs": ["data/p.lance", …], "files": ["data/a.lance", …],
                 "retired": {"data/q.lance": 1796140000}}, "vectors": …}
 
+Once a table's `files` hold SEAL_AT entries they move to a sealed file `packs.d/<table>/<n>.json`
+written once, so the record every pack rewrites stays small (FORMAT 3: docs/format.md).
+Which fragments a pack rewrites follows the search indexes' segments (`_plan`).
+
 The *logical* file set of a table (what merge, crash recovery and fsck ask "is this file in
 the table?") is the version's files minus the packs, plus the packed files. Pushes and pulls
 are untouched: a push sends the original files its manifests name, a pull appends the
