@@ -1,8 +1,15 @@
 """The life of a memory: months of per-turn commits, and a heavy first day.
 
 Run:
+    python bench/bench_life.py hooks [--calls 3000] [--session-turns 2] [--step 250]
     python bench/bench_life.py months [--commits 3000] [--step 300] [--pack auto|off]
     python bench/bench_life.py firstday [--chunks 300000] [--batch-chunks N]
+
+`hooks` (bench/life_hooks.py): what a hook pays per finished turn, the whole porcelain `index`
+call with its automatic upkeep, over `--calls` calls: median, p95, max, the first 100 against
+the last 100 (the verdict, a ratio within one run), a paired figure at the end, the `months`
+figure (commit alone) beside it, profiles at call 100 and at the last call, and recall
+against the same transcripts indexed at once, before and after `funes gc`.
 
 `months`: one memory, one small commit per finished turn (a user and an assistant chunk, as
 the agent hook writes them), BM25 only. Every `--step` commits it reports the mean commit time
