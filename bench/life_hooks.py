@@ -36,7 +36,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-FIRST = LAST = 100
+#: The windows compared: the first and the last this many calls (half the run when shorter).
+WINDOW = 100
 
 
 class Timers:
@@ -44,9 +45,16 @@ class Timers:
 
     def __init__(self) -> None:
         self.spent: dict[str, float] = {}
+        self.wrapped: list[tuple[Any, str, Any]] = []
+
+    def unwrap(self) -> None:
+        for owner, name, inner in reversed(self.wrapped):
+            setattr(owner, name, inner)
+        self.wrapped.clear()
 
     def wrap(self, owner: Any, name: str, label: str) -> None:
         inner = getattr(owner, name)
+        self.wrapped.append((owner, name, inner))
         timers = self
 
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -154,31 +162,42 @@ def _recall_pair(settings: Any, a: Any, b: Any, n: int, seed: int) -> tuple[floa
             statistics.median(ratios))
 
 
-def hooks(args: argparse.Namespace) -> None:
-    """The `hooks` mode (see the module docstring); prints Markdown."""
+def hooks(args: argparse.Namespace) -> bool:
+    """The `hooks` mode (see the module docstring); prints Markdown, returns the verdict."""
     base = Path(args.scratch) if args.scratch else Path(tempfile.mkdtemp(prefix="funes-life-"))
     base.mkdir(parents=True, exist_ok=True)
     try:
         with _env(base / "home"):
-            _hooks(args, base)
+            return _hooks(args, base)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
 
 
-def _hooks(args: argparse.Namespace, base: Path) -> None:
-    from funes import api
+def _hooks(args: argparse.Namespace, base: Path) -> bool:
     from funes._env import settings as load_settings
-    from funes.api import ingest, security
+    from funes.api import ingest
     from funes.storage.repo import Repository
 
     settings = load_settings()
     timers = Timers()
     timers.wrap(Repository, "commit_chunks", "commit")
     timers.wrap(ingest, "maintain", "maintain")
+    try:
+        return _run(args, base, settings, timers)
+    finally:
+        timers.unwrap()
+
+
+def _run(args: argparse.Namespace, base: Path, settings: Any, timers: Timers) -> bool:
+    from funes import api
+    from funes.api import security
+    from funes.storage.repo import Repository
+
     repo = Repository.init(settings.home, settings, is_global=True)
     source = Transcripts(base / "claude", args.session_turns, "00000000", 3)
     n = args.calls
+    window = min(WINDOW, max(1, n // 2))
     total: list[float] = []
     parts: list[dict[str, float]] = []
     profiles: dict[str, cProfile.Profile] = {}
@@ -206,19 +225,19 @@ def _hooks(args: argparse.Namespace, base: Path) -> None:
         total.append(took)
         parts.append(spent)
         i += 1
-        if i == FIRST:
+        if i == window:
             shutil.copytree(repo.path, early_copy, symlinks=True)
             prof = profiles.setdefault("early", cProfile.Profile())
             for j in range(args.profile_calls):
                 call(repo, source, n + args.paired * 2 + j, prof)  # not counted
         if i % args.step == 0 or i == n:
-            window, spent_w = total[step_start:i], parts[step_start:i]
+            took_w, spent_w = total[step_start:i], parts[step_start:i]
             load_seen.append(os.getloadavg()[0])
             rows = repo.chunks.dataset().count_rows()
             frags = len(repo.chunks.dataset().get_fragments())
             lines.append(
-                f"| {i} | {rows} | {frags} | {_ms(window)} ms | {_p95(window) * 1000:.0f} ms | "
-                f"{max(window) * 1000:.0f} ms | "
+                f"| {i} | {rows} | {frags} | {_ms(took_w)} ms | {_p95(took_w) * 1000:.0f} ms | "
+                f"{max(took_w) * 1000:.0f} ms | "
                 f"{_ms([p.get('commit', 0.0) for p in spent_w])} ms | "
                 f"{_ms([p.get('maintain', 0.0) for p in spent_w])} ms | {load_seen[-1]:.1f} |")
             print(lines[-1], flush=True)
@@ -246,23 +265,23 @@ def _hooks(args: argparse.Namespace, base: Path) -> None:
     gc_s = time.perf_counter() - t0
     after_gc = _recall_pair(settings, repo, once, args.queries, 13)
 
-    first, last = total[:FIRST], total[-LAST:]
-    commit_first = [p.get("commit", 0.0) for p in parts[:FIRST]]
-    commit_last = [p.get("commit", 0.0) for p in parts[-LAST:]]
+    first, last = total[:window], total[-window:]
+    commit_first = [p.get("commit", 0.0) for p in parts[:window]]
+    commit_last = [p.get("commit", 0.0) for p in parts[-window:]]
     mean_ratio = statistics.mean(last) / statistics.mean(first)
     p95_ratio = _p95(last) / _p95(first)
     print("\n".join(lines))
     print()
     print(f"whole `index` call, {n} calls: median {statistics.median(total) * 1000:.0f} ms, "
           f"p95 {_p95(total) * 1000:.0f} ms, max {max(total) * 1000:.0f} ms")
-    print(f"first {FIRST}: mean {_ms(first)} ms, p95 {_p95(first) * 1000:.0f} ms; last {LAST}: "
+    print(f"first {window}: mean {_ms(first)} ms, p95 {_p95(first) * 1000:.0f} ms; last {window}: "
           f"mean {_ms(last)} ms, p95 {_p95(last) * 1000:.0f} ms -> mean ratio {mean_ratio:.2f} "
           f"(must be <= 1.3), p95 ratio {p95_ratio:.2f} (must be <= 2)")
-    print(f"the `months` figure (commit_chunks alone): first {FIRST} mean {_ms(commit_first)} ms, "
-          f"last {LAST} mean {_ms(commit_last)} ms "
+    print(f"the `months` figure (commit_chunks alone): first {window} mean {_ms(commit_first)} ms, "
+          f"last {window} mean {_ms(commit_last)} ms "
           f"(ratio {statistics.mean(commit_last) / statistics.mean(commit_first):.2f})")
     pe, pl = paired["early"], paired["late"]
-    print(f"paired ({args.paired} calls each, alternating): memory at call {FIRST} mean {_ms(pe)} "
+    print(f"paired ({args.paired} calls each, alternating): memory at call {window} mean {_ms(pe)} "
           f"ms / p95 {_p95(pe) * 1000:.0f} ms, at call {n} mean {_ms(pl)} ms / p95 "
           f"{_p95(pl) * 1000:.0f} ms (mean ratio {statistics.mean(pl) / statistics.mean(pe):.2f})")
     print(f"recall p50 ({args.queries} queries, each on both memories in turn): per-turn "
@@ -271,7 +290,7 @@ def _hooks(args: argparse.Namespace, base: Path) -> None:
           f"({gc_s:.1f} s): {after_gc[0]:.1f} ms vs {after_gc[1]:.1f} ms (ratio "
           f"{after_gc[0] / after_gc[1]:.2f}, per-query median {after_gc[2]:.2f}; must be <= 1.5)")
     for name in ("early", "late"):
-        at = FIRST if name == "early" else n
+        at = window if name == "early" else n
         print(f"\nprofile of {args.profile_calls} calls at call {at} "
               f"(cumulative, per call):\n{_profile_text(profiles[name], args.profile_calls)}")
     la = os.getloadavg()
@@ -279,6 +298,7 @@ def _hooks(args: argparse.Namespace, base: Path) -> None:
           f"now {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}")
     ok = mean_ratio <= 1.3 and p95_ratio <= 2.0 and after_gc[0] / after_gc[1] <= 1.5
     print(f"verdict: {'holds' if ok else 'does not hold'}")
+    return ok
 
 
 def add_parser(sub: Any, run: Callable[[argparse.Namespace], None]) -> None:
