@@ -40,7 +40,7 @@ from funes.api.search import embed
 from funes.errors import FunesError
 from funes.ingest.run import index_sources
 from funes.ingest.sources import explicit_sources
-from funes.ingest.state import SourceStates
+from funes.ingest.state import memory_states, routed_states
 from funes.storage.lock import RepositoryBusyError, WriteLock
 from funes.storage.repo import Repository
 
@@ -107,13 +107,14 @@ def _index_agent(settings: Settings, agent: str, requests: list[_Request],
         repo = open_memory(settings, memory)
         repos[repo.path] = repo
         router = lambda _turn: repo  # noqa: E731
-        states = SourceStates(repo.path / "index" / "sources.json")
+        states = memory_states(repo.path)
     else:
         routed = _ProjectRouter(settings)
         router = routed
-        states = SourceStates(settings.home / "state" / "sources.json")
-    summary = index_sources(explicit_sources(paths, harness=agent), router, states,
-                            lock_timeout=0)
+        states = routed_states(settings.home)
+    with contextlib.closing(states):
+        summary = index_sources(explicit_sources(paths, harness=agent), router, states,
+                                lock_timeout=0)
     if not memory:
         repos.update(routed._repos)
     for path, committed in summary.commits.items():

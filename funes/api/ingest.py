@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -16,7 +17,7 @@ from funes.ingest.parsers.turnfile import TurnFileCheck, is_turn_file
 from funes.ingest.parsers.turnfile import check as check_turn_file
 from funes.ingest.run import BATCH_BYTES, BATCH_CHUNKS, IndexSummary, index_sources
 from funes.ingest.sources import default_sources, explicit_sources
-from funes.ingest.state import SourceStates
+from funes.ingest.state import memory_states, routed_states
 from funes.model.turns import Turn
 from funes.retrieval.indexes import maintain
 from funes.storage.repo import PROJECT_DIR, Repository
@@ -119,7 +120,7 @@ def index(
         else:
             sources = default_sources(settings, harnesses=agents or None)
         router = lambda _turn: repo  # noqa: E731
-        states = SourceStates(repo.path / "index" / "sources.json")
+        states = memory_states(repo.path)
         max_tokens = int(repo.config.get("index.maxTokens") or 256)
         configured = repo
     else:
@@ -127,14 +128,15 @@ def index(
         configured = Repository.discover(settings)
         sources = default_sources(settings, harnesses=agents or None)
         router = _ProjectRouter(settings)
-        states = SourceStates(settings.home / "state" / "sources.json")
+        states = routed_states(settings.home)
         max_tokens = 256
-    summary = index_sources(
-        sources, router, states, since=when, max_tokens=max_tokens, progress=progress,
-        tool_results=tool_results,
-        batch_chunks=int(configured.config.get("index.batchChunks") or BATCH_CHUNKS),
-        batch_bytes=int(configured.config.get("index.batchBytes") or BATCH_BYTES),
-    )
+    with contextlib.closing(states):
+        summary = index_sources(
+            sources, router, states, since=when, max_tokens=max_tokens, progress=progress,
+            tool_results=tool_results,
+            batch_chunks=int(configured.config.get("index.batchChunks") or BATCH_CHUNKS),
+            batch_bytes=int(configured.config.get("index.batchBytes") or BATCH_BYTES),
+        )
     for path, committed in summary.commits.items():
         if committed.added:  # like `git gc --auto` after a commit: cheap unless due
             maintain(Repository.open(Path(path), settings))

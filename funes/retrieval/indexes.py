@@ -19,6 +19,8 @@ from funes.storage.repo import Repository
 if TYPE_CHECKING:
     import lance
 
+    from funes.storage.tables import LanceTable
+
 #: Fold appended rows into the indexes once this many are unindexed (on a recall's path).
 OPTIMIZE_AFTER = 20_000
 #: Background maintenance folds them in sooner: the full-text search reads unindexed rows
@@ -46,6 +48,8 @@ class IndexState:
     unindexed_rows: int
     #: The Lance tokenizer the full-text index was built with (None: no index yet).
     tokenizer: str | None = None
+    #: Fragments holding the unindexed rows (each is searched flat, at a cost per fragment).
+    unindexed_fragments: int = 0
 
 
 #: IndexState per Lance version (its manifest file's path and mtime, so a table deleted and
@@ -72,17 +76,14 @@ def state(repo: Repository) -> IndexState:
 
 
 def _state(ds: lance.LanceDataset) -> IndexState:
-    described = ds.describe_indices()
-    names = {ix.name for ix in described}
-    built = next((str((ix.details or {}).get("base_tokenizer") or "simple")
-                  for ix in described if ix.name == "text_idx"), None)
-    unindexed = 0
-    if "text_idx" in names:
-        stats = ds.stats.index_stats("text_idx")
-        unindexed = int(stats.get("num_unindexed_rows", 0))
-    else:
-        unindexed = ds.count_rows()
-    return IndexState("text_idx" in names, "id_idx" in names, unindexed, built)
+    # unindexed rows from the segments' fragment lists: cheaper than Lance's index
+    # statistics, and it counts the fragments too
+    described = {ix.name: ix for ix in ds.describe_indices()}
+    text = described.get("text_idx")
+    built = str((text.details or {}).get("base_tokenizer") or "simple") if text else None
+    covered = {int(f) for seg in text.segments for f in seg.fragment_ids} if text else set()
+    rows = [f.count_rows() for f in ds.get_fragments() if f.fragment_id not in covered]
+    return IndexState(text is not None, "id_idx" in described, sum(rows), built, len(rows))
 
 
 def retokenize(repo: Repository, *, lock_timeout: float | None = None) -> IndexState:
@@ -113,7 +114,7 @@ def ensure(repo: Repository, *, lock_timeout: float | None = None) -> IndexState
         # writer (an index run) is no reason to make a recall wait.
         try:
             with repo.writing(0):
-                repo.chunks.dataset().optimize.optimize_indices()
+                fold(repo.chunks, CHUNK_INDEXES)
         except RepositoryBusyError:
             return current
         return state(repo)
@@ -168,8 +169,61 @@ def ensure_vectors(
             ds.create_index("vector", index_type="IVF_HNSW_SQ", metric="cosine",
                             num_partitions=partitions, name="vector_idx")
         else:
-            ds.optimize.optimize_indices()
+            fold(repo.vectors, ("vector_idx",))
     return True
+
+
+#: The indexes of `chunks.lance`: full-text on `text`, B-tree on `id`.
+CHUNK_INDEXES = ("text_idx", "id_idx")
+#: Segments smaller than this are always merged by the next fold: each segment costs every
+#: full-text query a little (three segments made a BM25 query 2x one segment's), and
+#: re-indexing a couple of thousand rows takes milliseconds, whatever the memory's size.
+SMALL_SEGMENT = 2048
+
+
+def merge_count(ds: lance.LanceDataset, name: str) -> tuple[int, int]:
+    """How many of index `name`'s newest segments a fold merges, and the rows it indexes anew.
+
+    Each fold indexes the rows appended since the last one as a new segment (Lance's delta
+    index), merged with the newest segments while they are smaller than SMALL_SEGMENT rows or
+    than pack.GEOMETRIC times what is being merged: every larger segment stays at least that
+    many times all newer ones together, so there are O(log rows) of them and a fold costs
+    about what it folds in, not the whole index (merging every fold into one segment did:
+    bench/results/life.md).
+    """
+    found = [ix for ix in ds.describe_indices() if ix.name == name]
+    rows = {f.fragment_id: f.count_rows() for f in ds.get_fragments()}
+    if not found:
+        return 0, 0
+    covered = {int(f) for segment in found[0].segments for f in segment.fragment_ids}
+    fresh = sum(n for fid, n in rows.items() if fid not in covered)
+    merged, count = fresh, 0
+    for segment in reversed(found[0].segments):  # newest first, as Lance merges them
+        size = sum(rows.get(int(f), 0) for f in segment.fragment_ids)
+        if size >= SMALL_SEGMENT and size >= pack.GEOMETRIC * merged:
+            break
+        merged += size
+        count += 1
+    return count, fresh
+
+
+def fold(table: LanceTable, names: tuple[str, ...]) -> int:
+    """Index the rows appended since the last fold (the caller holds the write lock).
+
+    Returns the rows folded in. The segments a fold merged cover several fragments
+    afterwards; the next pack rewrites those together (funes.storage.pack._plan).
+    """
+    ds = table.dataset()
+    plans: dict[int, list[str]] = {}
+    fresh = 0
+    for name in names:
+        count, new = merge_count(ds, name)
+        if new:
+            plans.setdefault(count, []).append(name)
+            fresh = max(fresh, new)
+    for count, group in sorted(plans.items()):
+        table.dataset().optimize.optimize_indices(num_indices_to_merge=count, index_names=group)
+    return fresh
 
 
 @dataclass(frozen=True)
@@ -180,28 +234,43 @@ class Upkeep:
     folded: int  # unindexed rows folded into the full-text and id indexes
 
 
+def _sum(a: pack.PackResult | None, b: pack.PackResult | None) -> pack.PackResult | None:
+    if a is None or b is None:
+        return a or b
+    tables = set(a.packed) | set(b.packed)
+    return pack.PackResult({t: a.packed.get(t, 0) + b.packed.get(t, 0) for t in tables},
+                           {**a.fragments, **b.fragments}, a.seconds + b.seconds)
+
+
 def maintain(repo: Repository) -> Upkeep:
     """Background upkeep after new rows, like `git gc --auto`; cheap when nothing is due.
 
     Packs the tables when they reach `pack.threshold` fragments (funes.storage.pack), builds
     the search indexes when they are missing, and folds appended rows into them once
-    FOLD_AFTER of them are searched flat. Never
-    waits for the lock: a busy memory is maintained next time. For the hook worker and the
-    end of `funes index`, never for a recall.
+    FOLD_AFTER of them, or `pack.threshold` fragments of them, are searched flat (each costs
+    a flat search on every recall), then packs the fragments of the segments that fold
+    covers. Each step costs about the rows it handles, not the memory's size. Never waits
+    for the lock: a busy memory is maintained next time. For the hook worker and the end of
+    `funes index`, never for a recall.
     """
-    packed = pack.auto(repo)
-    folded = 0
     current = state(repo)
+    # the fold before the pack: the fragments it indexes are then packed with the segments it
+    # merged, once, rather than once as a tail and again after the fold
+    fold_due = current.fts and current.id_index and current.unindexed_rows > 0 and (
+        current.unindexed_rows >= FOLD_AFTER
+        or current.unindexed_fragments >= pack.threshold(repo) > 0)
+    packed = None if fold_due else pack.auto(repo)
+    folded = 0
     if not (current.fts and current.id_index) and current.unindexed_rows:
         # built here rather than by the first recall, which would wait for it
         with contextlib.suppress(RepositoryBusyError):
             ensure(repo, lock_timeout=0)
         return Upkeep(packed, 0)
-    if current.fts and current.id_index and current.unindexed_rows >= FOLD_AFTER:
+    if fold_due:
         try:
             with repo.writing(0):
-                repo.chunks.dataset().optimize.optimize_indices()
-            folded = current.unindexed_rows
+                folded = fold(repo.chunks, CHUNK_INDEXES)
         except RepositoryBusyError:
-            pass
+            return Upkeep(packed, 0)
+        packed = _sum(packed, pack.auto(repo))
     return Upkeep(packed, folded)
