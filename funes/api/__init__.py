@@ -23,6 +23,13 @@ from funes.api.agents import (
     ask,
     mcp_serve,
 )
+from funes.api.backfill import (
+    BackfillStart,
+    BackfillStatus,
+    backfill_run,
+    backfill_status,
+    start_backfill,
+)
 from funes.api.firstrun import QuickstartResult, quickstart
 from funes.api.gitlink import (
     BlameCommit,
@@ -167,6 +174,8 @@ __all__ = [
     "UNTRUSTED_PASSAGES",
     "AskResult",
     "AttachResult",
+    "BackfillStart",
+    "BackfillStatus",
     "BlameCommit",
     "BlameResult",
     "CloneResult",
@@ -217,6 +226,8 @@ __all__ = [
     "agents_remove",
     "ask",
     "attach_remote",
+    "backfill_run",
+    "backfill_status",
     "blame",
     "choose_memory",
     "clone",
@@ -280,6 +291,7 @@ __all__ = [
     "search_status",
     "show",
     "signature_note",
+    "start_backfill",
     "status",
     "status_text",
     "storage_damage",

@@ -10,11 +10,11 @@ from pathlib import Path
 from funes._env import Settings
 from funes.api.memory import writable_memory
 from funes.errors import UsageError
-from funes.ingest.run import BATCH_BYTES, BATCH_CHUNKS, IndexSummary, index_sources
+from funes.ingest.run import BATCH_BYTES, BATCH_CHUNKS, IndexSummary, index_sources, newest_first
 from funes.ingest.sources import default_sources, explicit_sources
 from funes.ingest.state import SourceStates
 from funes.model.turns import Turn
-from funes.retrieval.indexes import maintain
+from funes.retrieval.indexes import maintain, make_searchable, merge_segments
 from funes.storage.repo import PROJECT_DIR, Repository
 
 __all__ = ["IndexSummary", "index", "parse_since"]
@@ -99,6 +99,10 @@ def index(
     default locations are read and each session is routed to its project memory or the global
     memory. `tool_results=False` leaves tool output out; None follows each memory's
     `index.toolResults`.
+
+    Sources are read newest first and every batch is searchable as soon as it is committed
+    (funes.ingest.run), so a first run over a long history answers from its latest sessions
+    within seconds, while the rest is still being read.
     """
     when = parse_since(since) if since else None
     harness = agents[0] if len(agents) == 1 else None
@@ -122,12 +126,14 @@ def index(
         states = SourceStates(settings.home / "state" / "sources.json")
         max_tokens = 256
     summary = index_sources(
-        sources, router, states, since=when, max_tokens=max_tokens, progress=progress,
-        tool_results=tool_results,
+        newest_first(sources), router, states, since=when, max_tokens=max_tokens,
+        progress=progress, tool_results=tool_results, searchable=make_searchable,
         batch_chunks=int(configured.config.get("index.batchChunks") or BATCH_CHUNKS),
         batch_bytes=int(configured.config.get("index.batchBytes") or BATCH_BYTES),
     )
     for path, committed in summary.commits.items():
         if committed.added:  # like `git gc --auto` after a commit: cheap unless due
-            maintain(Repository.open(Path(path), settings))
+            repo = Repository.open(Path(path), settings)
+            merge_segments(repo)  # one segment per batch while the run went on
+            maintain(repo)
     return summary

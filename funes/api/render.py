@@ -62,6 +62,7 @@ def recall_json(result: RecallResult, label: str, trusted: bool) -> dict[str, An
                 "get": f"funes get {h.row['session_id']} {h.row['turn_id']} --memory {label}",
                 "neighbors": [{k: n[k] for k in ("session_id", "turn_id", "seq", "role",
                                                  "block_type", "text")} for n in h.neighbors],
+                "copies": h.copies,
             }
             for h in result.hits
         ],

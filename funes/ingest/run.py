@@ -9,12 +9,20 @@ are pending (and at the end), and the read positions of the files finished by th
 right after each commit. So memory stays bounded whatever the history's size, and a run
 killed at any point loses at most the batch in flight: the next run resumes from the saved
 positions (a file cut across two batches is read again; chunk ids make that idempotent).
+
+Newest first, answering while it runs: sources are read most recently modified first, the
+first commit comes after `FIRST_BATCH_CHUNKS` chunks rather than a whole batch, and the
+caller's `searchable` step runs after every commit (the API folds the new rows into the
+full-text index there). So on a first run over months of history, recall answers from the
+latest sessions within seconds, and each batch after that widens what it reaches
+(docs/design.md §4, "Cold start"; bench/results/day0.md).
 """
 
 from __future__ import annotations
 
 import collections
 import functools
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -42,6 +50,11 @@ Router = Callable[[Turn], Repository | None]
 #: memory for a batch of ordinary chunks.
 BATCH_CHUNKS = 20_000
 BATCH_BYTES = 64 << 20
+#: The first commit of a run comes after this many chunks (about two seconds of reading), so a
+#: first run over a long history is searchable almost at once.
+FIRST_BATCH_CHUNKS = 5_000
+#: What makes a memory's newly committed rows searchable (the API's full-text upkeep).
+Searchable = Callable[[Repository], None]
 
 
 @dataclass
@@ -61,7 +74,10 @@ class IndexSummary:
     errors: list[str] = field(default_factory=list)  # unreadable sources (not fatal)
     commits: dict[str, CommitResult] = field(default_factory=dict)  # repo path → result
     by_harness: collections.Counter[str] = field(default_factory=collections.Counter)
-
+    #: Seconds from the start of the run until its first commit was searchable (None: no
+    #: commit), and how many commits (batches) the run made.
+    first_searchable_s: float | None = None
+    batches: int = 0
 
 
 def commit_message(chunks: Iterable[Chunk], added: int) -> str:
@@ -71,6 +87,23 @@ def commit_message(chunks: Iterable[Chunk], added: int) -> str:
         sessions[c.harness].add(c.session_id)
     who = ", ".join(f"{h} {len(s)} sessions" for h, s in sorted(sessions.items()))
     return f"index: {who}, {added} chunks"
+
+
+def newest_first(sources: Iterable[SourceFile]) -> list[SourceFile]:
+    """Sources by modification time, newest first (ties and unreadable files keep their order).
+
+    A first run over a long history then commits the sessions the user is most likely to ask
+    about first; the order changes nothing else (chunk ids do not depend on it).
+    """
+    listed = list(sources)
+
+    def mtime(source: SourceFile) -> float:
+        try:
+            return -source.path.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    return sorted(listed, key=mtime)
 
 
 def _since_ok(turn: Turn, since: datetime | None) -> bool:
@@ -119,17 +152,24 @@ def index_sources(
     batch_chunks: int = BATCH_CHUNKS,
     batch_bytes: int = BATCH_BYTES,
     tool_results: bool | None = None,
+    first_batch: int = FIRST_BATCH_CHUNKS,
+    searchable: Searchable | None = None,
 ) -> IndexSummary:
     """Read every source incrementally and commit the new chunks to their memories.
 
-    Commits happen in batches (see the module docstring). With `since`, only turns at or
-    after that time are kept, and the read positions are not remembered (a one-off partial
-    run must not hide older turns from the next full run). `tool_results=False` leaves tool
-    output out (the calls stay); None asks each memory's `index.toolResults` (default true).
+    Sources are read in the order given (the API passes them `newest_first`). Commits happen
+    in batches (see the module docstring): the first after `first_batch` chunks, the others
+    after `batch_chunks`; `searchable(repo)` runs after each commit that added rows. With
+    `since`, only turns at or after that time are kept, and the read positions are not
+    remembered (a one-off partial run must not hide older turns from the next full run).
+    `tool_results=False` leaves tool output out (the calls stay); None asks each memory's
+    `index.toolResults` (default true).
     Chunk ids do not depend on it: a lean memory and a full one agree on every chunk both hold.
     """
+    started = time.monotonic()
     summary = IndexSummary()
     pending: dict[Path, tuple[Repository, list[Chunk]]] = {}
+    bound = min(batch_chunks, first_batch)
     pending_chunks = pending_bytes = 0
     sessions: dict[str, set[str]] = collections.defaultdict(set)
     source_list = list(sources)
@@ -137,7 +177,7 @@ def index_sources(
     new_states: dict[Path, FileState] = {}
 
     def flush() -> None:
-        nonlocal pending_chunks, pending_bytes
+        nonlocal pending_chunks, pending_bytes, bound
         for repo, chunks in pending.values():
             note_ingest(repo)  # which redaction rules the stored chunks met (funes status)
             committed = repo.commit_chunks(
@@ -146,6 +186,13 @@ def index_sources(
             key = str(repo.path)
             summary.commits[key] = _combined(summary.commits.get(key), committed)
             summary.added += committed.added
+            if committed.added:
+                summary.batches += 1
+                if searchable is not None:
+                    searchable(repo)
+                if summary.first_searchable_s is None:
+                    summary.first_searchable_s = time.monotonic() - started
+        bound = batch_chunks
         pending.clear()
         pending_chunks = pending_bytes = 0
         if since is None and new_states:
@@ -198,7 +245,7 @@ def index_sources(
             pending.setdefault(repo.path, (repo, []))[1].extend(chunks)
             pending_chunks += len(chunks)
             pending_bytes += sum(len(c.text) for c in chunks)
-            if pending_chunks >= batch_chunks or pending_bytes >= batch_bytes:
+            if pending_chunks >= bound or pending_bytes >= batch_bytes:
                 flush()  # this file's position is saved only once all of it is committed
         summary.unroutable += stranded
         if not stranded:  # keep turns with nowhere to go for a later run (e.g. after init)
