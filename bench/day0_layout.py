@@ -41,7 +41,7 @@ SINGLE_SESSION = ("single-session-user", "single-session-assistant", "single-ses
 def load_any(path: Path) -> list[Entry]:
     """A LongMemEval JSON list, gzipped or not."""
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
+    with opener(path, "rt", encoding="utf-8") as fh:
         data: list[Entry] = json.load(fh)
     return data
 
@@ -111,8 +111,31 @@ def session_path(home: Path, harness: str, session: str, start: datetime) -> Pat
             / f"rollout-{start.strftime('%Y-%m-%dT%H-%M-%S')}-{session}.jsonl")
 
 
-def lay_out(entries: Iterable[Entry], home: Path, harness: str) -> int:
-    """Write every distinct haystack session under `home` as `harness` transcripts; how many.
+Session = tuple[str, datetime, list[Any]]
+
+
+def pile(entries: Sequence[Entry], questions: Sequence[Entry], limit: int = 0) -> list[Session]:
+    """The history to lay down: every distinct haystack session, or `limit` of them.
+
+    With a limit, the scored questions' answer sessions are always in, and the rest are
+    spread evenly over the others (in the file's order), so the same questions can be asked
+    of a smaller or a larger pile (deja-vu's `-corpus` knob: only the pile grows).
+    """
+    sessions = list(distinct_sessions(entries))
+    if limit <= 0 or limit >= len(sessions):
+        return sessions
+    wanted = {sid for q in questions for sid in q["answer_session_ids"]}
+    keep = [s for s in sessions if s[0] in wanted]
+    rest = [s for s in sessions if s[0] not in wanted]
+    room = max(0, limit - len(keep))
+    if room and rest:
+        step = len(rest) / room
+        keep += [rest[int(i * step)] for i in range(min(room, len(rest)))]
+    return keep
+
+
+def lay_out(sessions: Iterable[Session], home: Path, harness: str) -> int:
+    """Write `sessions` under `home` as `harness` transcripts; how many.
 
     Each file is also dated (mtime) at its session's last turn, as an agent's file would be.
     """
@@ -120,7 +143,7 @@ def lay_out(entries: Iterable[Entry], home: Path, harness: str) -> int:
 
     n = 0
     writer = claude_lines if harness == "claude" else codex_lines
-    for sid, start, turns in distinct_sessions(entries):
+    for sid, start, turns in sessions:
         path = session_path(home, harness, sid, start)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(line + "\n" for line in writer(sid, start, turns)), "utf-8")
