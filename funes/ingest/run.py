@@ -29,13 +29,11 @@ from datetime import datetime
 from pathlib import Path
 
 from funes.errors import FunesError
-from funes.ingest.chunking import chunk_turn
-from funes.ingest.parsers.base import SourceTruncatedError
-from funes.ingest.parsers.registry import cursor_kind, parse_file
-from funes.ingest.redact import redact_turn
+from funes.ingest.parsers.registry import cursor_kind
+from funes.ingest.reader import PARALLEL_MIN_FILES, default_workers, read_all
 from funes.ingest.scrub import note_ingest
 from funes.ingest.sources import SourceFile
-from funes.ingest.state import FileState, SourceStates, plan, snapshot
+from funes.ingest.state import FileState, Plan, SourceStates, plan, snapshot
 from funes.model.chunk import Chunk
 from funes.model.turns import Turn
 from funes.storage.repo import CommitResult, Repository
@@ -106,18 +104,6 @@ def newest_first(sources: Iterable[SourceFile]) -> list[SourceFile]:
     return sorted(listed, key=mtime)
 
 
-def _since_ok(turn: Turn, since: datetime | None) -> bool:
-    if since is None:
-        return True
-    try:
-        ts = datetime.fromisoformat(turn.ts)
-    except ValueError:
-        return False
-    if ts.tzinfo is None:
-        ts = ts.replace(tzinfo=since.tzinfo)
-    return ts >= since
-
-
 def _keeps_tool_results(repo: Repository, asked: bool | None, seen: dict[Path, bool]) -> bool:
     """Whether tool output goes into `repo`: the caller's choice, else its config (cached)."""
     if asked is not None:
@@ -154,6 +140,7 @@ def index_sources(
     tool_results: bool | None = None,
     first_batch: int = FIRST_BATCH_CHUNKS,
     searchable: Searchable | None = None,
+    workers: int | None = None,
 ) -> IndexSummary:
     """Read every source incrementally and commit the new chunks to their memories.
 
@@ -163,7 +150,9 @@ def index_sources(
     `since`, only turns at or after that time are kept, and the read positions are not
     remembered (a one-off partial run must not hide older turns from the next full run).
     `tool_results=False` leaves tool output out (the calls stay); None asks each memory's
-    `index.toolResults` (default true).
+    `index.toolResults` (default true). Files are read in `workers` processes (None: one per
+    CPU when there are PARALLEL_MIN_FILES files or more to read, else in this process;
+    funes.ingest.reader); the result does not depend on it.
     Chunk ids do not depend on it: a lean memory and a full one agree on every chunk both hold.
     """
     started = time.monotonic()
@@ -201,9 +190,8 @@ def index_sources(
             states.save()
             new_states.clear()
 
-    for done, source in enumerate(source_list):
-        if progress:
-            progress(done, len(source_list), str(source.path))
+    jobs: list[tuple[SourceFile, str, Plan]] = []
+    for source in source_list:
         summary.files += 1
         try:
             cursor = cursor_kind(source.path, source.harness)
@@ -211,50 +199,57 @@ def index_sources(
             if prev is not None and prev.harness != source.harness:
                 prev = None
             planned = plan(source.path, cursor, prev)
-            if planned.reason == "unchanged":
-                summary.files_unchanged += 1
-                continue
-            if planned.reason == "rewritten":
-                summary.files_reread += 1
-            try:
-                result = parse_file(source.path, source.harness, start_offset=planned.start,
-                                    state=planned.state)
-            except SourceTruncatedError:
-                summary.files_reread += 1
-                result = parse_file(source.path, source.harness)
         except (FunesError, OSError) as exc:
             summary.errors.append(f"{source.path}: {exc}")
             continue
-        summary.skipped.update(result.skipped)
-        stranded = 0
-        for turn in result.turns:
-            if not _since_ok(turn, since):
+        if planned.reason == "unchanged":
+            summary.files_unchanged += 1
+            continue
+        if planned.reason == "rewritten":
+            summary.files_reread += 1
+        jobs.append((source, cursor, planned))
+    if workers is None:
+        workers = default_workers() if len(jobs) >= PARALLEL_MIN_FILES else 1
+    reads = read_all(jobs, since=since, max_tokens=max_tokens, workers=workers)
+    try:
+        for done, (source, _, _) in enumerate(jobs):
+            if progress:
+                progress(done, len(jobs), str(source.path))
+            read = next(reads)
+            if read.error is not None:
+                summary.errors.append(read.error)
                 continue
-            repo = router(turn)
-            if repo is None:
-                stranded += 1
-                continue
-            summary.turns += 1
-            sessions[turn.harness].add(turn.session_id)
-            clean, found = redact_turn(turn)
-            summary.redactions.update(found)
-            chunks = chunk_turn(clean, max_tokens=max_tokens)
-            if not _keeps_tool_results(repo, tool_results, keeps):
-                chunks = [c for c in chunks if c.block_type != "tool_result"]
-            summary.chunks += len(chunks)
-            pending.setdefault(repo.path, (repo, []))[1].extend(chunks)
-            pending_chunks += len(chunks)
-            pending_bytes += sum(len(c.text) for c in chunks)
-            if pending_chunks >= bound or pending_bytes >= batch_bytes:
-                flush()  # this file's position is saved only once all of it is committed
-        summary.unroutable += stranded
-        if not stranded:  # keep turns with nowhere to go for a later run (e.g. after init)
-            new_states[source.path] = snapshot(
-                source.path, source.harness, cursor, planned, result.end_offset, result.state
-            )
-        del result
+            summary.files_reread += read.reread
+            summary.skipped.update(read.skipped)
+            stranded = 0
+            for item in read.turns:
+                repo = router(item.turn)
+                if repo is None:
+                    stranded += 1
+                    continue
+                summary.turns += 1
+                sessions[item.turn.harness].add(item.turn.session_id)
+                summary.redactions.update(item.redactions)
+                chunks = item.chunks
+                if not _keeps_tool_results(repo, tool_results, keeps):
+                    chunks = [c for c in chunks if c.block_type != "tool_result"]
+                summary.chunks += len(chunks)
+                pending.setdefault(repo.path, (repo, []))[1].extend(chunks)
+                pending_chunks += len(chunks)
+                pending_bytes += sum(len(c.text) for c in chunks)
+                if pending_chunks >= bound or pending_bytes >= batch_bytes:
+                    flush()  # this file's position is saved only once all of it is committed
+            summary.unroutable += stranded
+            if not stranded:  # keep turns with nowhere to go for a later run (e.g. after init)
+                new_states[source.path] = snapshot(
+                    source.path, source.harness, read.cursor, read.planned, read.end_offset,
+                    read.state
+                )
+            del read
+    finally:
+        reads.close()  # stops the workers, also when a commit fails
     if progress:
-        progress(len(source_list), len(source_list), "")
+        progress(len(jobs), len(jobs), "")
     summary.by_harness = collections.Counter({h: len(s) for h, s in sessions.items()})
     summary.sessions = sum(summary.by_harness.values())
     flush()

@@ -243,3 +243,51 @@ def test_recall_on_a_partly_embedded_memory_says_so(settings: Any, with_models: 
     api.embed(settings, repo)
     done = api.recall(settings, repo, "gravel pit survey")
     assert "# note: partly" not in api.recall_text(done, "m", True)
+
+
+def _many_sessions(settings: Any, n: int) -> None:
+    for i in range(n):
+        claude_session(settings, f"{i:08d}-cccc-4ccc-8ccc-cccccccccccc",
+                       [f"question {i} about the heron count", f"answer {i}: {i * 7} herons"],
+                       day=f"2026-01-{1 + i % 28:02d}")
+
+
+def _index_with(settings: Any, workers: int) -> tuple[list[str], Any]:
+    from funes.ingest.run import index_sources, newest_first
+    from funes.ingest.sources import default_sources
+    from funes.ingest.state import SourceStates
+
+    repo = Repository.init(settings.home.parent / f"mem-{workers}" / ".funes", settings)
+    summary = index_sources(newest_first(default_sources(settings, harnesses=["claude"])),
+                            lambda _t: repo, SourceStates(repo.path / "index" / "s.json"),
+                            workers=workers, first_batch=5)
+    ids = sorted(repo.chunks.dataset().to_table(columns=["id"]).column("id").to_pylist())
+    return ids, summary
+
+
+def test_reading_in_worker_processes_stores_exactly_what_one_process_does(settings: Any) -> None:
+    _many_sessions(settings, 12)
+    alone, one = _index_with(settings, 1)
+    shared, two = _index_with(settings, 2)
+    assert alone == shared and len(alone) == 24
+    assert (one.turns, one.chunks, one.batches) == (two.turns, two.chunks, two.batches)
+
+
+def test_files_a_dead_worker_had_are_read_here(settings: Any,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from funes.ingest import reader
+
+    _many_sessions(settings, 6)
+    answers = {"n": 0}
+    real = reader._receive
+
+    def flaky(stream: Any) -> Any:
+        answers["n"] += 1
+        if answers["n"] == 2:
+            raise EOFError("the reader process ended")  # as if a worker had been killed
+        return real(stream)
+
+    monkeypatch.setattr(reader, "_receive", flaky)
+    ids, summary = _index_with(settings, 2)
+    assert answers["n"] >= 3  # the workers answered before and after the one that "died"
+    assert len(ids) == 12 and summary.turns == 12 and not summary.errors
