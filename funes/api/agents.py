@@ -163,13 +163,20 @@ def _backfill(settings: Settings, memory: str | None,
               indexed: IndexSummary) -> list[BackfillStart]:
     """Start the background embedding of each memory the first index wrote to.
 
-    Also of the agent's memory when the index added nothing there: a backfill killed earlier
-    (a reboot) resumes with the next `funes add`. A memory with nothing waiting is left be.
+    Also of the agent's memory when the index added nothing there but a backfill was stopped
+    (a reboot): it resumes with the next `funes add`. A memory whose backfill is done or never
+    ran is not even looked at then: counting its backlog opens its tables, most of what an
+    `add` that adds nothing would cost.
     """
-    paths = [Path(p) for p in indexed.commits]
+    from funes.api.backfill import backfill_status
+
+    paths = [Path(p) for p, c in indexed.commits.items() if c.added]
     if not paths:
-        paths = [Path(memory)] if memory else (
-            [settings.home] if (settings.home / "FORMAT").is_file() else [])
+        for path in [Path(memory)] if memory else (
+                [settings.home] if (settings.home / "FORMAT").is_file() else []):
+            last = backfill_status(Repository.open(path, settings))
+            if last is not None and last.state in ("stopped", "failed"):
+                paths.append(path)
     return [start_backfill(settings, Repository.open(p, settings)) for p in paths]
 
 

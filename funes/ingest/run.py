@@ -159,6 +159,9 @@ def index_sources(
     summary = IndexSummary()
     pending: dict[Path, tuple[Repository, list[Chunk]]] = {}
     bound = min(batch_chunks, first_batch)
+    # nothing read, nothing to remember: a run over an indexed history writes nothing (its
+    # state file is tens of MB for a long history)
+    saved_any = False
     pending_chunks = pending_bytes = 0
     sessions: dict[str, set[str]] = collections.defaultdict(set)
     source_list = list(sources)
@@ -166,7 +169,7 @@ def index_sources(
     new_states: dict[Path, FileState] = {}
 
     def flush() -> None:
-        nonlocal pending_chunks, pending_bytes, bound
+        nonlocal pending_chunks, pending_bytes, bound, saved_any
         for repo, chunks in pending.values():
             note_ingest(repo)  # which redaction rules the stored chunks met (funes status)
             committed = repo.commit_chunks(
@@ -189,6 +192,7 @@ def index_sources(
                 states.put(path, state)
             states.save()
             new_states.clear()
+            saved_any = True
 
     jobs: list[tuple[SourceFile, str, Plan]] = []
     for source in source_list:
@@ -253,6 +257,6 @@ def index_sources(
     summary.by_harness = collections.Counter({h: len(s) for h, s in sessions.items()})
     summary.sessions = sum(summary.by_harness.values())
     flush()
-    if since is None:
+    if since is None and saved_any:
         states.save()
     return summary
