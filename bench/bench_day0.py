@@ -25,7 +25,9 @@ builds the same history (bench/day0_layout.py) and measures what a user gets fro
    then the scores of the embedded memory (vectors and words).
 
 Scores: the answer session's rank among the distinct sessions of a recall's hits (k=200, no
-neighbours, the question's date as "now", as day0bench does), counting a session whose
+neighbours, the question's date as "now", as day0bench does, the pipeline's defaults
+otherwise; the rows "supersession off" show the same recalls without funes.retrieval.supersede,
+which acts on every session here since they share one project), counting a session whose
 passage funes folded into an identical one it shows (`Hit.copies`: LongMemEval-S holds many
 sessions twice, once with the answer's evidence and once as a plain distractor); the same
 without copies is reported too. The layout is cached under `--work`; every run starts from
@@ -161,8 +163,8 @@ class Poller(threading.Thread):
             self.stop.wait(POLL_EVERY)
 
 
-def evaluate(home: Path, questions: Sequence[dict[str, Any]], *, vector: bool
-             ) -> tuple[Score, Score, float]:
+def evaluate(home: Path, questions: Sequence[dict[str, Any]], *, vector: bool,
+             supersede: bool = True) -> tuple[Score, Score, float]:
     """Every question through `funes.api.recall` in this process: (with copies, without,
     seconds)."""
     from dataclasses import replace
@@ -177,7 +179,7 @@ def evaluate(home: Path, questions: Sequence[dict[str, Any]], *, vector: bool
     t0 = time.perf_counter()
     for q in questions:
         result = api.recall(settings, repo, q["question"], k=K, neighbors=0, vector=vector,
-                            now=parse_date(q["question_date"]))
+                            now=parse_date(q["question_date"]), supersede=supersede)
         hits = [{"session_id": h.row["session_id"], "copies": h.copies} for h in result.hits]
         gold = set(q["answer_session_ids"])
         with_copies.ranks[q["question_id"]] = session_rank(recalled_sessions(hits), gold)
@@ -386,6 +388,9 @@ def run(args: argparse.Namespace, env: dict[str, str], home: Path,
     load1 = os.getloadavg()
 
     lexical, lexical_plain, eval_s = evaluate(home, questions, vector=False)
+    # every session of this history is in one project, where supersession (a later session
+    # revisiting a hit's subject outranks it) acts on all of them: shown apart
+    unsuperseded, _, _ = evaluate(home, questions, vector=False, supersede=False)
     okapi, okapi_build, okapi_error = baseline(home, questions)
     lat = []
     for q in questions[: args.latency_questions]:
@@ -405,6 +410,7 @@ def run(args: argparse.Namespace, env: dict[str, str], home: Path,
     if args.backfill:
         waited, status = wait_backfill(env, args.backfill_limit)
         embedded = evaluate(home, questions, vector=True)
+        embedded_unsuperseded, _, _ = evaluate(home, questions, vector=True, supersede=False)
     backfill_rss = hwm_mb(int(backfill_pid)) if backfill_pid else 0.0
 
     first = poller.first_answer
@@ -439,6 +445,7 @@ def run(args: argparse.Namespace, env: dict[str, str], home: Path,
     lines += [
         f"| hit@1 / hit@5 / found@50 / MRR, lexical memory | {lexical.row()} |",
         f"| the same, copies not counted | {lexical_plain.row()} |",
+        f"| the same, supersession off | {unsuperseded.row()} |",
         f"| rank-bm25 Okapi over the same chunks | {okapi.row()} (index {okapi_build:.0f} s; "
         f"matches rank-bm25 to {okapi_error:.1e}) |",
         f"| in-process recall, mean per question (k={K}) | "
@@ -454,6 +461,7 @@ def run(args: argparse.Namespace, env: dict[str, str], home: Path,
             f"{search.get('backlog')} waiting; peak RSS {backfill_rss:.0f} MB |",
             f"| hit@1 / hit@5 / found@50 / MRR, embedded | {embedded[0].row()} |",
             f"| the same, copies not counted | {embedded[1].row()} |",
+            f"| the same, supersession off | {embedded_unsuperseded.row()} |",
         ]
     return "\n".join(lines)
 
