@@ -84,6 +84,14 @@ class Score:
         return (f"{hit1 * pct:.0f} / {hit5 * pct:.0f} / {len(got) * pct:.0f} / {mrr:.3f}")
 
 
+def peak_note(samples: Sequence[tuple[float, float]], end: float) -> str:
+    """Where in the run the resident set peaked (the readers' processes are apart)."""
+    if not samples:
+        return "no sample"
+    at, mb = max(samples, key=lambda s: s[1])
+    return f"{mb:.0f} MB at {at:.0f} s of {end:.0f} s"
+
+
 def session_rank(sessions: Sequence[str], gold: set[str]) -> int | None:
     """1-based rank of the first gold session among the distinct `sessions`, within DEPTH."""
     seen: list[str] = []
@@ -275,6 +283,17 @@ def stop_detached(env: dict[str, str], home: Path) -> None:
         os.kill(pid, signal.SIGTERM)
 
 
+def rss_mb_now(pid: int) -> float:
+    """A running process's resident set now (VmRSS) in MB, 0 when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def hwm_mb(pid: int) -> float:
     """A running process's peak RSS (VmHWM) in MB, 0 when it is gone."""
     try:
@@ -365,10 +384,21 @@ def run(args: argparse.Namespace, env: dict[str, str], home: Path,
         _, status, usage = os.wait4(proc.pid, 0)
         out["code"], out["rss_mb"] = os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024
         out["cpu_s"] = usage.ru_utime + usage.ru_stime
+        out["end"] = time.monotonic() - t0
         ended.set()
+
+    samples: list[tuple[float, float]] = []  # (seconds since start, RSS MB) of `add` itself
+
+    def sample() -> None:
+        while not ended.is_set():
+            rss = rss_mb_now(proc.pid)
+            if rss:
+                samples.append((time.monotonic() - t0, rss))
+            ended.wait(0.5)
 
     readers = [threading.Thread(target=read, args=(n, st), daemon=True)
                for n, st in (("stdout", proc.stdout), ("stderr", proc.stderr))]
+    threading.Thread(target=sample, daemon=True).start()
     for thread in [*readers, threading.Thread(target=reap, daemon=True)]:
         thread.start()
     if not ended.wait(args.first_minute):
@@ -431,7 +461,8 @@ def run(args: argparse.Namespace, env: dict[str, str], home: Path,
         f"| its CPU time (user + system) | {out['cpu_s']:.1f} s "
         f"({indexed['added'] / max(out['cpu_s'], 1e-9):.0f} chunks per CPU second) |",
         f"| first batch searchable | {indexed['first_searchable_s'] or 0:.1f} s after start |",
-        f"| peak RSS of `funes add` | {rss_mb:.0f} MB |",
+        f"| peak RSS of `funes add` | {rss_mb:.0f} MB (its own process, sampled: "
+        f"{peak_note(samples, out['end'])}) |",
         "| first recall with passages (CLI, while indexing) | "
         + (f"{first:.1f} s" if first is not None else "none") + " |",
         "| first right answer (answer session in the top 8, CLI) | "
