@@ -254,21 +254,25 @@ def pause_and_score(proc: subprocess.Popen[str], home: Path, questions: Sequence
     return scored, time.monotonic() - t0, rows
 
 
-def wait_backfill(env: dict[str, str], limit_s: float) -> tuple[float, dict[str, Any]]:
-    """Wait until nothing waits for a vector (or `limit_s`); (seconds, last status)."""
+def wait_backfill(env: dict[str, str], limit_s: float) -> tuple[float, dict[str, Any], float]:
+    """Wait until nothing waits for a vector (or `limit_s`); (seconds, last status, the
+    backfill's peak RSS in MB as last seen)."""
     t0 = time.monotonic()
     status: dict[str, Any] = {}
+    peak = 0.0
     while time.monotonic() - t0 < limit_s:
         done = cli(env, "status", "--format", "json")
         status = json.loads(done.stdout) if done.returncode == 0 else {}
         search = status.get("search") or {}
+        fill = search.get("backfill") or {}
+        if fill.get("pid"):
+            peak = max(peak, hwm_mb(int(fill["pid"])))
         if search and search.get("backlog") == 0:
             break
-        fill = search.get("backfill") or {}
         if fill and not fill.get("running") and fill.get("state") != "running":
             break
         time.sleep(15)
-    return time.monotonic() - t0, status
+    return time.monotonic() - t0, status, peak
 
 
 def stop_detached(env: dict[str, str], home: Path) -> None:
@@ -436,12 +440,12 @@ def run(args: argparse.Namespace, env: dict[str, str], home: Path,
     fill = status["search"].get("backfill") or {}
     backfill_pid = fill.get("pid") or 0
     embedded: tuple[Score, Score, float] | None = None
-    waited = 0.0
+    waited = backfill_rss = 0.0
     if args.backfill:
-        waited, status = wait_backfill(env, args.backfill_limit)
+        waited, status, backfill_rss = wait_backfill(env, args.backfill_limit)
         embedded = evaluate(home, questions, vector=True)
         embedded_unsuperseded, _, _ = evaluate(home, questions, vector=True, supersede=False)
-    backfill_rss = hwm_mb(int(backfill_pid)) if backfill_pid else 0.0
+    backfill_rss = max(backfill_rss, hwm_mb(int(backfill_pid)) if backfill_pid else 0.0)
 
     first = poller.first_answer
     right = poller.first_right
@@ -489,7 +493,8 @@ def run(args: argparse.Namespace, env: dict[str, str], home: Path,
         search = status.get("search") or {}
         lines += [
             f"| backfill waited | {waited / 60:.1f} min; {search.get('embedded')} embedded, "
-            f"{search.get('backlog')} waiting; peak RSS {backfill_rss:.0f} MB |",
+            f"{search.get('backlog')} waiting; backfill peak RSS {backfill_rss:.0f} MB (as last "
+            "seen by `funes status` polls) |",
             f"| hit@1 / hit@5 / found@50 / MRR, embedded | {embedded[0].row()} |",
             f"| the same, copies not counted | {embedded[1].row()} |",
             f"| the same, supersession off | {embedded_unsuperseded.row()} |",
