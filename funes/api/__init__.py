@@ -25,6 +25,13 @@ from funes.api.agents import (
     ask,
     mcp_serve,
 )
+from funes.api.backfill import (
+    BackfillStart,
+    BackfillStatus,
+    backfill_run,
+    backfill_status,
+    start_backfill,
+)
 from funes.api.exclusions import ExcludeResult, ExclusionInfo, exclude, exclusion_list
 from funes.api.firstrun import QuickstartResult, quickstart
 from funes.api.foreign import ImportResult, import_memory
@@ -187,6 +194,8 @@ __all__ = [
     "Adoption",
     "AskResult",
     "AttachResult",
+    "BackfillStart",
+    "BackfillStatus",
     "BlameCommit",
     "BlameResult",
     "CloneResult",
@@ -244,6 +253,8 @@ __all__ = [
     "agents_remove",
     "ask",
     "attach_remote",
+    "backfill_run",
+    "backfill_status",
     "blame",
     "check_turn_files",
     "choose_memory",
@@ -315,6 +326,7 @@ __all__ = [
     "search_status",
     "show",
     "signature_note",
+    "start_backfill",
     "status",
     "status_text",
     "storage_damage",

@@ -34,6 +34,7 @@ from funes.agents.wiring import (
     which,
 )
 from funes.api.agent_format import recall_text, status_text, turns_text
+from funes.api.backfill import BackfillStart, start_backfill
 from funes.api.ingest import IndexSummary, index
 from funes.api.memory import MemoryChoice, choose_memory, is_remote_memory, writable_memory
 from funes.api.repo import init, status
@@ -74,10 +75,12 @@ class WiringResult:
     index_command: str = ""
     #: The global memory, when `add` had to create it.
     created_memory: str | None = None
-    #: The first index, when `add(index=True)` ran it.
+    #: The first index of the agent's existing sessions (None with `--no-index`).
     indexed: IndexSummary | None = None
     #: What happened with a remote MEMORY (cloned, created, synced), when one was named.
     attached: AttachResult | None = None
+    #: The background embedding of what the first index stored, per memory it went to.
+    backfill: list[BackfillStart] = field(default_factory=list)
 
 
 def _install_hook_script(settings: Settings) -> None:
@@ -96,7 +99,7 @@ def agents_add(
     memory: str | None = None,
     *,
     project: bool = False,
-    index_now: bool = False,
+    index_now: bool = True,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> WiringResult:
     """Register `funes mcp [memory]` and the hooks with `agent`; idempotent.
@@ -110,7 +113,12 @@ def agents_add(
             memory (funes.api.share.attach_remote: cloned, created or synced), and the agent is
             bound to that local memory, whose hooks then keep it in sync.
         project: With a remote `memory`, keep it in the project memory `./.funes`.
-        index_now: Also index the agent's existing sessions (`funes add --index`).
+        index_now: Index the agent's existing sessions (`--no-index` turns it off): every
+            turn lexically now, newest first and searchable from the first batch on
+            (funes.api.ingest), then their vectors in the detached backfill
+            (funes.api.backfill). With a remote `memory`, before anything is pushed, so the
+            remote gets this machine's history. On a memory that holds them already this
+            adds nothing (each file's read position is remembered).
         progress: Progress callback for that first index.
 
     Raises:
@@ -119,9 +127,17 @@ def agents_add(
     module = _module(agent)
     created: str | None = None
     attached: AttachResult | None = None
+    indexed: IndexSummary | None = None
+
+    def first_index(repo: Repository) -> int:
+        nonlocal indexed
+        indexed = index(settings, memory=str(repo.path), agents=[agent], progress=progress)
+        return indexed.added
+
     if memory and (is_remote_memory(memory, settings.cwd)
                    or is_directory_remote(memory, settings.cwd)):
-        attached = attach_remote(settings, memory, project=project, progress=progress)
+        attached = attach_remote(settings, memory, project=project, progress=progress,
+                                 fill=first_index if index_now else None)
         memory = str(attached.path)
     elif memory:
         memory = str(writable_memory(settings, memory, command=f"add {agent}").path)
@@ -136,10 +152,32 @@ def agents_add(
     notes = list(module.add(edits, memory))
     edits.save()
     command = f"funes index --agent {agent}" + (f" --memory {memory}" if memory else "")
-    indexed = index(settings, memory=memory, agents=[agent], progress=progress) \
-        if index_now else None
+    if index_now and indexed is None:
+        indexed = index(settings, memory=memory, agents=[agent], progress=progress)
+    backfill = _backfill(settings, memory, indexed) if indexed is not None else []
     return WiringResult(agent, memory, edits.changed, notes if edits.changed else [], command,
-                        created, indexed, attached)
+                        created, indexed, attached, backfill)
+
+
+def _backfill(settings: Settings, memory: str | None,
+              indexed: IndexSummary) -> list[BackfillStart]:
+    """Start the background embedding of each memory the first index wrote to.
+
+    Also of the agent's memory when the index added nothing there but a backfill was stopped
+    (a reboot): it resumes with the next `funes add`. A memory whose backfill is done or never
+    ran is not even looked at then: counting its backlog opens its tables, most of what an
+    `add` that adds nothing would cost.
+    """
+    from funes.api.backfill import backfill_status
+
+    paths = [Path(p) for p, c in indexed.commits.items() if c.added]
+    if not paths:
+        for path in [Path(memory)] if memory else (
+                [settings.home] if (settings.home / "FORMAT").is_file() else []):
+            last = backfill_status(Repository.open(path, settings))
+            if last is not None and last.state in ("stopped", "failed"):
+                paths.append(path)
+    return [start_backfill(settings, Repository.open(p, settings)) for p in paths]
 
 
 def agents_remove(settings: Settings, agent: str) -> WiringResult:

@@ -48,8 +48,12 @@ __all__ = ["hook_run"]
 
 #: Seconds a detached hook run may take in all (then it is stopped; crash-safe storage).
 HOOK_DEADLINE = 600
-#: Seconds of embedding after each hook's indexing (the rest waits for the next hook).
+#: Seconds of embedding after each hook's indexing; what is left then goes to the background
+#: backfill (funes.api.backfill), which runs until nothing waits.
 EMBED_BUDGET = 20.0
+#: Seconds the indexing of a turn waits for the write lock: the backfill holds it only to
+#: commit a batch of vectors, and a turn must not be left for the next hook because of that.
+INDEX_LOCK_WAIT = 15.0
 #: Seconds a session-end sync may take.
 SYNC_TIMEOUT = 90.0
 #: Seconds a session-start update (fetch and merge) may take.
@@ -114,7 +118,7 @@ def _index_agent(settings: Settings, agent: str, requests: list[_Request],
         states = routed_states(settings.home)
     with contextlib.closing(states):
         summary = index_sources(explicit_sources(paths, harness=agent), router, states,
-                                lock_timeout=0)
+                                lock_timeout=INDEX_LOCK_WAIT)
     if not memory:
         repos.update(routed._repos)
     for path, committed in summary.commits.items():
@@ -131,9 +135,20 @@ def _index_agent(settings: Settings, agent: str, requests: list[_Request],
 
 
 def _embed_some(settings: Settings, repo: Repository, say: Callable[[str], None]) -> None:
-    """Drain a little of the embedding backlog, if a model is installed (never installs one)."""
-    from funes.inference import models
+    """Drain a little of the embedding backlog, if a model is installed (never installs one).
 
+    Stands aside while the background backfill embeds this memory; hands it what is still
+    waiting after `EMBED_BUDGET` seconds (it starts one when none runs: so a backfill that
+    was killed resumes with the next turn).
+    """
+    from funes.api.backfill import start_backfill
+    from funes.inference import models
+    from funes.ingest.backlog import embedding_pid
+
+    running = embedding_pid(repo)
+    if running is not None:
+        say(f"embed: the background backfill (pid {running}) is embedding {repo.path}")
+        return
     stamp = repo.model_stamp()
     name = stamp.name if stamp else repo.config.get("model.embed") or models.DEFAULT_EMBED_MODEL
     if models.installed(settings, name) is None:
@@ -148,6 +163,10 @@ def _embed_some(settings: Settings, repo: Repository, say: Callable[[str], None]
                  n_threads=max(1, default_threads() - 1))
     say(f"embed: {done.embedded} chunks in {done.seconds:.1f}s ({done.threads} llama.cpp "
         f"thread{'s' if done.threads > 1 else ''}), {done.remaining} waiting in {repo.path}")
+    if done.remaining:
+        started = start_backfill(settings, repo)
+        if started.action == "started":
+            say(f"embed: the background backfill (pid {started.pid}) takes the rest")
 
 
 def maintain(repo: Repository, say: Callable[[str], None]) -> None:

@@ -15,11 +15,11 @@ from funes.ingest.parsers.base import ParseError, walk_files
 from funes.ingest.parsers.registry import FORMATS
 from funes.ingest.parsers.turnfile import TurnFileCheck, is_turn_file
 from funes.ingest.parsers.turnfile import check as check_turn_file
-from funes.ingest.run import BATCH_BYTES, BATCH_CHUNKS, IndexSummary, index_sources
+from funes.ingest.run import BATCH_BYTES, BATCH_CHUNKS, IndexSummary, index_sources, newest_first
 from funes.ingest.sources import default_sources, explicit_sources
 from funes.ingest.state import memory_states, routed_states
 from funes.model.turns import Turn
-from funes.retrieval.indexes import maintain
+from funes.retrieval.indexes import maintain, make_searchable, merge_segments
 from funes.storage.repo import PROJECT_DIR, Repository
 
 __all__ = ["FORMATS", "IndexSummary", "TurnFileCheck", "check_turn_files", "index",
@@ -108,6 +108,10 @@ def index(
     default locations are read and each session is routed to its project memory or the global
     memory. `tool_results=False` leaves tool output out; None follows each memory's
     `index.toolResults`.
+
+    Sources are read newest first and every batch is searchable as soon as it is committed
+    (funes.ingest.run), so a first run over a long history answers from its latest sessions
+    within seconds, while the rest is still being read.
     """
     when = parse_since(since) if since else None
     harness = agents[0] if len(agents) == 1 else None
@@ -132,14 +136,16 @@ def index(
         max_tokens = 256
     with contextlib.closing(states):
         summary = index_sources(
-            sources, router, states, since=when, max_tokens=max_tokens, progress=progress,
-            tool_results=tool_results,
+            newest_first(sources), router, states, since=when, max_tokens=max_tokens,
+            progress=progress, tool_results=tool_results, searchable=make_searchable,
             batch_chunks=int(configured.config.get("index.batchChunks") or BATCH_CHUNKS),
             batch_bytes=int(configured.config.get("index.batchBytes") or BATCH_BYTES),
         )
     for path, committed in summary.commits.items():
         if committed.added:  # like `git gc --auto` after a commit: cheap unless due
-            maintain(Repository.open(Path(path), settings))
+            repo = Repository.open(Path(path), settings)
+            merge_segments(repo)  # one segment per batch while the run went on
+            maintain(repo)
     return summary
 
 

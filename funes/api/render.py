@@ -65,6 +65,7 @@ def recall_json(result: RecallResult, label: str, trusted: bool) -> dict[str, An
                     "ts": h.revisited.get("ts"), "get": get_command(h.revisited, label)},
                 "neighbors": [{k: n[k] for k in ("session_id", "turn_id", "seq", "role",
                                                  "block_type", "text")} for n in h.neighbors],
+                "copies": h.copies,
             }
             for h in result.hits
         ],

@@ -25,6 +25,7 @@ from funes.storage.repo import Repository
 from funes.storage.snapshot import Snapshot, snapshot
 
 if TYPE_CHECKING:
+    from funes.api.backfill import BackfillStatus
     from funes.inference.embedder import Embedder
     from funes.inference.reranker import Reranker
 
@@ -498,10 +499,13 @@ class SearchStatus:
     unindexed_rows: int
     reranker: str | None
     ann_index: bool = False
+    #: The background embedding (funes.api.backfill), when one ever ran on this memory.
+    backfill: BackfillStatus | None = None
 
 
 def search_status(settings: Settings, repo: Repository) -> SearchStatus:
-    """Embedding backlog, index state and whether a reranker is installed."""
+    """Embedding backlog, index state, the backfill and whether a reranker is installed."""
+    from funes.api.backfill import backfill_status
     from funes.inference import models
 
     waiting = _backlog.backlog(repo)
@@ -509,6 +513,7 @@ def search_status(settings: Settings, repo: Repository) -> SearchStatus:
     found = models.find_installed(settings, kind="rerank")
     ann, _ = indexes.vector_index_state(repo)
     return SearchStatus(waiting.waiting, waiting.embedded, waiting.skipped, state.fts,
-                        state.unindexed_rows, found[0].name if found else None, ann)
+                        state.unindexed_rows, found[0].name if found else None, ann,
+                        backfill_status(repo))
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,8 +143,14 @@ def attach_remote(
     *,
     project: bool = False,
     progress: Progress | None = None,
+    fill: Callable[[Repository], int] | None = None,
 ) -> AttachResult:
     """Make the remote memory at `url` this machine's memory; the same call on every machine.
+
+    `fill(repo)` runs on the local memory before anything is pushed (`funes add` indexes the
+    agent's existing sessions there) and returns how many chunks it added: so the remote is
+    created with this machine's history, a clone sends it back, and the second machine's
+    `add` brings the first machine's history and sends its own.
 
     The local memory is the project memory when `project` is set (`./.funes`, made if
     missing) or the current directory is inside one, else the global memory. Then:
@@ -172,6 +179,10 @@ def attach_remote(
         cloned = clone(settings, spec.url, str(target.parent) if not _is_home(settings, target)
                        else None, is_global=_is_home(settings, target), progress=progress)
         repo = Repository.open(cloned.path, settings)
+        if fill is not None and fill(repo):
+            result = sync(repo, "origin", progress=progress)
+            return AttachResult(repo.path, "origin", spec.url, "cloned", owned_memory(repo),
+                                result)
         return AttachResult(repo.path, "origin", spec.url, "cloned", owned_memory(repo))
     if (target / "FORMAT").is_file():
         repo = Repository.open(target, settings)
@@ -180,6 +191,8 @@ def attach_remote(
     name = _remote_for(repo, spec)
     with repo.writing():
         repo.config.set(f"branch.{current_branch(repo)}.remote", name)
+    if fill is not None:
+        fill(repo)
     if not exists_remote:
         handle = _sync.configured_remote(repo, name)
         if repo.head() is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from funes.storage import pack
 from funes.storage.lock import RepositoryBusyError
@@ -34,6 +34,15 @@ FOLD_AFTER = 64
 #: like "simple"; on English it is close but not identical (the same BM25 top hit on 435 of
 #: LongMemEval's 470 questions), so it is chosen per memory rather than for all.
 TOKENIZERS: dict[str, str] = {"simple": "simple", "icu": "icu/split"}
+#: The rest of the full-text index's tokenizer, spelled out rather than left to the Lance
+#: version's defaults, so every machine and every later funes tokenizes a memory the same way
+#: (these are pylance 14's defaults: memories indexed before they were pinned search
+#: identically). docs/format.md, "Full-text index", is the specification; changing one is a
+#: format change. The base tokenizer is the memory's stamp (TOKENIZERS).
+FTS_PARAMS: dict[str, Any] = {
+    "language": "English", "with_position": False, "max_token_length": 40, "lower_case": True,
+    "stem": True, "remove_stop_words": True, "ascii_folding": True,
+}
 #: Below this many vectors an exact (flat) search is fast and perfect; above it an ANN index
 #: (IVF with HNSW over scalar-quantised vectors) keeps queries in milliseconds.
 ANN_MIN_ROWS = 50_000
@@ -50,6 +59,8 @@ class IndexState:
     tokenizer: str | None = None
     #: Fragments holding the unindexed rows (each is searched flat, at a cost per fragment).
     unindexed_fragments: int = 0
+    #: Pieces of the full-text index (an index run adds one per batch; `merge_segments`).
+    segments: int = 1
 
 
 #: IndexState per Lance version (its manifest file's path and mtime, so a table deleted and
@@ -83,7 +94,9 @@ def _state(ds: lance.LanceDataset) -> IndexState:
     built = str((text.details or {}).get("base_tokenizer") or "simple") if text else None
     covered = {int(f) for seg in text.segments for f in seg.fragment_ids} if text else set()
     rows = [f.count_rows() for f in ds.get_fragments() if f.fragment_id not in covered]
-    return IndexState(text is not None, "id_idx" in described, sum(rows), built, len(rows))
+    segments = len(text.segments) if text else 0
+    return IndexState(text is not None, "id_idx" in described, sum(rows), built, len(rows),
+                      segments)
 
 
 def retokenize(repo: Repository, *, lock_timeout: float | None = None) -> IndexState:
@@ -121,14 +134,68 @@ def ensure(repo: Repository, *, lock_timeout: float | None = None) -> IndexState
     with repo.writing(lock_timeout):
         ds = repo.chunks.dataset()
         names = {ix.name for ix in ds.describe_indices()}
-        if "text_idx" not in names:
-            ds.create_scalar_index("text", index_type="INVERTED", name="text_idx",
-                                   with_position=False,
-                                   base_tokenizer=TOKENIZERS.get(repo.tokenizer(), "simple"))
-        if "id_idx" not in names:
-            ds = repo.chunks.dataset()
-            ds.create_scalar_index("id", index_type="BTREE", name="id_idx")
+        _build(repo, ds, names)
     return state(repo)
+
+
+def _build(repo: Repository, ds: lance.LanceDataset, names: set[str]) -> None:
+    """Create the missing indexes (under the write lock)."""
+    if "text_idx" not in names:
+        ds.create_scalar_index("text", index_type="INVERTED", name="text_idx",
+                               base_tokenizer=TOKENIZERS.get(repo.tokenizer(), "simple"),
+                               **FTS_PARAMS)
+    if "id_idx" not in names:
+        repo.chunks.dataset().create_scalar_index("id", index_type="BTREE", name="id_idx")
+
+
+def make_searchable(repo: Repository, *, lock_timeout: float | None = None) -> None:
+    """Index rows just committed, now: build the indexes on a first commit, else add a segment.
+
+    An index run calls this after each of its batches (funes.ingest.run), so a first run over
+    a long history answers from its first batch on, and a recall never meets a batch of rows
+    to search flat (tokenised on every query: 20,000 of them would make a recall take
+    seconds). The new rows become a segment of their own (`num_indices_to_merge=0`): its cost
+    is the new rows', where merging them in rewrites the whole index (0.65 s against 2 s for
+    20,000 rows into 300,000, bench/results/day0.md). BM25 statistics span the segments, so
+    the scores are those of one index built at once; the run ends with `merge_segments`.
+    """
+    current = state(repo)
+    if current.fts and current.id_index and not current.unindexed_rows:
+        return
+    with repo.writing(lock_timeout):
+        ds = repo.chunks.dataset()
+        names = {ix.name for ix in ds.describe_indices()}
+        if "text_idx" in names and "id_idx" in names:
+            ds.optimize.optimize_indices(num_indices_to_merge=0)
+        else:
+            _build(repo, ds, names)
+
+
+def merge_segments(repo: Repository, *, lock_timeout: float | None = None) -> bool:
+    """Merge the segments a run left, geometrically; True when any were merged.
+
+    A query reads every segment: the 17 of a first run over 340,000 rows made a BM25 query
+    90 ms instead of 15 ms. The newest segments are merged by the rule `fold` keeps
+    (`segments_to_merge`), so a run that added one small segment to a large memory rewrites
+    that segment's rows, not the whole index (merging everything into one made every hook's
+    call pay for the memory's size: tests/storage/test_life_costs.py).
+    """
+    current = state(repo)
+    if not current.fts or current.segments <= 1:
+        return False
+    ds = repo.chunks.dataset()
+    plans: dict[int, list[str]] = {}
+    for name in CHUNK_INDEXES:
+        count = segments_to_merge(ds, name)
+        if count > 1:
+            plans.setdefault(count, []).append(name)
+    if not plans:
+        return False
+    with repo.writing(lock_timeout):
+        for count, group in sorted(plans.items()):
+            repo.chunks.dataset().optimize.optimize_indices(num_indices_to_merge=count,
+                                                            index_names=group)
+    return True
 
 
 def vector_index_state(repo: Repository) -> tuple[bool, int]:
@@ -205,6 +272,26 @@ def merge_count(ds: lance.LanceDataset, name: str) -> tuple[int, int]:
         merged += size
         count += 1
     return count, fresh
+
+
+def segments_to_merge(ds: lance.LanceDataset, name: str) -> int:
+    """How many of index `name`'s newest segments merge into one, by `merge_count`'s rule.
+
+    With no rows left to index: the newest segment starts the merge, and each older one joins
+    while it is smaller than SMALL_SEGMENT rows or than pack.GEOMETRIC times those merged.
+    """
+    found = [ix for ix in ds.describe_indices() if ix.name == name]
+    if not found:
+        return 0
+    rows = {f.fragment_id: f.count_rows() for f in ds.get_fragments()}
+    merged, count = 0, 0
+    for segment in reversed(found[0].segments):  # newest first, as Lance merges them
+        size = sum(rows.get(int(f), 0) for f in segment.fragment_ids)
+        if count and size >= SMALL_SEGMENT and size >= pack.GEOMETRIC * merged:
+            break
+        merged += size
+        count += 1
+    return count
 
 
 def fold(table: LanceTable, names: tuple[str, ...]) -> int:

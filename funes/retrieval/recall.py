@@ -154,6 +154,11 @@ class Hit:
     vector_rank: int | None = None
     rerank: float | None = None
     neighbors: list[dict[str, Any]] = field(default_factory=list)
+    #: Other passages with the same text (`session_id`, `turn_id`, `harness`, `ts`) that the
+    #: top k leaves out for this one (`_select`): a session resumed or copied says the same
+    #: words again, and the words must not take two places, but where else they were said is
+    #: still an answer (a session-level question is answered by either session).
+    copies: list[dict[str, Any]] = field(default_factory=list)
     #: The row of a later passage of the same place that revisits this one's subject
     #: (funes.retrieval.supersede); None when nothing later does.
     revisited: dict[str, Any] | None = None
@@ -431,7 +436,7 @@ def _select(hits: list[Hit], k: int, repeat: float) -> list[Hit]:
     places; with `repeat` = 1 this is the plain order.
     """
     chosen: list[Hit] = []
-    texts: set[str] = set()
+    texts: dict[str, Hit] = {}
     per_session: dict[str, int] = {}
     waiting = list(hits)
     while waiting and len(chosen) < k:
@@ -444,9 +449,14 @@ def _select(hits: list[Hit], k: int, repeat: float) -> list[Hit]:
                 best_i, best = i, value
         hit = waiting.pop(best_i)
         key = _normalise(hit.row["text"])
-        if key in texts:
-            continue  # the same words said twice (copies, retries): keep the best-scored
-        texts.add(key)
+        kept = texts.get(key)
+        if kept is not None:
+            # the same words said twice (copies, retries): keep the best-scored, say where
+            # else they were said
+            kept.copies.append({name: hit.row.get(name)
+                                for name in ("session_id", "turn_id", "harness", "ts")})
+            continue
+        texts[key] = hit
         per_session[hit.row["session_id"]] = per_session.get(hit.row["session_id"], 0) + 1
         chosen.append(hit)
     return chosen

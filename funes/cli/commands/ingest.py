@@ -64,6 +64,8 @@ def _summary_json(s: api.IndexSummary) -> dict[str, Any]:
         "excluded": s.excluded,
         "errors": s.errors,
         "commits": {p: r.commit for p, r in s.commits.items()},
+        "batches": s.batches,
+        "first_searchable_s": s.first_searchable_s,
     }
 
 

@@ -14,7 +14,7 @@ from funes.api.agent_format import where as _where
 from funes.cli.app import App, pass_app
 from funes.cli.commands.agents import AGENTS as WIRED_AGENTS
 from funes.cli.options import HarnessType, memory_option
-from funes.cli.output import render
+from funes.cli.output import backfill_text, render
 from funes.cli.progress import progress_bar
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -172,10 +172,34 @@ def get(app: App, session_id: str, turn_id: str, window: int) -> None:
               help="Stop after about this many seconds (the batch in flight is kept).")
 @click.option("--limit", type=int, default=None, help="Embed at most N chunks.")
 @click.option("--model", default=None, help="Model to stamp a new memory with.")
+@click.option("--background", is_flag=True,
+              help="Start the detached backfill and return: it embeds everything waiting, "
+              "at low priority, and `funes status` shows how far it is.")
+@click.option("--worker", is_flag=True, hidden=True,
+              help="Be the detached backfill (what --background starts).")
 @memory_option
 @pass_app
-def embed(app: App, budget: float | None, limit: int | None, model: str | None) -> None:
-    """Embed chunks waiting for vectors, newest first, in resumable steps."""
+def embed(app: App, budget: float | None, limit: int | None, model: str | None,
+          background: bool, worker: bool) -> None:
+    """Embed chunks waiting for vectors, newest first, in resumable steps.
+
+    Every batch is committed as it is done, so stopping (Ctrl-C, a kill) loses at most the
+    batch in flight and the next run resumes. With --background the work goes to one
+    detached process per memory (the backfill `funes add` starts), which yields the CPU to
+    recalls and agents and records its progress for `funes status`.
+    """
+    if (background or worker) and (budget is not None or limit is not None or model):
+        raise click.UsageError("--background runs until nothing waits, with the memory's model: "
+                               "drop --budget, --limit and --model")
+    if worker:
+        api.backfill_run(app.settings, app.repo(), click.echo)
+        return
+    if background:
+        started = api.start_backfill(app.settings, app.repo())
+        render(app.fmt, started, human=backfill_text)
+        if started.action in ("no-model", "failed"):
+            sys.exit(1)
+        return
     with progress_bar("embedding") as progress:
         result = api.embed(app.settings, app.repo(), budget=budget, limit=limit, model=model,
                            progress=progress)
