@@ -94,6 +94,7 @@ from funes.api.remotes import (
 )
 from funes.api.render import (
     get_output,
+    output_note,
     recall_json,
     recall_output,
     recall_printed,
@@ -145,6 +146,7 @@ from funes.api.syncstate import (
     remote_status,
     sync_note,
 )
+from funes.api.trust import Trust, passage_trust, trust_header
 from funes.api.user import (
     EmptyRecall,
     Identity,
@@ -209,6 +211,7 @@ __all__ = [
     "StatusResult",
     "SyncResult",
     "TagInfo",
+    "Trust",
     "TurnView",
     "VerifyResult",
     "WhyResult",
@@ -255,8 +258,10 @@ __all__ = [
     "models_verify",
     "open_memory",
     "open_remote_memory",
+    "output_note",
     "owned",
     "parse_since",
+    "passage_trust",
     "publish",
     "pull",
     "push",
@@ -290,6 +295,7 @@ __all__ = [
     "tag_list",
     "to_dict",
     "to_json",
+    "trust_header",
     "turns_text",
     "unforget",
     "user_config_get",

@@ -33,15 +33,14 @@ from funes.agents.wiring import (
     replace_file,
     which,
 )
-from funes.api.agent_format import recall_text, status_text, turns_text
+from funes.api.agent_format import recall_text, status_text
 from funes.api.ingest import IndexSummary, index
 from funes.api.memory import MemoryChoice, choose_memory, is_remote_memory, writable_memory
+from funes.api.render import get_output, output_note
 from funes.api.repo import init, status
 from funes.api.search import BLOCK_TYPES, HARNESSES, get, recall, search_status
 from funes.api.share import AttachResult, attach_remote, is_directory_remote
-from funes.api.syncstate import sync_note
 from funes.errors import UsageError
-from funes.storage.repo import Repository
 
 __all__ = ["MODULES", "AskResult", "WiringResult", "agents_add", "agents_remove", "ask",
            "mcp_serve"]
@@ -177,10 +176,7 @@ class _Backend:
         if memory and not is_remote_memory(memory, self.settings.cwd):
             path = Path(memory).expanduser()
             memory = str(path if path.is_absolute() else self.settings.cwd / path)
-        return choose_memory(self.settings, memory or self.memory, fallback=False)
-
-    def _open(self, memory: str | None) -> Repository:
-        return self._choose(memory).repo
+        return choose_memory(self.settings, memory or self.memory)
 
     def recall(self, query: str, *, k: int | None, harness: list[str], block_type: list[str],
                project: list[str], since: str | None, memory: str | None) -> str:
@@ -189,14 +185,16 @@ class _Backend:
         choice = self._choose(memory)
         result = recall(self.settings, choice.repo, query, k=k, harness=agents,
                         block_type=types, project=project, since=since)
-        return recall_text(result, choice.label, choice.owned, sync_note(choice.repo))
+        return recall_text(result, choice.label, choice.owned, output_note(choice))
 
     def get(self, session_id: str, turn_id: str, *, window: int, memory: str | None) -> str:
-        return turns_text(get(self._open(memory), session_id, turn_id, window))
+        choice = self._choose(memory)
+        return get_output("agent", get(choice.repo, session_id, turn_id, window), choice)
 
     def status(self, *, memory: str | None) -> str:
-        repo = self._open(memory)
-        return status_text(status(repo), search_status(self.settings, repo))
+        choice = self._choose(memory)
+        text = status_text(status(choice.repo), search_status(self.settings, choice.repo))
+        return f"# note: {choice.warning}\n{text}" if choice.warning else text
 
 
 def mcp_serve(settings: Settings, memory: str | None = None) -> None:
@@ -245,13 +243,13 @@ def ask(
         raise _ask.AgentNotFoundError(agent, _ask.ASK_AGENTS[agent])
     if not question.strip():
         raise UsageError("the question is empty")
-    choice = choose_memory(settings, memory, fallback=False)
+    choice = choose_memory(settings, memory)
     label = choice.label
     result = recall(settings, choice.repo, question, k=k)
     if not result.hits:
         raise _ask.NothingRecalledError(label)
     passages = [_ask.Passage.from_row(hit.row) for hit in result.hits]
-    prompt = _ask.build_prompt(question, passages, label, choice.owned)
+    prompt = _ask.build_prompt(question, passages, label, choice.owned, choice.warning)
     argv = _module(agent).ask_command(exe)
     # A scratch directory: no project file (CLAUDE.md, AGENTS.md) leaks into the answer.
     with tempfile.TemporaryDirectory(prefix="funes-ask-") as scratch:

@@ -66,6 +66,15 @@ class RemoteNotFoundError(RemoteError):
     """No memory at the remote URL, or no permission to see it."""
 
 
+class RemoteUnreachableError(RemoteError):
+    """The remote did not answer: no network, a timeout, or the server failing (HTTP 5xx).
+
+    The one remote failure after which reading the copy cached here is the truth as of the
+    last contact (funes.api.memory.choose_memory); a refusal (401/403), a missing memory or a
+    missing tag is the remote's answer, and reading anything else instead would hide it.
+    """
+
+
 class NonFastForwardError(DivergedError):
     """The remote branch has commits the local branch does not contain."""
 

@@ -47,6 +47,7 @@ from funes.remotes.base import (
     RemoteNotFoundError,
     RemoteSpec,
     RemoteState,
+    RemoteUnreachableError,
 )
 from funes.remotes.layout import (
     CARD_FILE,
@@ -174,9 +175,14 @@ class HubRemote:
                 raise RemoteError(
                     f"{self.display}: not allowed to {action} (HTTP {status})", hint=_LOGIN_HINT
                 ) from None
+            if status is not None and (status >= 500 or status == 429):
+                raise RemoteUnreachableError(
+                    f"{self.display}: the Hub failed to {action} (HTTP {status})",
+                    hint="the Hub is failing or busy; run it again later",
+                ) from None
             raise RemoteError(f"{self.display}: {action} failed (HTTP {status})") from None
         except _transport_errors() as exc:
-            raise RemoteError(
+            raise RemoteUnreachableError(
                 f"cannot reach {self.display} ({action}: {exc.__class__.__name__})",
                 hint="check the network connection (and HF_ENDPOINT), then run it again",
             ) from None
