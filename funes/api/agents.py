@@ -34,12 +34,13 @@ from funes.agents.wiring import (
     which,
 )
 from funes.api.agent_format import recall_text, status_text
+from funes.api.agentsetup import binding, ensure_embedder, index_scope, undo_on_failure
 from funes.api.ingest import IndexSummary, index
 from funes.api.memory import MemoryChoice, choose_memory, is_remote_memory, writable_memory
 from funes.api.render import get_output, output_note
 from funes.api.repo import init, status
 from funes.api.search import BLOCK_TYPES, HARNESSES, get, recall, search_status
-from funes.api.share import AttachResult, attach_remote, is_directory_remote
+from funes.api.share import AttachResult, attach_remote, attach_target, is_directory_remote
 from funes.errors import UsageError
 
 __all__ = ["MODULES", "AskResult", "WiringResult", "agents_add", "agents_remove", "ask",
@@ -97,6 +98,7 @@ def agents_add(
     project: bool = False,
     index_now: bool = False,
     progress: Callable[[int, int, str], None] | None = None,
+    install_model: bool = True,
 ) -> WiringResult:
     """Register `funes mcp [memory]` and the hooks with `agent`; idempotent.
 
@@ -107,38 +109,63 @@ def agents_add(
             to its project memory or the global one, like `funes index`. A remote (`org/name`,
             `hf://datasets/…`, `file://…` or a directory remote) is first made this machine's
             memory (funes.api.share.attach_remote: cloned, created or synced), and the agent is
-            bound to that local memory, whose hooks then keep it in sync.
+            bound to that local memory, whose hooks then keep it in sync. A project memory
+            (`<project>/.funes`) is bound to its project only: it receives the sessions inside
+            the project, and the agent's other sessions keep going where they went
+            (funes.api.routing).
         project: With a remote `memory`, keep it in the project memory `./.funes`.
-        index_now: Also index the agent's existing sessions (`funes add --index`).
+        index_now: Also index the agent's existing sessions (`funes add --index`), those the
+            binding receives.
         progress: Progress callback for that first index.
+        install_model: Install the embedding model the hooks use when it is missing.
+
+    A failure leaves the machine as it was (funes.api.agentsetup.undo_on_failure).
 
     Raises:
         ReadOnlyMemoryError: `memory` is the read-only copy of a remote (`--memory org/name`).
     """
     module = _module(agent)
-    created: str | None = None
-    attached: AttachResult | None = None
-    if memory and (is_remote_memory(memory, settings.cwd)
-                   or is_directory_remote(memory, settings.cwd)):
-        attached = attach_remote(settings, memory, project=project, progress=progress)
-        memory = str(attached.path)
-    elif memory:
-        memory = str(writable_memory(settings, memory, command=f"add {agent}").path)
-    elif project:
+    remote = bool(memory) and (is_remote_memory(str(memory), settings.cwd)
+                               or is_directory_remote(str(memory), settings.cwd))
+    if project and not remote:
         raise UsageError("`--project` goes with a remote MEMORY",
                          hint=f"`funes add {agent} ORG/NAME --project`")
-    elif not (settings.home / "FORMAT").is_file():
-        created = str(init(settings, is_global=True).repo.path)
-    _install_hook_script(settings)
-    edits = Edits(settings, agent)
-    edits.record.memory = memory
-    notes = list(module.add(edits, memory))
-    edits.save()
-    command = f"funes index --agent {agent}" + (f" --memory {memory}" if memory else "")
-    indexed = index(settings, memory=memory, agents=[agent], progress=progress) \
-        if index_now else None
-    return WiringResult(agent, memory, edits.changed, notes if edits.changed else [], command,
-                        created, indexed, attached)
+    at_stake = [settings.home] + ([attach_target(settings, project)] if remote else [])
+    with undo_on_failure(settings, at_stake) as undo:
+        created, attached, memory = _memory_for(settings, agent, memory, remote, project,
+                                                progress)
+        _install_hook_script(settings)
+        edits = Edits(settings, agent)
+        undo.append(edits)
+        bound = binding(settings, edits, memory)
+        notes = list(module.add(edits, bound.memory))
+        edits.save()
+    notes = notes if edits.changed else []
+    scope = index_scope(agent, bound, memory)
+    if bound.project is not None and edits.changed:
+        notes.append(f"{bound.project}/.funes receives the sessions inside {bound.project} "
+                     "only; the agent's other sessions go where they went")
+    indexed = index(settings, agents=[agent], progress=progress, memory=scope.memory,
+                    workdir=scope.workdir) if index_now else None
+    model_note = ensure_embedder(settings, memory) if install_model else None
+    if model_note:
+        notes.append(model_note)
+    return WiringResult(agent, bound.memory, edits.changed, notes, scope.command, created,
+                        indexed, attached)
+
+
+def _memory_for(settings: Settings, agent: str, memory: str | None, remote: bool,
+                project: bool, progress: Callable[[int, int, str], None] | None,
+                ) -> tuple[str | None, AttachResult | None, str | None]:
+    """(the global memory if `add` made it, what attaching a remote did, the local memory)."""
+    if remote:
+        attached = attach_remote(settings, str(memory), project=project, progress=progress)
+        return None, attached, str(attached.path)
+    if memory:
+        return None, None, str(writable_memory(settings, memory, command=f"add {agent}").path)
+    if not (settings.home / "FORMAT").is_file():
+        return str(init(settings, is_global=True).repo.path), None, None
+    return None, None, None
 
 
 def agents_remove(settings: Settings, agent: str) -> WiringResult:

@@ -32,15 +32,13 @@ from typing import Any
 from funes import process
 from funes._env import Settings
 from funes.agents.turnhook import lock_path, queue_dir
-from funes.agents.wiring import agents_dir, bound_memory
+from funes.agents.wiring import agents_dir
 from funes.api.agents import MODULES
-from funes.api.ingest import _ProjectRouter
-from funes.api.memory import open_memory
+from funes.api.routing import routing_for
 from funes.api.search import embed
 from funes.errors import FunesError
 from funes.ingest.run import index_sources
 from funes.ingest.sources import explicit_sources
-from funes.ingest.state import SourceStates
 from funes.storage.lock import RepositoryBusyError, WriteLock
 from funes.storage.repo import Repository
 
@@ -100,22 +98,11 @@ def _index_agent(settings: Settings, agent: str, requests: list[_Request],
     if not paths:
         say(f"{agent}: no transcript found for {len(requests)} event(s)")
         return {}
-    memory = bound_memory(settings, agent)
-    repos: dict[Path, Repository] = {}
-    router: Callable[[Any], Repository | None]
-    if memory:
-        repo = open_memory(settings, memory)
-        repos[repo.path] = repo
-        router = lambda _turn: repo  # noqa: E731
-        states = SourceStates(repo.path / "index" / "sources.json")
-    else:
-        routed = _ProjectRouter(settings)
-        router = routed
-        states = SourceStates(settings.home / "state" / "sources.json")
+    # Routed like `funes index`, or into the bound memory; a project memory only ever gets
+    # its own project's sessions (funes.api.routing).
+    router, states, repos = routing_for(settings, agent).router()
     summary = index_sources(explicit_sources(paths, harness=agent), router, states,
                             lock_timeout=0)
-    if not memory:
-        repos.update(routed._repos)
     for path, committed in summary.commits.items():
         say(f"{agent}: {summary.turns} turns, {committed.added} new chunks in {path}")
     if not summary.commits:
@@ -206,12 +193,9 @@ def _sync_due(repo: Repository) -> bool:
 
 
 def _session_memory(settings: Settings, agent: str, request: _Request) -> Repository | None:
-    memory = bound_memory(settings, agent)
-    if memory:
-        return open_memory(settings, memory)
     cwd = request.payload.get("cwd") or request.cwd
     with contextlib.suppress(FunesError, OSError):
-        return Repository.discover(settings, Path(str(cwd))) if cwd else None
+        return routing_for(settings, agent).session_memory(str(cwd) if cwd else None)
     return None
 
 

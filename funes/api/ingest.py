@@ -17,7 +17,7 @@ from funes.model.turns import Turn
 from funes.retrieval.indexes import maintain
 from funes.storage.repo import PROJECT_DIR, Repository
 
-__all__ = ["IndexSummary", "index", "parse_since"]
+__all__ = ["IndexSummary", "index", "inside", "parse_since"]
 
 
 _RELATIVE = re.compile(r"^(\d+)\s*([mhdw])$")
@@ -83,6 +83,22 @@ class _ProjectRouter:
         return self._by_dir[workdir]
 
 
+def inside(workdir: str | None, root: Path) -> bool:
+    """Whether a session's working directory is `root` or below it (the routing rule's test)."""
+    if not workdir:
+        return False
+    here = Path(workdir)
+    return here == root or root in here.parents
+
+
+def _within(workdir: str | None) -> Callable[[Turn], bool] | None:
+    """The `scope` of `index --workdir DIR`: turns whose working directory is under DIR."""
+    if workdir is None:
+        return None
+    root = Path(workdir).expanduser().resolve()
+    return lambda turn: inside(turn.workdir, root)
+
+
 def index(
     settings: Settings,
     *,
@@ -92,13 +108,15 @@ def index(
     since: str | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     tool_results: bool | None = None,
+    workdir: str | None = None,
 ) -> IndexSummary:
     """Index agent transcripts.
 
     Named paths go into the current memory (like `git add`); without paths, the agents'
     default locations are read and each session is routed to its project memory or the global
     memory. `tool_results=False` leaves tool output out; None follows each memory's
-    `index.toolResults`.
+    `index.toolResults`. `workdir` keeps only the sessions whose working directory is that
+    directory or inside it (what `funes add AGENT REMOTE --project` indexes: one project).
     """
     when = parse_since(since) if since else None
     harness = agents[0] if len(agents) == 1 else None
@@ -123,7 +141,7 @@ def index(
         max_tokens = 256
     summary = index_sources(
         sources, router, states, since=when, max_tokens=max_tokens, progress=progress,
-        tool_results=tool_results,
+        tool_results=tool_results, scope=_within(workdir),
         batch_chunks=int(configured.config.get("index.batchChunks") or BATCH_CHUNKS),
         batch_bytes=int(configured.config.get("index.batchBytes") or BATCH_BYTES),
     )

@@ -58,6 +58,7 @@ class IndexSummary:
     skipped: collections.Counter[str] = field(default_factory=collections.Counter)
     redactions: collections.Counter[str] = field(default_factory=collections.Counter)
     unroutable: int = 0  # turns with no memory to go to
+    outside: int = 0  # turns a `scope` left out (another project's, for `--workdir`)
     errors: list[str] = field(default_factory=list)  # unreadable sources (not fatal)
     commits: dict[str, CommitResult] = field(default_factory=dict)  # repo path → result
     by_harness: collections.Counter[str] = field(default_factory=collections.Counter)
@@ -119,8 +120,12 @@ def index_sources(
     batch_chunks: int = BATCH_CHUNKS,
     batch_bytes: int = BATCH_BYTES,
     tool_results: bool | None = None,
+    scope: Callable[[Turn], bool] | None = None,
 ) -> IndexSummary:
     """Read every source incrementally and commit the new chunks to their memories.
+
+    `scope` keeps only the turns it accepts (`funes index --workdir`); a file with turns it
+    left out keeps its read position, so a later run without a scope still reads them.
 
     Commits happen in batches (see the module docstring). With `since`, only turns at or
     after that time are kept, and the read positions are not remembered (a one-off partial
@@ -179,9 +184,12 @@ def index_sources(
             summary.errors.append(f"{source.path}: {exc}")
             continue
         summary.skipped.update(result.skipped)
-        stranded = 0
+        stranded = stranded_out = 0
         for turn in result.turns:
             if not _since_ok(turn, since):
+                continue
+            if scope is not None and not scope(turn):
+                stranded_out += 1
                 continue
             repo = router(turn)
             if repo is None:
@@ -201,7 +209,8 @@ def index_sources(
             if pending_chunks >= batch_chunks or pending_bytes >= batch_bytes:
                 flush()  # this file's position is saved only once all of it is committed
         summary.unroutable += stranded
-        if not stranded:  # keep turns with nowhere to go for a later run (e.g. after init)
+        summary.outside += stranded_out
+        if not stranded and not stranded_out:  # keep turns with nowhere to go for later
             new_states[source.path] = snapshot(
                 source.path, source.harness, cursor, planned, result.end_offset, result.state
             )
