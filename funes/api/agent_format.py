@@ -135,6 +135,10 @@ def status_text(r: StatusResult, search: SearchStatus) -> str:
         "(`funes models install ms-marco-minilm-l6-v2` when online)"
     )
     lines += [_remote_line(remote) for remote in r.remotes]
+    if r.trust_rule:
+        whose = ("yours" if r.owned else
+                 "not yours: its passages are marked untrusted, except your own turns")
+        lines.append(f"trust    memory {whose}; {r.trust_rule}")
     return "\n".join(lines)
 
 
@@ -142,15 +146,37 @@ def _when(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _remote_line(r: RemoteStatus) -> str:
-    """`remote   origin (url): 2 ahead, 0 behind; last sync … ok|failed: why; fix: `cmd``."""
+def _ago(seconds: float | None, now: float | None = None) -> str:
+    """`12 minutes ago`, `3 hours ago`, `2 days ago` (`at an unrecorded time`: None)."""
+    if seconds is None:
+        return "at an unrecorded time"
+    import time
+
+    age = max(0.0, (time.time() if now is None else now) - seconds)
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if age >= size:
+            n = int(age // size)
+            return f"{n} {unit}{'s' if n > 1 else ''} ago"
+    return "less than a minute ago"
+
+
+def _apart(r: RemoteStatus) -> str:
+    """How far apart the two sides are, and as of when (checked now, or the last fetch)."""
+    if r.moved:
+        ahead = f"; {r.ahead} ahead as of the last fetch" if r.ahead else ""
+        return f"behind: {r.name} has commits not fetched yet (checked now; `funes pull`){ahead}"
     if r.ahead is None or r.behind is None:
-        apart = "never fetched"
-    elif r.ahead or r.behind:
-        apart = f"{r.ahead} ahead, {r.behind} behind"
-    else:
-        apart = "up to date"
-    line = f"remote   {r.name} ({r.url}): {apart}"
+        return "never fetched" + (" (checked now)" if r.checked else "")
+    apart = f"{r.ahead} ahead, {r.behind} behind" if r.ahead or r.behind else "up to date"
+    if r.checked:
+        return f"{apart} (checked now)"
+    why = f" (not checked now: {r.check_error})" if r.check_error else ""
+    return f"{apart} as of the last fetch, {_ago(r.fetched_at)}{why}"
+
+
+def _remote_line(r: RemoteStatus) -> str:
+    """`remote   origin (url): 2 ahead, 0 behind (checked now); last sync … ok|FAILED: why`."""
+    line = f"remote   {r.name} ({r.url}): {_apart(r)}"
     if r.last is None:
         return line + "; never synced (`funes sync`)"
     if r.last.ok:

@@ -220,7 +220,8 @@ class _Backend:
 
     def status(self, *, memory: str | None) -> str:
         choice = self._choose(memory)
-        text = status_text(status(choice.repo), search_status(self.settings, choice.repo))
+        text = status_text(status(choice.repo, refresh=True),
+                           search_status(self.settings, choice.repo))
         return f"# note: {choice.warning}\n{text}" if choice.warning else text
 
 

@@ -54,6 +54,7 @@ from funes.remotes.hf import HubRemote
 from funes.remotes.layout import object_path, table_file
 from funes.remotes.local import DirectoryRemote
 from funes.storage import publish
+from funes.storage.atomic import write_atomic
 from funes.storage.repo import Repository, now_iso
 from funes.storage.transfer import (
     TransferError,
@@ -307,10 +308,27 @@ def _fetch_files(
     return len(downloads), nbytes
 
 
+#: `remotes/<name>/last-fetch.json`: when the tracking refs last matched the remote (a fetch,
+#: or a push that moved the remote to ours); local state, never sent.
+LAST_FETCH = "last-fetch.json"
+
+
+def _note_fetched(repo: Repository, name: str) -> None:
+    """Record that the tracking refs of `name` are the remote's as of now (`funes status`)."""
+    import json
+    import time
+
+    path = repo.path / "remotes" / name / LAST_FETCH
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps({"time": time.time()}).encode(), durable=False)
+
+
 def _update_tracking(
     repo: Repository, name: str, st: RemoteState, message: str
 ) -> list[RefUpdate]:
     """Point `refs/remotes/<name>/<branch>` at the remote's tips (forced, like git's `+`)."""
+    _note_fetched(repo, name)
     updated: list[RefUpdate] = []
     with repo.writing():
         for ref, oid in sorted(st.branches.items()):
