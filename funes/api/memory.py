@@ -175,8 +175,8 @@ def _cached_copy(settings: Settings, spec: RemoteSpec, tag: str | None,
     if commit is None:
         raise RemoteUnreachableError(
             f"{exc.message}; no copy of it is cached on this machine",
-            hint=f"run the command again once {spec.display} can be reached (a copy is kept "
-            "then, for the next time it cannot)",
+            hint=f"run it again once {spec.display} can be reached; a copy is kept then, "
+            "for the next time it cannot",
         ) from None
     label = remote_label(repo) or spec.display
     return MemoryChoice(

@@ -310,6 +310,8 @@ def clone(
             "and `funes pull`",
         )
     before = set(p.name for p in made.iterdir()) if made.is_dir() else None
+    home = settings.home.expanduser()
+    home_before = set(p.name for p in home.iterdir()) if home.is_dir() else None
     target.mkdir(parents=True, exist_ok=True)
     (target / CLONING).write_text(f"{spec.url}\n", "utf-8")
     repo = Repository.init(target, settings, is_global=is_global)
@@ -318,6 +320,8 @@ def clone(
             result = _clone_into(repo, spec, progress, require_signed, tag)
     except BaseException:
         _discard(made, before)
+        if not made.resolve().is_relative_to(home.resolve()):
+            _discard(home, home_before)  # what deciding ownership cached (whoami)
         raise
     (target / CLONING).unlink()
     return result
