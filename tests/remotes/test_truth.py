@@ -20,10 +20,19 @@ import pytest
 
 from funes import api
 from tests.builders import make_chunk
-from tests.remotes.conftest import World
+from tests.remotes.conftest import REPO_ID, World, _load_settings
 from tests.remotes.truth_support import Machine, headers
 
 TEAM = "acme/team"
+
+
+@pytest.fixture(params=["dir", pytest.param("hf", marks=pytest.mark.slow)])
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> World:
+    """Each case on a directory remote (quick suite) and on the loopback Hub (slow: CI)."""
+    if request.param == "hf":
+        hub = request.getfixturevalue("hub")
+        return World("hf", f"hf://datasets/{REPO_ID}", tmp_path, _load_settings(), hub)
+    return World("dir", str(tmp_path / "remote"), tmp_path, _load_settings())
 
 
 @pytest.fixture
@@ -173,11 +182,12 @@ def test_a_project_memory_receives_only_its_projects_sessions(
                         "--no-rerank", cwd=reader.home / "copy").stdout
     assert "the app ships" in remote and "BLOG" not in remote and "DIARY" not in remote
 
-    # the agent's MCP server reads the memory of the directory it runs in
-    results = ada.mcp([("recall", {"query": "kestrelplum blog"})], cwd=project)
-    assert "BLOG" not in results[0][1]
-    results = ada.mcp([("recall", {"query": "kestrelplum blog"})], cwd=other)
-    assert "BLOG" in results[0][1]
+    # the agent's MCP server reads the memory of the directory it runs in (another
+    # project's: the global memory), and the project memory holds none of it
+    results = ada.mcp([("recall", {"query": "kestrelplum blog"}),
+                       ("recall", {"query": "kestrelplum blog",
+                                   "memory": str(project / ".funes")})], cwd=other)
+    assert "BLOG" in results[0][1] and "BLOG" not in results[1][1]
 
 
 def test_a_binding_to_a_project_memory_an_older_funes_wrote_is_scoped(tmp_path: Path,
@@ -198,6 +208,7 @@ def test_a_binding_to_a_project_memory_an_older_funes_wrote_is_scoped(tmp_path: 
 # -- 3. one trust decision on every path ----------------------------------------------------------
 
 
+@pytest.mark.slow  # the quick suite's marks: tests/security/test_untrusted.py
 def test_marks_on_every_path_and_the_users_own_turns(
         world: World, machines: Callable[..., Machine], tmp_path: Path) -> None:
     alice, bob, carol = machines("alice"), machines("bob"), machines("carol")
@@ -249,7 +260,7 @@ def test_marks_on_every_path_and_the_users_own_turns(
     fake = bin_dir / "claude"
     fake.write_text("#!/bin/sh\ncat > /dev/null\necho 'from the passages: yes'\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    os.environ["PATH"] = f"{bin_dir}:{os.environ['PATH']}"
+    carol.monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     asked = carol.run("ask", "claude", "heronfig answer", "--show-prompt", cwd=copy)
     assert asked.exit_code == 0, asked.stderr
     prompt_lines = [line for line in asked.stderr.splitlines() if line.startswith("[")]
