@@ -6,7 +6,9 @@ Every command asks these three questions; they are answered here once and handed
 - **which**: `--memory PATH` (a `.funes` directory or its parent), `--memory org/name` (or
   `hf://datasets/…`, `file://…`: a remote memory, read through a private read-only copy under
   `$FUNES_HOME/cache/remotes/` at its current revision), else discovery from the current
-  directory like git, then the global memory.
+  directory like git, then the global memory. That memory or an error, never another one
+  (`choose_memory`): only a remote that does not answer is read from its cached copy, and
+  the output says so.
 - **label**: what `--memory` takes to open the same memory again (`org/name` for a remote's
   copy, the path otherwise).
 - **owned**: a memory is the user's when it was created here (`init`, or `funes add AGENT
@@ -15,8 +17,8 @@ Every command asks these three questions; they are answered here once and handed
   under `$FUNES_HOME/cache/whoami.json`); a directory remote is the user's when it belongs to
   their Unix user. A clone records the decision in its config (`core.owned`) so it holds after
   every pull; the read-only copies behind `--memory org/name` are decided on each open. Recall
-  marks every passage of a memory that is not the user's untrusted (funes.api.agent_format),
-  whatever its rows' own signatures say: the two checks compose with "or".
+  marks the passages of a memory that is not the user's untrusted, except the user's own
+  turns (funes.api.trust decides, for every output).
 
 A read-only copy is never a write target: `writable_memory` refuses it with the command that
 does what the user meant (`funes clone`, `funes add AGENT org/name`).

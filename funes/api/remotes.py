@@ -358,7 +358,7 @@ def _discard_attempt(target: Path) -> None:
         (target / "FORMAT").unlink()
     for name in ("objects", "refs", "reflogs", "chunks.lance", "vectors.lance", "vectors16.lance",
                  "index", "remotes", "tmp", "HEAD", "ORIG_HEAD", "config", "PENDING", "lock",
-                 "collected.json", CLONING):
+                 "collected.json", "written-here", CLONING):
         path = target / name
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
