@@ -34,7 +34,13 @@ from funes.agents.wiring import (
     which,
 )
 from funes.api.agent_format import recall_text, status_text
-from funes.api.agentsetup import binding, ensure_embedder, index_scope, undo_on_failure
+from funes.api.agentsetup import (
+    binding,
+    ensure_embedder,
+    index_scope,
+    mcp_memory,
+    undo_on_failure,
+)
 from funes.api.ingest import IndexSummary, index
 from funes.api.memory import MemoryChoice, choose_memory, is_remote_memory, writable_memory
 from funes.api.render import get_output, output_note
@@ -138,7 +144,7 @@ def agents_add(
         edits = Edits(settings, agent)
         undo.append(edits)
         bound = binding(settings, edits, memory)
-        notes = list(module.add(edits, bound.memory))
+        notes = list(module.add(edits, mcp_memory(bound, memory, remote)))
         edits.save()
     notes = notes if edits.changed else []
     scope = index_scope(agent, bound, memory)

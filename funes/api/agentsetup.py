@@ -24,7 +24,7 @@ from funes.errors import FunesError
 from funes.model.ids import ObjectId
 from funes.storage.repo import Repository
 
-__all__ = ["Binding", "IndexScope", "binding", "ensure_embedder", "index_scope",
+__all__ = ["Binding", "IndexScope", "binding", "ensure_embedder", "index_scope", "mcp_memory",
            "undo_on_failure"]
 
 
@@ -158,6 +158,19 @@ def binding(settings: Settings, edits: Edits, memory: str | None) -> Binding:
     else:
         record.memory = memory
     return Binding(record.memory, tuple(record.projects), root)
+
+
+def mcp_memory(bound: Binding, memory: str | None, remote: bool) -> str | None:
+    """The memory `funes mcp` is registered with: what the agent reads.
+
+    Reading is not publishing, so an explicit local MEMORY stays the agent's read target even
+    when its writes are scoped to its project. A remote attached as a project memory is read
+    where it belongs: `funes mcp` without a memory finds it from the agent's directory inside
+    the project, and the agent's own memory elsewhere.
+    """
+    if bound.project is not None and not remote:
+        return memory
+    return bound.memory
 
 
 @dataclass(frozen=True)

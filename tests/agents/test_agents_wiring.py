@@ -300,9 +300,9 @@ def test_add_binds_a_memory_and_creates_the_global_one(home: Path, no_agent_clis
     assert result.exit_code == 0, result.stderr
     out: dict[str, Any] = json.loads(result.stdout)
     assert out["memory"] is None and out["created_memory"] is None
-    # A project memory is bound to its project only (funes.api.routing): the MCP server
-    # finds it from the agent's directory, and the first index covers that project.
-    assert _registered("codex", home)[-1] == "mcp"
+    # A project memory is bound to its project only (funes.api.routing): the MCP server reads
+    # it (reading is not publishing), the first index covers only that project.
+    assert _registered("codex", home)[-2:] == ["mcp", str(other)]
     assert out["index_command"] == f"funes index --agent codex --workdir {other.parent}"
     record = json.loads((home / ".funes" / "agents" / "codex.json").read_text())
     assert record["memory"] is None and record["projects"] == [str(other)]
