@@ -9,8 +9,10 @@ write `from funes import api; api.index(...)`.
 from funes._env import Settings
 from funes._env import settings as load_settings
 from funes.api.agent_format import (
+    REVISITED,
     UNTRUSTED,
     UNTRUSTED_PASSAGES,
+    get_command,
     recall_text,
     status_text,
     turns_text,
@@ -23,7 +25,9 @@ from funes.api.agents import (
     ask,
     mcp_serve,
 )
+from funes.api.exclusions import ExcludeResult, ExclusionInfo, exclude, exclusion_list
 from funes.api.firstrun import QuickstartResult, quickstart
+from funes.api.foreign import ImportResult, import_memory
 from funes.api.gitlink import (
     BlameCommit,
     BlameResult,
@@ -41,7 +45,14 @@ from funes.api.gitlink import (
 )
 from funes.api.history import LiftResult, ReflogLine, ResetResult, reflog, reset, unforget
 from funes.api.hookworker import hook_run
-from funes.api.ingest import IndexSummary, index, parse_since
+from funes.api.ingest import (
+    FORMATS,
+    IndexSummary,
+    TurnFileCheck,
+    check_turn_files,
+    index,
+    parse_since,
+)
 from funes.api.memory import (
     MemoryChoice,
     ReadOnlyMemoryError,
@@ -68,8 +79,10 @@ from funes.api.public import (
     PublishCheck,
     PublishRefusedError,
     PublishResult,
+    SelectionResult,
     TagInfo,
     publish,
+    publish_selection,
     tag_create,
     tag_delete,
     tag_list,
@@ -117,9 +130,11 @@ from funes.api.repo import (
     show,
     status,
 )
+from funes.api.retraction import Adoption, RetractCheck, RetractResult, retract
 from funes.api.search import (
     BLOCK_TYPES,
     HARNESSES,
+    TOKENIZERS,
     DrainResult,
     RecallRequest,
     RecallResult,
@@ -127,6 +142,7 @@ from funes.api.search import (
     TurnView,
     embed,
     get,
+    is_harness,
     recall,
     reindex,
     search_status,
@@ -164,9 +180,13 @@ from funes.storage.tables import storage_damage
 
 __all__ = [
     "BLOCK_TYPES",
+    "FORMATS",
     "HARNESSES",
+    "REVISITED",
+    "TOKENIZERS",
     "UNTRUSTED",
     "UNTRUSTED_PASSAGES",
+    "Adoption",
     "AskResult",
     "AttachResult",
     "BlameCommit",
@@ -176,10 +196,13 @@ __all__ = [
     "CommitResult",
     "DrainResult",
     "EmptyRecall",
+    "ExcludeResult",
+    "ExclusionInfo",
     "FetchResult",
     "FsckReport",
     "HooksReport",
     "Identity",
+    "ImportResult",
     "IndexSummary",
     "InitResult",
     "LastSync",
@@ -205,13 +228,17 @@ __all__ = [
     "RemoteStatus",
     "Repository",
     "ResetResult",
+    "RetractCheck",
+    "RetractResult",
     "SearchStatus",
+    "SelectionResult",
     "Settings",
     "ShowResult",
     "StatusResult",
     "SyncResult",
     "TagInfo",
     "Trust",
+    "TurnFileCheck",
     "TurnView",
     "VerifyResult",
     "WhyResult",
@@ -221,6 +248,7 @@ __all__ = [
     "ask",
     "attach_remote",
     "blame",
+    "check_turn_files",
     "choose_memory",
     "clone",
     "config_get",
@@ -229,18 +257,23 @@ __all__ = [
     "config_unset",
     "embed",
     "empty_recall",
+    "exclude",
+    "exclusion_list",
     "fetch",
     "fsck",
     "get",
+    "get_command",
     "get_output",
     "hook_run",
     "hooks_install",
     "hooks_status",
     "hooks_uninstall",
     "identity",
+    "import_memory",
     "index",
     "init",
     "is_directory_remote",
+    "is_harness",
     "is_remote_memory",
     "last_sync",
     "link_commit",
@@ -263,6 +296,7 @@ __all__ = [
     "parse_since",
     "passage_trust",
     "publish",
+    "publish_selection",
     "pull",
     "push",
     "quickstart",
@@ -282,6 +316,7 @@ __all__ = [
     "remote_set_url",
     "remote_status",
     "reset",
+    "retract",
     "search_status",
     "show",
     "signature_note",

@@ -12,12 +12,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from funes.api.exclusions import ExclusionInfo
 from funes.api.repo import StatusResult
 from funes.api.search import RecallResult, SearchStatus, TurnView
 from funes.api.syncstate import RemoteStatus
 from funes.api.trust import UNTRUSTED, UNTRUSTED_PASSAGES, trust_header
 
-__all__ = ["UNTRUSTED", "UNTRUSTED_PASSAGES", "recall_text", "status_text", "turns_text"]
+__all__ = ["REVISITED", "UNTRUSTED", "UNTRUSTED_PASSAGES", "get_command", "recall_text",
+           "status_text", "turns_text"]
 
 
 def _short(oid: str | None) -> str:
@@ -38,6 +40,15 @@ def body(text: str, block_type: str, tool_name: str | None) -> str:
     """
     label = f"[{tag(block_type, tool_name)}] "
     return text[len(label):] if text.startswith(label) else text
+
+
+#: The line a hit carries when a later passage revisits its subject (retrieval.supersede).
+REVISITED = "revisited later"
+
+
+def get_command(row: dict[str, Any], label: str) -> str:
+    """`funes get <session_id> <turn_id> --memory <label>`: the command that opens a turn."""
+    return f"funes get {row['session_id']} {row['turn_id']} --memory {label}"
 
 
 def where(row: dict[str, Any]) -> str:
@@ -66,7 +77,9 @@ def recall_text(result: RecallResult, label: str, trusted: bool, note: str | Non
         mark = " untrusted" if r.get("untrusted") else ""
         lines.append(f"[{r.get('ts') or '-'}] {r['harness']} {where(r)} {r['block_type']} "
                      f"score={hit.score:.3f}{mark}")
-        lines.append(f"  → funes get {r['session_id']} {r['turn_id']} --memory {label}")
+        lines.append(f"  → {get_command(r, label)}")
+        if hit.revisited is not None:
+            lines.append(f"  {REVISITED}: {get_command(hit.revisited, label)}")
         lines.append(r["text"])
         for n in hit.neighbors:
             kind = tag(n["block_type"], n.get("tool_name"))
@@ -135,11 +148,20 @@ def status_text(r: StatusResult, search: SearchStatus) -> str:
         "(`funes models install ms-marco-minilm-l6-v2` when online)"
     )
     lines += [_remote_line(remote) for remote in r.remotes]
+    lines += [exclusion_line(x) for x in r.exclusions]
     if r.trust_rule:
         whose = ("yours" if r.owned else
                  "not yours: its passages are marked untrusted, except your own turns")
         lines.append(f"trust    memory {whose}; {r.trust_rule}")
     return "\n".join(lines)
+
+
+def exclusion_line(x: ExclusionInfo) -> str:
+    """`exclude  project client-x: hides 412 chunks in 5 sessions (recorded: travels)`."""
+    where = ("recorded: travels" if x.recorded else
+             "config only: `funes exclude` records it for other machines")
+    return (f"exclude  {x.kind} {x.pattern}: hides {x.hidden} chunk(s) in {x.sessions} "
+            f"session(s) ({where})")
 
 
 def _when(seconds: float) -> str:

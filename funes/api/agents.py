@@ -45,7 +45,7 @@ from funes.api.ingest import IndexSummary, index
 from funes.api.memory import MemoryChoice, choose_memory, is_remote_memory, writable_memory
 from funes.api.render import get_output, output_note
 from funes.api.repo import init, status
-from funes.api.search import BLOCK_TYPES, HARNESSES, get, recall, search_status
+from funes.api.search import BLOCK_TYPES, HARNESSES, get, is_harness, recall, search_status
 from funes.api.share import AttachResult, attach_remote, attach_target, is_directory_remote
 from funes.errors import UsageError
 
@@ -198,6 +198,16 @@ def _choices(kind: str, values: Sequence[str], allowed: Sequence[str]) -> tuple[
     return tuple(values)
 
 
+def _harnesses(values: Sequence[str]) -> tuple[str, ...]:
+    """Harness filters: a known agent, or any name a turn file's producer may carry."""
+    bad = [v for v in values if not is_harness(v)]
+    if bad:
+        raise UsageError(f"invalid harness {', '.join(map(repr, bad))}",
+                         hint=f"an agent ({', '.join(HARNESSES)}) or a turn file's producer "
+                         "name: lowercase letters, digits, '_' and '-'")
+    return tuple(values)
+
+
 class _Backend:
     """The MCP tools' work: the CLI's verbs, rendered in the agent format."""
 
@@ -213,7 +223,7 @@ class _Backend:
 
     def recall(self, query: str, *, k: int | None, harness: list[str], block_type: list[str],
                project: list[str], since: str | None, memory: str | None) -> str:
-        agents = _choices("harness", harness, HARNESSES)
+        agents = _harnesses(harness)
         types = _choices("type", block_type, BLOCK_TYPES)
         choice = self._choose(memory)
         result = recall(self.settings, choice.repo, query, k=k, harness=agents,

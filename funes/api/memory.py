@@ -20,6 +20,9 @@ Every command asks these three questions; they are answered here once and handed
   marks the passages of a memory that is not the user's untrusted, except the user's own
   turns (funes.api.trust decides, for every output).
 
+A memory the Rust funes wrote (a bare `chunks.lance`, no refs) is detected by its layout and
+read the same way, through a copy converted from it (funes.api.foreign), never the user's.
+
 A read-only copy is never a write target: `writable_memory` refuses it with the command that
 does what the user meant (`funes clone`, `funes add AGENT org/name`).
 """
@@ -46,9 +49,11 @@ from funes.remotes.base import (
     RemoteNotFoundError,
     RemoteSpec,
     RemoteUnreachableError,
+    cache_root,
     looks_like_remote,
     parse_url,
 )
+from funes.remotes.foreign import table_in
 from funes.retrieval import indexes
 from funes.storage.atomic import write_atomic
 from funes.storage.lock import WriteLock
@@ -130,6 +135,9 @@ def open_memory(settings: Settings, memory: str | Path | None = None) -> Reposit
     if memory:
         if is_remote_memory(memory, settings.cwd):
             return open_remote_memory(settings, memory)
+        path = Path(memory).expanduser()
+        if table_in(path if path.is_absolute() else settings.cwd / path) is not None:
+            return open_remote_memory(settings, memory)  # a Rust funes' memory: its copy
         return Repository.open(Path(memory), settings)
     return Repository.discover(settings)
 
@@ -140,10 +148,11 @@ def choose_memory(settings: Settings, memory: str | None = None) -> MemoryChoice
     That memory or an error, never another one: an agent that asked a public memory must not
     get the user's private passages as its answer. A remote `memory` that does not answer
     (`RemoteUnreachableError`: no network, a timeout, the Hub failing) is read from the copy
-    an earlier call cached here, and `MemoryChoice.warning` says so (the output's first
-    line); with no cached copy, or when the remote answered with a refusal (a bad token), no
-    such memory or no such tag, the error propagates (exit 5) with its fix. Every reader
-    (the CLI, MCP, the warm server, `ask`) comes through here, so they agree.
+    an earlier call cached here (a Rust funes' memory's converted copy too), and
+    `MemoryChoice.warning` says so (the output's first line); with no cached copy, or when
+    the remote answered with a refusal (a bad token), no such memory or no such tag, the
+    error propagates (exit 5) with its fix. Every reader (the CLI, MCP, the warm server,
+    `ask`) comes through here, so they agree.
 
     Raises:
         RemoteError: the remote memory cannot be read and no copy of it can stand in.
@@ -222,11 +231,6 @@ def _writable_hint(command: str, remote: str) -> str:
             f"then run `funes {command}` there")
 
 
-def cache_root(settings: Settings) -> Path:
-    """Where the read-only copies behind `--memory org/name` live."""
-    return settings.home / "cache" / "remotes"
-
-
 def is_cache(repo: Repository) -> bool:
     """Whether `repo` is one of the read-only copies of a remote memory."""
     return repo.path.resolve().parent == cache_root(repo.settings).resolve()
@@ -281,6 +285,10 @@ def open_remote_memory(settings: Settings, url: str) -> Repository:
     """
     url, tag = split_tag(url, settings.cwd)
     spec = parse_url(url, settings.cwd)
+    if spec.kind == "dir" and spec.path is not None and table_in(spec.path) is not None:
+        from funes.api.foreign import local_copy
+
+        return local_copy(settings, spec, tag)
     root = cache_root(settings)
     root.mkdir(parents=True, exist_ok=True)
     name = _cache_name(spec, tag)
@@ -296,6 +304,12 @@ def open_remote_memory(settings: Settings, url: str) -> Repository:
                 if repo.head() is None:  # never filled: leave no empty copy behind
                     shutil.rmtree(cache, ignore_errors=True)
                 raise
+            if state.exists and not state.branches and spec.kind == "hf":
+                from funes.api.foreign import hub_copy
+
+                copy = hub_copy(settings, repo, remote, state, tag)  # a Rust funes' memory?
+                if copy is not None:
+                    return copy
             if not state.exists or not state.branches:
                 raise RemoteNotFoundError(
                     f"{remote.display}: no funes memory there",

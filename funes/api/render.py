@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from funes.api.agent_format import recall_text, turns_text
+from funes.api.agent_format import get_command, recall_text, turns_text
 from funes.api.memory import MemoryChoice
 from funes.api.search import RecallRequest, RecallResult, TurnView
 from funes.api.syncstate import sync_note
@@ -75,7 +75,10 @@ def recall_json(result: RecallResult, label: str, trusted: bool,
                 "bm25_rank": h.bm25_rank,
                 "vector_rank": h.vector_rank,
                 "rerank": h.rerank,
-                "get": f"funes get {h.row['session_id']} {h.row['turn_id']} --memory {label}",
+                "get": get_command(h.row, label),
+                "revisited_later": None if h.revisited is None else {
+                    "session_id": h.revisited["session_id"], "turn_id": h.revisited["turn_id"],
+                    "ts": h.revisited.get("ts"), "get": get_command(h.revisited, label)},
                 "neighbors": [{**{k: n[k] for k in ("session_id", "turn_id", "seq", "role",
                                                     "block_type", "text")},
                                "untrusted": bool(n.get("untrusted"))} for n in h.neighbors],
@@ -104,7 +107,8 @@ def recall_stderr(repo: Repository, result: RecallResult, request: RecallRequest
         ("harness", request.harness), ("type", request.block_type),
         ("project", request.project), ("session", request.session),
         ("since", (request.since,) if request.since else ()),
-        ("until", (request.until,) if request.until else ())) if values]
+        ("until", (request.until,) if request.until else ()),
+        ("as-of", (request.as_of,) if request.as_of else ())) if values]
     why = empty_recall(repo, result, given)
     return f"funes: no results: {why.reason} ({why.hint})\n"
 

@@ -6,13 +6,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from funes._env import Settings
+from funes.api.exclusions import ExclusionInfo, exclusion_list, set_exclusion_key
 from funes.api.syncstate import RemoteStatus, remote_status
 from funes.errors import UsageError
 from funes.model.ids import ObjectId
 from funes.model.objects import Commit, Link, Manifest, ModelStamp
+from funes.storage.exclusions import CONFIG_KEYS
 from funes.storage.fsck import FsckReport
 from funes.storage.fsck import fsck as _fsck
 from funes.storage.repo import PROJECT_DIR, Repository
+
+EXCLUDE_KEYS = frozenset(CONFIG_KEYS.values())
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,8 @@ class StatusResult:
     redaction_rules: str = ""
     #: Each remote: ahead/behind (as of the last fetch, or checked now), how the last sync went.
     remotes: tuple[RemoteStatus, ...] = ()
+    #: The exclusions the memory honours and what they hide (funes.api.exclusions).
+    exclusions: tuple[ExclusionInfo, ...] = ()
     #: The memory is the user's own (else its passages are marked, but the user's own turns).
     owned: bool = True
     #: Which rule decides whether a commit vouches for its passages (SECURITY.md).
@@ -156,6 +162,7 @@ def status(repo: Repository, *, refresh: bool = False) -> StatusResult:
         redaction_rules=rules_version(),
         # a remote's read-only copy was brought up to date when it was opened
         remotes=tuple(remote_status(repo, refresh=refresh and not is_cache(repo))),
+        exclusions=tuple(exclusion_list(repo)),
         owned=owned(repo),
         trust_rule=trust_rule(repo.settings),
     )
@@ -181,13 +188,23 @@ def config_get(repo: Repository, key: str) -> str | None:
 
 
 def config_set(repo: Repository, key: str, value: str) -> str:
-    """Set a config value; returns it normalised."""
+    """Set a config value; returns it normalised.
+
+    An `exclude.*` key is an exclusion: what it adds is hidden at once and recorded in the
+    memory, what it drops is lifted (funes.api.exclusions.set_exclusion_key).
+    """
+    if key in EXCLUDE_KEYS:
+        return set_exclusion_key(repo, key, value) or ""
     with repo.writing():
         return repo.config.set(key, value)
 
 
 def config_unset(repo: Repository, key: str) -> bool:
-    """Remove a config value."""
+    """Remove a config value (an `exclude.*` key ends those exclusions, see `config_set`)."""
+    if key in EXCLUDE_KEYS:
+        had = repo.config.get(key) is not None
+        set_exclusion_key(repo, key, None)
+        return had
     with repo.writing():
         return repo.config.unset(key)
 

@@ -61,8 +61,8 @@ from funes.api.memory import choose_memory
 from funes.api.render import get_output, recall_printed
 from funes.api.search import (
     BLOCK_TYPES,
-    HARNESSES,
     RecallRequest,
+    is_harness,
     preload_reranker,
     recall_in_process,
 )
@@ -534,7 +534,7 @@ class _Server:
     def _recall(self, path: Path, request: RecallRequest) -> Any:
         with self._memory(path) as memory:
             if request.bm25 and memory.repo.chunks.exists():
-                indexes.ensure(memory.repo)  # writes: on the live repository, before pinning
+                indexes.retokenize(memory.repo)  # writes: on the live repository, before pinning
             view = memory.view()
             if request.vector:
                 self._note_models(view)
@@ -557,7 +557,7 @@ class _Server:
         if command == "recall":
             # Click checks choices before the command runs: so must this, before anything.
             request = RecallRequest.decode(dict(args["request"]))
-            if not (set(request.harness) <= set(HARNESSES)
+            if not (all(is_harness(h) for h in request.harness)
                     and set(request.block_type) <= set(BLOCK_TYPES)):
                 raise _Decline("a --harness or --type click refuses")
         elif command != "get":

@@ -21,7 +21,7 @@ from funes.errors import FunesError
 from funes.model.ids import ObjectId
 from funes.model.refs import RefName, remote_ref
 from funes.remotes import sync as _sync
-from funes.remotes.base import RemoteNotFoundError
+from funes.remotes.base import LAST_FETCH, RemoteNotFoundError
 from funes.storage.atomic import write_atomic
 from funes.storage.repo import Repository
 from funes.storage.transfer import ancestors
@@ -214,7 +214,7 @@ def _remote_tips(repo: Repository, names: list[str],
 def _fetched_at(repo: Repository, name: str) -> float | None:
     """When the tracking refs of `name` last matched the remote (None: not recorded)."""
     try:
-        raw = (repo.path / "remotes" / name / _sync.LAST_FETCH).read_bytes()[:_RECORD_MAX]
+        raw = (repo.path / "remotes" / name / LAST_FETCH).read_bytes()[:_RECORD_MAX]
         return float(json.loads(raw)["time"])
     except (OSError, ValueError, KeyError, TypeError):
         last = last_sync(repo, name)

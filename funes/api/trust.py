@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from funes.api.memory import owned
+from funes.api.memory import is_cache, owned
 from funes.retrieval.get import TurnView
 from funes.storage.repo import Repository
 from funes.storage.signing import chunk_marks, trust_rule
@@ -65,7 +65,7 @@ def passage_trust(repo: Repository) -> Trust:
     the warm server through them. Cached per HEAD (funes.storage.signing), so calling it for
     every request costs a dictionary lookup once HEAD has been seen.
     """
-    marks = chunk_marks(repo)
+    marks = chunk_marks(repo, written=not is_cache(repo))
     mine = owned(repo)
     return Trust(mine, marks.doubtful if mine else marks.own)
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from funes._env import Settings
 from funes.errors import DivergedError, RemoteError, UsageError
 from funes.model.ids import ObjectId
 from funes.model.objects import FragmentRecord, ModelStamp
@@ -174,6 +175,11 @@ def parse_url(text: str, cwd: Path) -> RemoteSpec:
             path = cwd / path
     path = path.resolve()
     return RemoteSpec("dir", str(path), path=path)
+
+
+def cache_root(settings: Settings) -> Path:
+    """Where the read-only copies behind `--memory org/name` live (funes.api.memory)."""
+    return settings.home / "cache" / "remotes"
 
 
 def looks_like_remote(text: str, cwd: Path) -> bool:
@@ -340,3 +346,22 @@ class Remote(Protocol):
 def no_progress(done: int, total: int, label: str) -> None:
     """A progress callback that shows nothing."""
     return None
+
+
+#: `<repo>/remotes/<name>/last-fetch.json`: when the tracking refs last matched the remote (a
+#: fetch, or a push that moved the remote to ours); local state, never sent (`funes status`).
+LAST_FETCH = "last-fetch.json"
+
+
+def note_fetched(repo_path: Path, name: str) -> None:
+    """Record that the tracking refs of remote `name` are the remote's as of now."""
+    import contextlib
+    import json
+    import time
+
+    from funes.storage.atomic import write_atomic
+
+    path = repo_path / "remotes" / name / LAST_FETCH
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps({"time": time.time()}).encode(), durable=False)

@@ -332,7 +332,7 @@ class Marks:
     own: frozenset[str]
 
 
-_UNTRUSTED_CACHE: dict[tuple[str, str | None, frozenset[str]], Marks] = {}
+_UNTRUSTED_CACHE: dict[tuple[str, str | None, frozenset[str], bool], Marks] = {}
 
 
 def untrusted_chunk_ids(repo: Repository) -> frozenset[str]:
@@ -340,8 +340,11 @@ def untrusted_chunk_ids(repo: Repository) -> frozenset[str]:
     return chunk_marks(repo).doubtful
 
 
-def chunk_marks(repo: Repository) -> Marks:
+def chunk_marks(repo: Repository, *, written: bool = True) -> Marks:
     """Which chunk ids no commit vouches for, and which the user's own commits added.
+
+    `written=False` ignores `written-here`: a read-only copy of a remote is filled by fetching
+    or converting rows (a Rust funes' memory), never by the user's own turns.
 
     A commit vouches for the chunks its manifests add when it was written on this machine,
     or is signed by a trusted key (the user's own included). A commit signed by an unknown
@@ -361,19 +364,20 @@ def chunk_marks(repo: Repository) -> Marks:
     head = repo.head()
     keys = trusted_keys(repo.settings)
     own = own_key(repo.settings)
-    written = written_here(repo)
-    cache_key = (str(repo.path), head, frozenset(keys))
+    mine_here = written_here(repo) if written else frozenset()
+    cache_key = (str(repo.path), head, frozenset(keys), written)
     cached = _UNTRUSTED_CACHE.get(cache_key)
     if cached is not None:
         return cached
-    signature = {"version": 2, "keys": sorted(keys), "own": own.id if own else None}
+    signature = {"version": 2, "keys": sorted(keys), "own": own.id if own else None,
+                 "written": written}
     stored = _load_marks(repo, signature)
-    caught_up = (_catch_up(repo, head, stored, keys, own, written) if stored is not None
+    caught_up = (_catch_up(repo, head, stored, keys, own, mine_here) if stored is not None
                  else None)
     if caught_up is not None:
         doubtful, signed_seen, mine = caught_up
     else:
-        doubtful, signed_seen, mine = _untrusted_from_scratch(repo, head, keys, own, written)
+        doubtful, signed_seen, mine = _untrusted_from_scratch(repo, head, keys, own, mine_here)
     _save_marks(repo, {**signature, "head": head, "signed_seen": signed_seen,
                        "ids": sorted(doubtful), "own_ids": sorted(mine)})
     if len(_UNTRUSTED_CACHE) > 64:
