@@ -298,6 +298,9 @@ def test_status_says_behind_after_another_machine_synced(
                 if x.startswith("remote   origin"))
     assert "up to date (checked now)" in line, line
     if world.hub is not None:
+        world.hub.clear_requests()  # checking costs one small request when nothing moved
+        assert a.run("--format", "agent", "status").exit_code == 0
+        assert [r.route for r in world.hub.requests] == ["refs"]
         world.hub.fail_with(503, route="refs", times=None)
         line = next(x for x in a.run("--format", "agent", "status").stdout.splitlines()
                     if x.startswith("remote   origin"))
