@@ -68,7 +68,7 @@ def _wiring_text(r: api.WiringResult, verb: str) -> str:
               help="Also index the agent's existing sessions now.")
 @click.option("--project", is_flag=True,
               help="With a remote MEMORY: keep it in this directory's project memory "
-              "(./.funes) instead of the global one.")
+              "(./.funes), which then receives this project's sessions only.")
 @pass_app
 def add(app: App, agent: str, memory: str | None, index_now: bool, project: bool) -> None:
     """Wire funes into an agent: MCP server, per-turn index hook, sync at session boundaries.
@@ -82,8 +82,10 @@ def add(app: App, agent: str, memory: str | None, index_now: bool, project: bool
     same command on every machine makes it that machine's memory: cloned when this machine
     has none (into the global memory, or the project memory with --project or inside one),
     created from this memory (private) when the remote does not exist, synced when both
-    exist. Running it again changes nothing; every file edited is backed up first, and
-    `funes remove AGENT` puts it back.
+    exist. A project memory (PROJECT/.funes) receives only the sessions inside PROJECT; the
+    agent's other sessions keep going where they went. The embedding model the hooks use is
+    installed when missing. Running it again changes nothing; every file edited is backed up
+    first, and `funes remove AGENT` puts it back; a failed `add` changes nothing at all.
 
     \b
     Example:
