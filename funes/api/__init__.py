@@ -114,6 +114,7 @@ from funes.api.remotes import (
 )
 from funes.api.render import (
     get_output,
+    output_note,
     recall_json,
     recall_output,
     recall_printed,
@@ -168,6 +169,7 @@ from funes.api.syncstate import (
     remote_status,
     sync_note,
 )
+from funes.api.trust import Trust, passage_trust, trust_header
 from funes.api.user import (
     EmptyRecall,
     Identity,
@@ -244,6 +246,7 @@ __all__ = [
     "StatusResult",
     "SyncResult",
     "TagInfo",
+    "Trust",
     "TurnFileCheck",
     "TurnView",
     "VerifyResult",
@@ -299,8 +302,10 @@ __all__ = [
     "models_verify",
     "open_memory",
     "open_remote_memory",
+    "output_note",
     "owned",
     "parse_since",
+    "passage_trust",
     "publish",
     "publish_selection",
     "pull",
@@ -337,6 +342,7 @@ __all__ = [
     "tag_list",
     "to_dict",
     "to_json",
+    "trust_header",
     "turns_text",
     "unforget",
     "user_config_get",

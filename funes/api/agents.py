@@ -33,14 +33,22 @@ from funes.agents.wiring import (
     replace_file,
     which,
 )
-from funes.api.agent_format import recall_text, status_text, turns_text
+from funes.api.agent_format import recall_text, status_text
+from funes.api.agentsetup import (
+    binding,
+    ensure_embedder,
+    index_scope,
+    mcp_memory,
+    undo_on_failure,
+)
 from funes.api.backfill import BackfillStart, start_backfill
 from funes.api.ingest import IndexSummary, index
 from funes.api.memory import MemoryChoice, choose_memory, is_remote_memory, writable_memory
+from funes.api.render import get_output, output_note
 from funes.api.repo import init, status
+from funes.api.routing import project_root
 from funes.api.search import BLOCK_TYPES, HARNESSES, get, is_harness, recall, search_status
-from funes.api.share import AttachResult, attach_remote, is_directory_remote
-from funes.api.syncstate import sync_note
+from funes.api.share import AttachResult, attach_remote, attach_target, is_directory_remote
 from funes.errors import UsageError
 from funes.storage.repo import Repository
 
@@ -101,6 +109,7 @@ def agents_add(
     project: bool = False,
     index_now: bool = True,
     progress: Callable[[int, int, str], None] | None = None,
+    install_model: bool = True,
 ) -> WiringResult:
     """Register `funes mcp [memory]` and the hooks with `agent`; idempotent.
 
@@ -111,52 +120,83 @@ def agents_add(
             to its project memory or the global one, like `funes index`. A remote (`org/name`,
             `hf://datasets/…`, `file://…` or a directory remote) is first made this machine's
             memory (funes.api.share.attach_remote: cloned, created or synced), and the agent is
-            bound to that local memory, whose hooks then keep it in sync.
+            bound to that local memory, whose hooks then keep it in sync. A project memory
+            (`<project>/.funes`) is bound to its project only: it receives the sessions inside
+            the project, and the agent's other sessions keep going where they went
+            (funes.api.routing).
         project: With a remote `memory`, keep it in the project memory `./.funes`.
-        index_now: Index the agent's existing sessions (`--no-index` turns it off): every
-            turn lexically now, newest first and searchable from the first batch on
-            (funes.api.ingest), then their vectors in the detached backfill
-            (funes.api.backfill). With a remote `memory`, before anything is pushed, so the
-            remote gets this machine's history. On a memory that holds them already this
-            adds nothing (each file's read position is remembered).
+        index_now: Index the agent's existing sessions, those the binding receives
+            (`--no-index` turns it off): every turn lexically now, newest first and
+            searchable from the first batch on (funes.api.ingest), then their vectors in the
+            detached backfill (funes.api.backfill). With a remote `memory`, before anything
+            is pushed, so the remote gets this machine's history. On a memory that holds them
+            already this adds nothing (each file's read position is remembered).
         progress: Progress callback for that first index.
+        install_model: Install the embedding model the hooks use when it is missing.
+
+    A failure leaves the machine as it was (funes.api.agentsetup.undo_on_failure).
 
     Raises:
         ReadOnlyMemoryError: `memory` is the read-only copy of a remote (`--memory org/name`).
     """
     module = _module(agent)
-    created: str | None = None
-    attached: AttachResult | None = None
+    remote = bool(memory) and (is_remote_memory(str(memory), settings.cwd)
+                               or is_directory_remote(str(memory), settings.cwd))
+    if project and not remote:
+        raise UsageError("`--project` goes with a remote MEMORY",
+                         hint=f"`funes add {agent} ORG/NAME --project`")
+    at_stake = [settings.home] + ([attach_target(settings, project)] if remote else [])
     indexed: IndexSummary | None = None
 
     def first_index(repo: Repository) -> int:
+        """The attached memory's first index, before its first push: what it will receive."""
         nonlocal indexed
-        indexed = index(settings, memory=str(repo.path), agents=[agent], progress=progress)
+        root = project_root(settings, repo.path)
+        indexed = index(settings, agents=[agent], progress=progress,
+                        memory=None if root else str(repo.path),
+                        workdir=str(root) if root else None)
         return indexed.added
 
-    if memory and (is_remote_memory(memory, settings.cwd)
-                   or is_directory_remote(memory, settings.cwd)):
-        attached = attach_remote(settings, memory, project=project, progress=progress,
-                                 fill=first_index if index_now else None)
-        memory = str(attached.path)
-    elif memory:
-        memory = str(writable_memory(settings, memory, command=f"add {agent}").path)
-    elif project:
-        raise UsageError("`--project` goes with a remote MEMORY",
-                         hint=f"`funes add {agent} ORG/NAME --project`")
-    elif not (settings.home / "FORMAT").is_file():
-        created = str(init(settings, is_global=True).repo.path)
-    _install_hook_script(settings)
-    edits = Edits(settings, agent)
-    edits.record.memory = memory
-    notes = list(module.add(edits, memory))
-    edits.save()
-    command = f"funes index --agent {agent}" + (f" --memory {memory}" if memory else "")
+    with undo_on_failure(settings, at_stake) as undo:
+        created, attached, memory = _memory_for(settings, agent, memory, remote, project,
+                                                progress, first_index if index_now else None)
+        _install_hook_script(settings)
+        edits = Edits(settings, agent)
+        undo.append(edits)
+        bound = binding(settings, edits, memory)
+        notes = list(module.add(edits, mcp_memory(bound, memory, remote)))
+        edits.save()
+    notes = notes if edits.changed else []
+    scope = index_scope(agent, bound, memory)
+    if bound.project is not None and edits.changed:
+        notes.append(f"{bound.project}/.funes receives the sessions inside {bound.project} "
+                     "only; the agent's other sessions go where they went")
     if index_now and indexed is None:
-        indexed = index(settings, memory=memory, agents=[agent], progress=progress)
+        indexed = index(settings, agents=[agent], progress=progress, memory=scope.memory,
+                        workdir=scope.workdir)
+    # the model before the backfill: the backfill embeds with it
+    model_note = ensure_embedder(settings, memory) if install_model else None
+    if model_note:
+        notes.append(model_note)
     backfill = _backfill(settings, memory, indexed) if indexed is not None else []
-    return WiringResult(agent, memory, edits.changed, notes if edits.changed else [], command,
-                        created, indexed, attached, backfill)
+    return WiringResult(agent, bound.memory, edits.changed, notes, scope.command, created,
+                        indexed, attached, backfill)
+
+
+def _memory_for(settings: Settings, agent: str, memory: str | None, remote: bool,
+                project: bool, progress: Callable[[int, int, str], None] | None,
+                fill: Callable[[Repository], int] | None,
+                ) -> tuple[str | None, AttachResult | None, str | None]:
+    """(the global memory if `add` made it, what attaching a remote did, the local memory)."""
+    if remote:
+        attached = attach_remote(settings, str(memory), project=project, progress=progress,
+                                 fill=fill)
+        return None, attached, str(attached.path)
+    if memory:
+        return None, None, str(writable_memory(settings, memory, command=f"add {agent}").path)
+    if not (settings.home / "FORMAT").is_file():
+        return str(init(settings, is_global=True).repo.path), None, None
+    return None, None, None
 
 
 def _backfill(settings: Settings, memory: str | None,
@@ -225,10 +265,7 @@ class _Backend:
         if memory and not is_remote_memory(memory, self.settings.cwd):
             path = Path(memory).expanduser()
             memory = str(path if path.is_absolute() else self.settings.cwd / path)
-        return choose_memory(self.settings, memory or self.memory, fallback=False)
-
-    def _open(self, memory: str | None) -> Repository:
-        return self._choose(memory).repo
+        return choose_memory(self.settings, memory or self.memory)
 
     def recall(self, query: str, *, k: int | None, harness: list[str], block_type: list[str],
                project: list[str], since: str | None, memory: str | None) -> str:
@@ -237,14 +274,17 @@ class _Backend:
         choice = self._choose(memory)
         result = recall(self.settings, choice.repo, query, k=k, harness=agents,
                         block_type=types, project=project, since=since)
-        return recall_text(result, choice.label, choice.owned, sync_note(choice.repo))
+        return recall_text(result, choice.label, choice.owned, output_note(choice))
 
     def get(self, session_id: str, turn_id: str, *, window: int, memory: str | None) -> str:
-        return turns_text(get(self._open(memory), session_id, turn_id, window))
+        choice = self._choose(memory)
+        return get_output("agent", get(choice.repo, session_id, turn_id, window), choice)
 
     def status(self, *, memory: str | None) -> str:
-        repo = self._open(memory)
-        return status_text(status(repo), search_status(self.settings, repo))
+        choice = self._choose(memory)
+        text = status_text(status(choice.repo, refresh=True),
+                           search_status(self.settings, choice.repo))
+        return f"# note: {choice.warning}\n{text}" if choice.warning else text
 
 
 def mcp_serve(settings: Settings, memory: str | None = None) -> None:
@@ -293,13 +333,13 @@ def ask(
         raise _ask.AgentNotFoundError(agent, _ask.ASK_AGENTS[agent])
     if not question.strip():
         raise UsageError("the question is empty")
-    choice = choose_memory(settings, memory, fallback=False)
+    choice = choose_memory(settings, memory)
     label = choice.label
     result = recall(settings, choice.repo, question, k=k)
     if not result.hits:
         raise _ask.NothingRecalledError(label)
     passages = [_ask.Passage.from_row(hit.row) for hit in result.hits]
-    prompt = _ask.build_prompt(question, passages, label, choice.owned)
+    prompt = _ask.build_prompt(question, passages, label, choice.owned, choice.warning)
     argv = _module(agent).ask_command(exe)
     # A scratch directory: no project file (CLAUDE.md, AGENTS.md) leaks into the answer.
     with tempfile.TemporaryDirectory(prefix="funes-ask-") as scratch:

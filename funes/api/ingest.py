@@ -22,7 +22,7 @@ from funes.model.turns import Turn
 from funes.retrieval.indexes import maintain, make_searchable, merge_segments
 from funes.storage.repo import PROJECT_DIR, Repository
 
-__all__ = ["FORMATS", "IndexSummary", "TurnFileCheck", "check_turn_files", "index",
+__all__ = ["FORMATS", "IndexSummary", "TurnFileCheck", "check_turn_files", "index", "inside",
            "parse_since"]
 
 
@@ -92,6 +92,22 @@ class _ProjectRouter:
         return self._by_dir[workdir]
 
 
+def inside(workdir: str | None, root: Path) -> bool:
+    """Whether a session's working directory is `root` or below it (the routing rule's test)."""
+    if not workdir:
+        return False
+    here = Path(workdir)
+    return here == root or root in here.parents
+
+
+def _within(workdir: str | None) -> Callable[[Turn], bool] | None:
+    """The `scope` of `index --workdir DIR`: turns whose working directory is under DIR."""
+    if workdir is None:
+        return None
+    root = Path(workdir).expanduser().resolve()
+    return lambda turn: inside(turn.workdir, root)
+
+
 def index(
     settings: Settings,
     *,
@@ -101,13 +117,15 @@ def index(
     since: str | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     tool_results: bool | None = None,
+    workdir: str | None = None,
 ) -> IndexSummary:
     """Index agent transcripts.
 
     Named paths go into the current memory (like `git add`); without paths, the agents'
     default locations are read and each session is routed to its project memory or the global
     memory. `tool_results=False` leaves tool output out; None follows each memory's
-    `index.toolResults`.
+    `index.toolResults`. `workdir` keeps only the sessions whose working directory is that
+    directory or inside it (what `funes add AGENT REMOTE --project` indexes: one project).
 
     Sources are read newest first and every batch is searchable as soon as it is committed
     (funes.ingest.run), so a first run over a long history answers from its latest sessions
@@ -128,8 +146,12 @@ def index(
         max_tokens = int(repo.config.get("index.maxTokens") or 256)
         configured = repo
     else:
-        # like every command: refuse when there is no memory
-        configured = Repository.discover(settings)
+        # like every command: refuse when there is no memory; a run scoped to a project has
+        # that project's memory (`funes add AGENT PROJECT/.funes` with no global memory)
+        scoped = Path(workdir) / PROJECT_DIR if workdir else None
+        configured = (Repository.open(scoped, settings)
+                      if scoped is not None and (scoped / "FORMAT").is_file()
+                      else Repository.discover(settings))
         sources = default_sources(settings, harnesses=agents or None)
         router = _ProjectRouter(settings)
         states = routed_states(settings.home)
@@ -138,6 +160,7 @@ def index(
         summary = index_sources(
             newest_first(sources), router, states, since=when, max_tokens=max_tokens,
             progress=progress, tool_results=tool_results, searchable=make_searchable,
+            scope=_within(workdir),
             batch_chunks=int(configured.config.get("index.batchChunks") or BATCH_CHUNKS),
             batch_bytes=int(configured.config.get("index.batchBytes") or BATCH_BYTES),
         )

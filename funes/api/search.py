@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 from funes._env import Settings
 from funes.api.ingest import parse_since
 from funes.api.memory import check_writable
+from funes.api.trust import mark_rows, mark_turns, passage_trust
 from funes.ingest import backlog as _backlog
 from funes.model.turns import HARNESSES, is_harness
 from funes.retrieval import indexes
@@ -397,28 +398,30 @@ class Budgeted:
 
 
 def _mark_untrusted(repo: Repository, result: RecallResult) -> None:
-    """Set `row["untrusted"]` on hits added only by commits signed with an untrusted key."""
+    """Set `row["untrusted"]` on the hits and neighbours the trust decision marks.
+
+    funes.api.trust decides for every output: another owner's memory marks everything but
+    the user's own turns; the user's memory marks rows no commit they trust vouches for.
+    """
     if not result.hits:
         return
-    from funes.storage.signing import untrusted_chunk_ids
-
-    doubtful = untrusted_chunk_ids(repo)
-    for hit in result.hits:
-        if hit.row.get("id") in doubtful:
-            hit.row["untrusted"] = True
+    trust = passage_trust(repo)
+    mark_rows(trust, (hit.row for hit in result.hits))
+    mark_rows(trust, (n for hit in result.hits for n in hit.neighbors))
 
 
 def get(repo: Repository, session_id: str, turn_id: str, window: int = 0, *,
         via_server: bool = False) -> list[TurnView]:
-    """A turn and its neighbours, whole.
+    """A turn and its neighbours, whole, each marked untrusted as funes.api.trust decides.
 
     With `via_server`, a running warm server answers (funes.api.warm), else this process.
     """
     if via_server:
         from funes.api import warm
 
-        return warm.get_via_server(repo.settings, repo, session_id, turn_id, window)
-    return get_turns(repo, session_id, turn_id, window)
+        return warm.get_via_server(repo.settings, repo, session_id, turn_id, window,
+                                   lambda: get(repo, session_id, turn_id, window))
+    return mark_turns(passage_trust(repo), get_turns(repo, session_id, turn_id, window))
 
 
 def embed(

@@ -57,7 +57,7 @@ from typing import Any
 from funes import __version__, process, protocol
 from funes._env import Settings
 from funes.api import warm
-from funes.api.memory import memory_label, open_memory, owned
+from funes.api.memory import choose_memory
 from funes.api.render import get_output, recall_printed
 from funes.api.search import (
     BLOCK_TYPES,
@@ -565,16 +565,16 @@ class _Server:
         out = err = ""
         code = 0
         try:
-            repo = open_memory(settings, args.get("memory"))
+            # The same choice the CLI makes: that memory, or its error (never another one).
+            choice = choose_memory(settings, args.get("memory"))
             if request is not None:
-                found = self._recall(repo.path, request)
-                out, err = recall_printed(fmt, repo, found, request, memory_label(repo),
-                                          owned(repo))
+                found = self._recall(choice.repo.path, request)
+                out, err = recall_printed(fmt, choice, found, request)
             else:
-                with self._memory(repo.path) as memory:
+                with self._memory(choice.repo.path) as memory:
                     turns = _get(memory.view(), str(args["session_id"]), str(args["turn_id"]),
                                  int(args["window"]))
-                out = get_output(fmt, turns) + "\n"
+                out = get_output(fmt, turns, choice) + "\n"
         except FunesError as exc:
             err = describe(exc) + "\n"
             code = exc.exit_code

@@ -40,8 +40,8 @@ from funes.remotes.foreign import refuse_writing
 from funes.storage.repo import PROJECT_DIR, Repository
 from funes.storage.transfer import MergeResult
 
-__all__ = ["SYNC_ATTEMPTS", "AttachResult", "SyncResult", "attach_remote", "is_directory_remote",
-           "sync"]
+__all__ = ["SYNC_ATTEMPTS", "AttachResult", "SyncResult", "attach_remote", "attach_target",
+           "is_directory_remote", "sync"]
 
 #: Tries of fetch → merge → push when another machine pushes in between (a lost CAS race).
 SYNC_ATTEMPTS = 4
@@ -169,7 +169,7 @@ def attach_remote(
                          hint=f"`funes add AGENT {url}` shares the memory; `funes clone "
                          f"{url}@{tag}` reads the tag")
     spec = parse_url(url, settings.cwd)
-    target = _attach_target(settings, project)
+    target = attach_target(settings, project)
     with tempfile.TemporaryDirectory(prefix="funes-probe-") as scratch:  # no cache left behind
         probe = _sync.open_remote(spec, "origin", settings, Path(scratch))
         probed = probe.state()
@@ -209,7 +209,7 @@ def _is_home(settings: Settings, target: Path) -> bool:
     return target.resolve() == settings.home.expanduser().resolve()
 
 
-def _attach_target(settings: Settings, project: bool) -> Path:
+def attach_target(settings: Settings, project: bool) -> Path:
     """Where `attach_remote` keeps the memory: the project one, else the global one."""
     if project:
         return (settings.cwd / PROJECT_DIR).resolve()

@@ -39,7 +39,7 @@ from funes import process, protocol
 from funes._env import Settings
 from funes.errors import FunesError
 from funes.protocol import PROTOCOL, Endpoint, lock_held
-from funes.retrieval.get import BlockView, TurnView, get_turns
+from funes.retrieval.get import BlockView, TurnView
 from funes.retrieval.recall import Hit, RecallResult
 from funes.storage.repo import Repository
 
@@ -139,6 +139,7 @@ def decode_turns(data: Sequence[dict[str, Any]]) -> list[TurnView]:
     for t in data:
         fields = dict(t)
         fields["blocks"] = tuple(BlockView(**b) for b in t["blocks"])
+        fields["ids"] = tuple(str(i) for i in t.get("ids", ()))
         out.append(TurnView(**fields))
     return out
 
@@ -228,8 +229,11 @@ def recall_via_server(settings: Settings, repo: Repository, query: RecallRequest
 
 
 def get_via_server(settings: Settings, repo: Repository, session_id: str, turn_id: str,
-                   window: int = 0) -> list[TurnView]:
-    """`funes.api.search.get`, answered by the warm server when one runs (never starts one)."""
+                   window: int, local: Callable[[], list[TurnView]]) -> list[TurnView]:
+    """`funes.api.search.get`, answered by the warm server when one runs (never starts one).
+
+    `local` is the same `get` in this process (the server marks trust the same way).
+    """
     if _enabled(settings):
         try:
             data = request(settings, "get", repo.path,
@@ -237,7 +241,7 @@ def get_via_server(settings: Settings, repo: Repository, session_id: str, turn_i
             return decode_turns(data)
         except (ServerUnavailable, TypeError, KeyError, ValueError):
             pass
-    return get_turns(repo, session_id, turn_id, window)
+    return local()
 
 
 def server_status(settings: Settings) -> ServerStatus | None:

@@ -71,6 +71,7 @@ class IndexSummary:
     skipped: collections.Counter[str] = field(default_factory=collections.Counter)
     redactions: collections.Counter[str] = field(default_factory=collections.Counter)
     unroutable: int = 0  # turns with no memory to go to
+    outside: int = 0  # turns a `scope` left out (another project's, for `--workdir`)
     excluded: int = 0  # turns an exclusion rule kept out (funes.storage.exclusions)
     errors: list[str] = field(default_factory=list)  # unreadable sources (not fatal)
     commits: dict[str, CommitResult] = field(default_factory=dict)  # repo path → result
@@ -152,6 +153,7 @@ def index_sources(
     first_batch: int = FIRST_BATCH_CHUNKS,
     searchable: Searchable | None = None,
     workers: int | None = None,
+    scope: Callable[[Turn], bool] | None = None,
 ) -> IndexSummary:
     """Read every source incrementally and commit the new chunks to their memories.
 
@@ -163,7 +165,9 @@ def index_sources(
     `tool_results=False` leaves tool output out (the calls stay); None asks each memory's
     `index.toolResults` (default true). Files are read in `workers` processes (None: one per
     CPU when there are PARALLEL_MIN_FILES files or more to read, else in this process;
-    funes.ingest.reader); the result does not depend on it.
+    funes.ingest.reader); the result does not depend on it. `scope` keeps only the turns it
+    accepts (`funes index --workdir`); a file with turns it left out keeps its read position,
+    so a later run without a scope still reads them.
     Chunk ids do not depend on it: a lean memory and a full one agree on every chunk both hold.
     """
     started = time.monotonic()
@@ -237,8 +241,11 @@ def index_sources(
                 continue
             summary.files_reread += read.reread
             summary.skipped.update(read.skipped)
-            stranded = 0
+            stranded = stranded_out = 0
             for item in read.turns:
+                if scope is not None and not scope(item.turn):
+                    stranded_out += 1
+                    continue
                 repo = router(item.turn)
                 if repo is None:
                     stranded += 1
@@ -259,7 +266,9 @@ def index_sources(
                 if pending_chunks >= bound or pending_bytes >= batch_bytes:
                     flush()  # this file's position is saved only once all of it is committed
             summary.unroutable += stranded
-            if not stranded:  # keep turns with nowhere to go for a later run (e.g. after init)
+            summary.outside += stranded_out
+            # keep turns with nowhere to go (e.g. before init) or out of scope for a later run
+            if not stranded and not stranded_out:
                 new_states[source.path] = snapshot(
                     source.path, source.harness, read.cursor, read.planned, read.end_offset,
                     read.state

@@ -46,7 +46,7 @@ from funes.storage.lock import WriteLock
 from funes.storage.objects import ObjectStore
 from funes.storage.refs import RefStore
 from funes.storage.revisions import ORIG_HEAD
-from funes.storage.signing import sign_commit
+from funes.storage.signing import note_written, sign_commit
 from funes.storage.tables import (
     DamagedTableError,
     LanceTable,
@@ -570,6 +570,8 @@ class Repository:
         )
         commit = sign_commit(self, commit)  # signed when $FUNES_HOME/keys/signing.key exists
         oid = self.objects.put(commit)
+        if fresh:  # the rows are this machine's own turns (funes.storage.signing.chunk_marks)
+            note_written(self.path, oid)
         journal = {
             "ref": ref,
             "old": old,

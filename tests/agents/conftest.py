@@ -52,8 +52,9 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def mcp_session(command: list[str], calls: list[tuple[str, dict[str, Any]]],
-                cwd: Path | None = None) -> tuple[dict[str, set[str]], str, list[tuple[bool, str]]]:
-    """Start `command` as an MCP server over stdio.
+                cwd: Path | None = None, env: dict[str, str] | None = None,
+                ) -> tuple[dict[str, set[str]], str, list[tuple[bool, str]]]:
+    """Start `command` as an MCP server over stdio (environment: `child_env()`, or `env`).
 
     Returns (tool name → its parameter names, the server's instructions, each call's
     (is_error, text)).
@@ -62,7 +63,8 @@ def mcp_session(command: list[str], calls: list[tuple[str, dict[str, Any]]],
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    params = StdioServerParameters(command=command[0], args=command[1:], env=child_env(),
+    params = StdioServerParameters(command=command[0], args=command[1:],
+                                   env={**child_env(), **(env or {})},
                                    cwd=str(cwd) if cwd else None)
 
     async def main() -> tuple[dict[str, set[str]], str, list[tuple[bool, str]]]:

@@ -162,3 +162,20 @@ def test_the_stale_sync_note_is_printed_through_the_server_too(
     assert (served.exit_code, served.stdout, served.stderr) == (
         local.exit_code, local.stdout, local.stderr)
     assert served.stdout.startswith("# note: this memory has not synced with origin")
+
+
+def test_the_server_marks_another_owners_passages_as_the_cli_does(
+    memory: Repository, settings: Any, start_server: Any, run: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    memory.config.set("core.owned", "false")  # another owner's memory, its rows from elsewhere
+    (memory.path / "written-here").unlink(missing_ok=True)
+    start_server(memory)
+    found = run("--memory", str(memory.path), "--format", "json", "recall", "line reader")
+    hit = json.loads(found.stdout)["hits"][0]
+    for args in (("--format", "agent", "recall", "line reader"),
+                 ("--format", "agent", "get", hit["session_id"], hit["turn_id"]),
+                 ("--format", "json", "get", hit["session_id"], hit["turn_id"])):
+        served, local = _both(run, monkeypatch, memory, args)
+        assert (served.exit_code, served.stdout) == (local.exit_code, local.stdout)
+        assert served.exit_code == 0 and "untrusted" in served.stdout, args

@@ -75,7 +75,7 @@ def _wiring_text(r: api.WiringResult, verb: str) -> str:
               help="Index the agent's existing sessions (the default now; kept for scripts).")
 @click.option("--project", is_flag=True,
               help="With a remote MEMORY: keep it in this directory's project memory "
-              "(./.funes) instead of the global one.")
+              "(./.funes), which then receives this project's sessions only.")
 @pass_app
 def add(app: App, agent: str, memory: str | None, no_index: bool, index_flag: bool,
         project: bool) -> None:
@@ -90,8 +90,10 @@ def add(app: App, agent: str, memory: str | None, no_index: bool, index_flag: bo
     same command on every machine makes it that machine's memory: cloned when this machine
     has none (into the global memory, or the project memory with --project or inside one),
     created from this memory (private) when the remote does not exist, synced when both
-    exist. Running it again changes nothing; every file edited is backed up first, and
-    `funes remove AGENT` puts it back.
+    exist. A project memory (PROJECT/.funes) receives only the sessions inside PROJECT; the
+    agent's other sessions keep going where they went. The embedding model the hooks use is
+    installed when missing. Running it again changes nothing; every file edited is backed up
+    first, and `funes remove AGENT` puts it back; a failed `add` changes nothing at all.
 
     The sessions AGENT already has are indexed first (--no-index skips it): every turn by its
     words at once, newest first, searchable from the first batch on; with a remote MEMORY,

@@ -18,7 +18,6 @@ from funes.cli.output import backfill_text, render
 from funes.cli.progress import progress_bar
 
 F = TypeVar("F", bound=Callable[..., Any])
-UNTRUSTED = api.UNTRUSTED
 
 
 def _ts(row: dict[str, Any]) -> str:
@@ -31,15 +30,15 @@ def render_agent(result: api.RecallResult, label: str, trusted: bool,
     return api.recall_text(result, label, trusted, note)
 
 
-def render_human(result: api.RecallResult, label: str, trusted: bool) -> str:
+def render_human(result: api.RecallResult, label: str, trusted: bool,
+                 note: str | None = None) -> str:
     """Readable, coloured on a terminal."""
+    out = [click.style(note, fg="yellow")] if note else []
     if not result.hits:
-        return "no results"
-    out = []
-    if not trusted:
-        out.append(click.style(UNTRUSTED.format(label=label), fg="red"))
-    elif any(hit.row.get("untrusted") for hit in result.hits):
-        out.append(click.style(api.UNTRUSTED_PASSAGES, fg="red"))
+        return "\n".join([*out, "no results"])
+    header = api.trust_header(label, trusted, any(h.row.get("untrusted") for h in result.hits))
+    if header:
+        out.append(click.style(header, fg="red"))
     for i, hit in enumerate(result.hits, 1):
         r = hit.row
         head = (f"{i}. {_ts(r)}  {r['harness']}  {_where(r)}  {r['block_type']}"
@@ -52,16 +51,19 @@ def render_human(result: api.RecallResult, label: str, trusted: bool) -> str:
         out.append("   " + str(r["text"]).replace("\n", "\n   "))
         for n in hit.neighbors:
             first = " ".join(str(n["text"]).split())[:160]
-            out.append(click.style(f"   ~ {n['role']} seq{n['seq']}: {first}", dim=True))
+            flag = " UNTRUSTED" if n.get("untrusted") else ""
+            out.append(click.style(f"   ~ {n['role']} seq{n['seq']}{flag}: {first}", dim=True))
         out.append("")
     return "\n".join(out)
 
 
-def render_turns(turns: list[api.TurnView], fmt: str) -> str:
+def render_turns(turns: list[api.TurnView], fmt: str, choice: api.MemoryChoice) -> str:
     """`get` output: each turn with a header line, its blocks whole (shared with MCP)."""
     if fmt == "human":
-        return api.turns_text(turns, lambda line: click.style(line, bold=True))
-    return api.get_output(fmt, turns)
+        return api.turns_text(turns, lambda line: click.style(line, bold=True),
+                              label=choice.label, trusted=choice.owned,
+                              note=api.output_note(choice))
+    return api.get_output(fmt, turns, choice)
 
 
 def print_recall(app: App, result: api.RecallResult, label: str, trusted: bool,
@@ -71,7 +73,7 @@ def print_recall(app: App, result: api.RecallResult, label: str, trusted: bool,
     `note` is the one-line warning of a memory that has not synced for long (agent format).
     """
     if app.fmt == "human":
-        click.echo(render_human(result, label, trusted))
+        click.echo(render_human(result, label, trusted, note))
     else:
         click.echo(api.recall_output(app.fmt, result, label, trusted, note))
 
@@ -137,8 +139,7 @@ def recall(app: App, /, query: tuple[str, ...], **options: Any) -> None:
     result = api.recall(app.settings, repo, request, via_server=True)
     if app.fmt != "human":
         # The very bytes the warm server prints for the thin client (funes.api.render).
-        out, err = api.recall_printed(app.fmt, repo, result, request, choice.label,
-                                      choice.owned)
+        out, err = api.recall_printed(app.fmt, choice, result, request)
         click.echo(err, err=True, nl=False)
         click.echo(out, nl=False)
         return
@@ -146,7 +147,7 @@ def recall(app: App, /, query: tuple[str, ...], **options: Any) -> None:
     if result.backlog and result.hits:
         click.echo(f"note: {result.backlog} chunks not embedded yet (found by words only); "
                    "run `funes embed`", err=True)
-    click.echo(render_human(result, choice.label, choice.owned))
+    click.echo(render_human(result, choice.label, choice.owned, api.output_note(choice)))
 
 
 @click.command()
@@ -163,8 +164,9 @@ def get(app: App, session_id: str, turn_id: str, window: int) -> None:
     Example:
       funes get 5f0c2a1e-… 41 --window 1
     """  # noqa: D301 (click\'s \b keeps the example lines as written)
-    turns = api.get(app.repo(), session_id, turn_id, window, via_server=True)
-    click.echo(render_turns(turns, app.fmt))
+    choice = app.choice()
+    turns = api.get(choice.repo, session_id, turn_id, window, via_server=True)
+    click.echo(render_turns(turns, app.fmt, choice))
 
 
 @click.command()
