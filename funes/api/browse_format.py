@@ -36,6 +36,10 @@ def _trust_header(trusted: bool, label: str, any_doubtful: bool) -> list[str]:
     return [UNTRUSTED_PASSAGES] if any_doubtful else []
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def _one_line(text: str, limit: int = 160) -> str:
     return " ".join(text.split())[:limit]
 
@@ -60,18 +64,18 @@ def sessions_text(page: SessionPage) -> str:
         mark = " untrusted" if s.untrusted else ""
         until = f", until {s.end}" if s.end and s.end != s.start else ""
         lines.append(f"[{s.start or '-'}] {s.harness} {_place(s.project, s.workdir)}/"
-                     f"{s.session_id} {s.turns} turns{until}{mark}")
+                     f"{s.session_id} {_count(s.turns, 'turn')}{until}{mark}")
         if s.opening:
             lines.append(f"  > {_one_line(s.opening)}")
         for c in s.commits[:SHOWN_COMMITS]:
             lines.append(f"  ~ commit {c.sha[:12]} {_one_line(c.summary, 120)}")
         if len(s.commits) > SHOWN_COMMITS:
-            lines.append(f"  ~ … {len(s.commits) - SHOWN_COMMITS} more commits")
+            lines.append(f"  ~ … {_count(len(s.commits) - SHOWN_COMMITS, 'more commit')}")
         lines.append(f"  → funes sketch {s.session_id} --memory {label}")
         lines.append("---")
     first = page.offset + 1
     last = page.offset + len(page.sessions)
-    lines.append(f"{page.total} sessions; shown {first}–{last}, newest first")
+    lines.append(f"{_count(page.total, 'session')}; shown {first}–{last}, newest first")
     if page.next_offset is not None:
         lines.append(f"# next: funes sessions --offset {page.next_offset} --limit {page.limit}"
                      f"{_filters(page.filters)} --memory {label}")
@@ -122,10 +126,9 @@ def scan_text(page: ScanPage) -> str:
     label = _memory_arg(page.memory)
     lines = _trust_header(page.trusted, page.memory, any(h.untrusted for h in page.hits))
     first, last = page.offset + 1, page.offset + len(page.hits)
-    lines.append(f"scan {needle}: {page.total} blocks in {page.sessions} sessions; "
-                 f"shown {first}–{last}" if page.hits else
-                 f"scan {needle}: {page.total} blocks in {page.sessions} sessions; none "
-                 f"at offset {page.offset}")
+    found = f"scan {needle}: {_count(page.total, 'block')} in {_count(page.sessions, 'session')}"
+    lines.append(f"{found}; shown {first}–{last}" if page.hits
+                 else f"{found}; none at offset {page.offset}")
     for h in page.hits:
         r = h.row
         mark = " untrusted" if h.untrusted else ""

@@ -43,12 +43,21 @@ def to_json(value: Any) -> str:
     return json.dumps(to_dict(value), indent=2, ensure_ascii=False, sort_keys=False)
 
 
-def recall_json(result: RecallResult, label: str, trusted: bool) -> dict[str, Any]:
-    """`funes recall --format json`: the hits with every score and the `get` command."""
+def recall_json(result: RecallResult, label: str, trusted: bool,
+                memories: dict[str, bool] | None = None) -> dict[str, Any]:
+    """`funes recall --format json`: the hits with every score and the `get` command.
+
+    A pooled recall (`memories`: label → the user's own?) lists its memories, and each hit
+    carries its own `memory` and `trusted`.
+    """
+    extra: dict[str, Any] = {}
+    if memories is not None:
+        extra["memories"] = [{"memory": m, "trusted": t} for m, t in memories.items()]
     return {
         "query": result.query,
         "memory": label,
         "trusted": trusted,
+        **extra,
         "signals": result.signals,
         "backlog": result.backlog,
         "hits": [
@@ -59,7 +68,10 @@ def recall_json(result: RecallResult, label: str, trusted: bool) -> dict[str, An
                 "bm25_rank": h.bm25_rank,
                 "vector_rank": h.vector_rank,
                 "rerank": h.rerank,
-                "get": f"funes get {h.row['session_id']} {h.row['turn_id']} --memory {label}",
+                **({"trusted": memories.get(str(h.row.get("memory")), False)}
+                   if memories is not None else {}),
+                "get": f"funes get {h.row['session_id']} {h.row['turn_id']} --memory "
+                       f"{h.row.get('memory') or label}",
                 "neighbors": [{k: n[k] for k in ("session_id", "turn_id", "seq", "role",
                                                  "block_type", "text")} for n in h.neighbors],
             }
@@ -69,14 +81,15 @@ def recall_json(result: RecallResult, label: str, trusted: bool) -> dict[str, An
 
 
 def recall_output(fmt: str, result: RecallResult, label: str, trusted: bool,
-                  note: str | None = None) -> str:
+                  note: str | None = None, memories: dict[str, bool] | None = None) -> str:
     """The text `funes recall` prints on stdout in the `agent` or `json` format.
 
-    `note` (a memory that has not synced for long) is a first line of the agent format.
+    `note` (a memory that has not synced for long) is a first line of the agent format;
+    `memories` makes it a pooled recall's (funes.api.pool).
     """
     if fmt == "json":
-        return to_json(recall_json(result, label, trusted))
-    return recall_text(result, label, trusted, note)
+        return to_json(recall_json(result, label, trusted, memories))
+    return recall_text(result, label, trusted, note, memories)
 
 
 def recall_stderr(repo: Repository, result: RecallResult, request: RecallRequest) -> str:
@@ -93,12 +106,13 @@ def recall_stderr(repo: Repository, result: RecallResult, request: RecallRequest
 
 
 def recall_printed(fmt: str, repo: Repository, result: RecallResult, request: RecallRequest,
-                   label: str, trusted: bool) -> tuple[str, str]:
+                   label: str, trusted: bool,
+                   memories: dict[str, bool] | None = None) -> tuple[str, str]:
     """(stdout, stderr) of `funes recall` in the `agent` or `json` format, newlines included.
 
     The memory's stale-sync note (funes.api.syncstate) heads the agent format.
     """
-    out = recall_output(fmt, result, label, trusted, sync_note(repo)) + "\n"
+    out = recall_output(fmt, result, label, trusted, sync_note(repo), memories) + "\n"
     return out, recall_stderr(repo, result, request)
 
 

@@ -37,6 +37,8 @@ class App:
 
     fmt: str
     memory: str | None
+    #: Every `--memory` given, in order (a pooled recall reads them all; others read the last).
+    memories: list[str] = field(default_factory=list)
     _settings: Settings | None = field(default=None, repr=False)
     _choice: Any = field(default=None, repr=False)
 
@@ -86,6 +88,7 @@ def set_memory(ctx: click.Context, value: str | None) -> None:
     app = ctx.find_root().obj
     if value and isinstance(app, App):
         app.memory = value if names_remote(value) else str(Path(value).expanduser().resolve())
+        app.memories.append(app.memory)
 
 
 # -- the command table -------------------------------------------------------------------------
@@ -107,7 +110,10 @@ COMMANDS: dict[str, Entry] = {
     "quickstart": Entry(_M + "recall", START, "Index this machine's sessions, answer a recall."),
     "add": Entry(_M + "agents", START, "Wire funes into an agent (and a shared memory)."),
     "recall": Entry(_M + "recall", START, "Find past passages: BM25 + vectors, reranked."),
-    "get": Entry(_M + "recall", START, "Open a turn and its neighbours, whole."),
+    "get": Entry(_M + "recall", START, "Open a turn (and its neighbours) or a range of turns."),
+    "sessions": Entry(_M + "browse", START, "List sessions, newest first: agent, project, turns."),
+    "sketch": Entry(_M + "browse", START, "A query-free digest of one session, in order."),
+    "scan": Entry(_M + "browse", START, "Find a literal string everywhere (exhaustive)."),
     "status": Entry(_M + "repo", START, "Where the memory is, what it holds, what waits."),
     "remote": Entry(_M + "sync", SYNC, "Manage remotes: where this memory syncs."),
     "push": Entry(_M + "sync", SYNC, "Send a branch to a remote (secrets gate first)."),
