@@ -200,10 +200,15 @@ class _Backend:
 
 
 def mcp_serve(settings: Settings, memory: str | None = None) -> None:
-    """Serve `funes mcp` on stdin/stdout until the client disconnects."""
-    from funes.agents.mcp_server import serve
+    """Serve `funes mcp` on stdin/stdout, in this process, until the client disconnects.
 
-    serve(_Backend(settings, memory))
+    `funes mcp` itself first tries the warm server (funes.cli.mcprelay); this is its
+    fallback, and what runs with `FUNES_SERVE=off`.
+    """
+    from funes.agents.mcp_server import serve
+    from funes.api.mcp_backend import Backend
+
+    serve(Backend(settings, memory))
 
 
 # -- ask ---------------------------------------------------------------------------------------

@@ -232,19 +232,20 @@ def _rerank(settings: Settings, repo: Repository, r: RecallRequest, hits: list[H
         scorer.finish()
 
 
-def pool_choices(settings: Settings, memories: Sequence[str]) -> list[MemoryChoice]:
+def pool_choices(settings: Settings, memories: Sequence[str], *,
+                 default: str | None = None) -> list[MemoryChoice]:
     """The memories one recall reads, each opened the way a single recall opens it.
 
-    Several `--memory` values: those. One or none: that memory (or the one found from the
-    current directory), plus, when none was named, the memories its `recall.pool` config
-    lists (space-separated; a relative path is read against the memory's parent directory).
+    Several `--memory` values: those. One: that one. None: `default` (else the memory found
+    from the current directory) and the memories its `recall.pool` config lists
+    (space-separated; a relative path is read against the memory's parent directory).
     """
     from funes.api.memory import choose_memory, is_remote_memory
 
     named = list(dict.fromkeys(memories))
     if len(named) > 1:
         return [choose_memory(settings, m) for m in named]
-    base = choose_memory(settings, named[0] if named else None)
+    base = choose_memory(settings, named[0] if named else default)
     if named:
         return [base]
     extra = []

@@ -57,11 +57,14 @@ from typing import Any
 from funes import __version__, process, protocol
 from funes._env import Settings
 from funes.api import warm
-from funes.api.memory import memory_label, open_memory, owned
+from funes.api.memory import MemoryChoice, memory_label, open_memory, owned
+from funes.api.pool import pool_choices
+from funes.api.printed import BROWSE_COMMANDS, browse_output, run_browse
 from funes.api.render import get_output, recall_printed
 from funes.api.search import (
     BLOCK_TYPES,
     HARNESSES,
+    ROLES,
     RecallRequest,
     preload_reranker,
     recall_in_process,
@@ -278,6 +281,7 @@ class _Server:
         self.counts: dict[str, int] = {}
         self.embedders: dict[int, str] = {}
         self.memories: OrderedDict[Path, _Memory] = OrderedDict()  # least recent first
+        self.sessions: set[socket.socket] = set()  # agents' MCP sessions (funes.api.serve_mcp)
         self.guard = threading.Lock()
         self.stopping = threading.Event()
         self.reason = "stopped"
@@ -310,6 +314,7 @@ class _Server:
                 if os.stat(self.ep.socket).st_ino == inode:
                     self.ep.socket.unlink()
             restore()
+            self._hang_up()
             self._drain()
         with self.guard:
             total = sum(self.counts.values())
@@ -380,6 +385,14 @@ class _Server:
                 pass
             self.reason = "socket removed"
         self.stopping.set()
+
+    def _hang_up(self) -> None:
+        """End the agents' MCP sessions: their relays carry on without this server."""
+        with self.guard:
+            open_sessions = list(self.sessions)
+        for conn in open_sessions:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
     def _drain(self) -> None:
         deadline = time.monotonic() + DRAIN
@@ -475,6 +488,9 @@ class _Server:
                     request = protocol.loads(line)
                 except (OSError, ValueError):
                     return  # a client that went away or sent garbage gets nothing
+                if request.get("op") == "mcp":  # the connection becomes the session
+                    self._mcp(conn, request)
+                    return
                 reply = self._answer(request)
                 with contextlib.suppress(OSError):
                     conn.sendall(protocol.dumps(reply))
@@ -558,23 +574,43 @@ class _Server:
             # Click checks choices before the command runs: so must this, before anything.
             request = RecallRequest.decode(dict(args["request"]))
             if not (set(request.harness) <= set(HARNESSES)
-                    and set(request.block_type) <= set(BLOCK_TYPES)):
-                raise _Decline("a --harness or --type click refuses")
+                    and set(request.block_type) <= set(BLOCK_TYPES)
+                    and set(request.role) <= set(ROLES)):
+                raise _Decline("a --harness, --type or --role click refuses")
+            if request.code is None:  # the CLI checks freshness against its directory
+                request = dataclasses.replace(request, code=str(settings.cwd))
+        elif command in BROWSE_COMMANDS:
+            fields = dict(args["fields"])
+            if not set(fields.get("harness") or ()) <= set(HARNESSES):
+                raise _Decline("a --harness click refuses")
         elif command != "get":
             raise _Decline(f"command {command!r}")
         out = err = ""
         code = 0
         try:
-            repo = open_memory(settings, args.get("memory"))
+            choices = []
             if request is not None:
-                found = self._recall(repo.path, request)
-                out, err = recall_printed(fmt, repo, found, request, memory_label(repo),
-                                          owned(repo))
-            else:
+                given = args.get("memories") or ([args["memory"]] if args.get("memory") else [])
+                choices = pool_choices(settings, list(given))
+            if len(choices) > 1:  # several memories, or this memory's recall.pool
+                assert request is not None
+                out, err = self._pooled(settings, fmt, choices, request)
+            elif command in BROWSE_COMMANDS:
+                repo = open_memory(settings, args.get("memory"))
                 with self._memory(repo.path) as memory:
-                    turns = _get(memory.view(), str(args["session_id"]), str(args["turn_id"]),
-                                 int(args["window"]))
-                out = get_output(fmt, turns) + "\n"
+                    page = run_browse(memory.view(), command, fields)
+                out = browse_output(fmt, page) + "\n"
+            else:
+                repo = open_memory(settings, args.get("memory"))
+                if request is not None:
+                    found = self._recall(repo.path, request)
+                    out, err = recall_printed(fmt, repo, found, request, memory_label(repo),
+                                              owned(repo))
+                else:
+                    with self._memory(repo.path) as memory:
+                        turns = _get(memory.view(), str(args["session_id"]),
+                                     str(args["turn_id"]), int(args["window"]))
+                    out = get_output(fmt, turns) + "\n"
         except FunesError as exc:
             err = describe(exc) + "\n"
             code = exc.exit_code
@@ -585,6 +621,35 @@ class _Server:
             out = click.unstyle(out) if "stdout" in strip else out
             err = click.unstyle(err) if "stderr" in strip else err
         return {"stdout": out, "stderr": err, "exit": code}
+
+    def _pooled(self, settings: Settings, fmt: str, choices: list[MemoryChoice],
+                request: RecallRequest) -> tuple[str, str]:
+        """A pooled recall (funes.api.pool) over memories this server holds open."""
+        from funes.api.serve_mcp import ServedReader
+
+        result = ServedReader(self).pooled(settings, choices, request)
+        first = choices[0]
+        return recall_printed(fmt, first.repo, result, request, first.label, first.owned,
+                              memories={c.label: c.owned for c in choices})
+
+    def _mcp(self, conn: socket.socket, request: dict[str, Any]) -> None:
+        """An agent's MCP session (funes.api.serve_mcp), after the checks every request gets."""
+        from funes.api.serve_mcp import serve_mcp
+
+        if request.get("v") != protocol.PROTOCOL or request.get("funes") != __version__ \
+                or request.get("home") != self.home:
+            with contextlib.suppress(OSError):
+                conn.sendall(protocol.dumps(self._refuse("another protocol, version or home")))
+            return
+        with self.guard:
+            self.sessions.add(conn)
+        try:
+            serve_mcp(self, conn, dict(request.get("args") or {}))
+        except Exception:  # a bug: the relay carries on in its own process, where it shows
+            self.log(traceback.format_exc().rstrip())
+        finally:
+            with self.guard:
+                self.sessions.discard(conn)
 
     def _note_models(self, view: Repository) -> None:
         """Record the embedder object recall will use (load_embedder caches it per process)."""

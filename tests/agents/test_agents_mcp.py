@@ -1,4 +1,4 @@
-"""`funes mcp` through a real MCP client: three tools, each answering exactly like the CLI."""
+"""`funes mcp` through a real MCP client: every tool answering exactly like the CLI."""
 
 from __future__ import annotations
 
@@ -14,10 +14,15 @@ def test_mcp_tools_return_the_cli_agent_format(memory: Path, run) -> None:  # ty
         ("recall", {"query": "zzzz-nothing-like-this"}),
         ("get", {"session_id": SESSION, "turn_id": "turn-1", "window": 1}),
         ("status", {}),
+        ("recall", {"query": "importer large files", "role": "user", "until": "2026-10-04"}),
+        ("sessions", {"limit": 5}),
+        ("get", {"session_id": SESSION, "from_seq": 1, "to_seq": 2}),
+        ("scan", {"needle": "LINE READER"}),
+        ("sketch", {"session_id": SESSION}),
     ]
     names, instructions, results = mcp_session(funes_mcp(str(memory)), calls)
 
-    assert sorted(names) == ["get", "recall", "status"]
+    assert sorted(names) == ["get", "recall", "scan", "sessions", "sketch", "status"]
     assert "recall" in instructions and "data, not instructions" in instructions
     assert not any(is_error for is_error, _ in results)
     mem = str(memory)
@@ -29,12 +34,27 @@ def test_mcp_tools_return_the_cli_agent_format(memory: Path, run) -> None:  # ty
         run("--format", "agent", "recall", "zzzz-nothing-like-this", "--memory", mem),
         run("--format", "agent", "get", SESSION, "turn-1", "--window", "1", "--memory", mem),
         run("--format", "agent", "status", "--memory", mem),
+        run("--format", "agent", "recall", "importer large files", "--role", "user", "--until",
+            "2026-10-04", "--memory", mem),
+        run("--format", "agent", "sessions", "--limit", "5", "--memory", mem),
+        run("--format", "agent", "get", SESSION, "--from", "1", "--to", "2", "--memory", mem),
+        run("--format", "agent", "scan", "LINE READER", "--memory", mem),
+        run("--format", "agent", "sketch", SESSION, "--memory", mem),
     ]
     for (_, text), out in zip(results, cli, strict=True):
         assert out.exit_code == 0, out.stderr
         assert text == out.stdout.rstrip("\n")
     assert "we dropped it for a line reader" in results[0][1]
     assert results[2][1] == "no results"
+    # --role user --until: only the user's turn before Oct 4 (seq 3, also the user's, is on it)
+    assert "choke on large files" in results[5][1]
+    assert "fixed the large-file import" not in results[5][1]
+    assert SESSION in results[6][1] and "4 turns" in results[6][1]
+    assert "turns seq 1–2 of 0–3" in results[7][1]
+    assert 'scan "LINE READER": 2 blocks in 1 session' in results[8][1]
+    assert results[9][1].startswith(f"# sketch of {SESSION}")
+    for name in ("sessions", "sketch", "scan"):
+        assert f"`{name}`" in instructions
 
 
 def test_mcp_memory_per_call_and_errors_are_tool_errors(memory: Path, tmp_path: Path) -> None:
