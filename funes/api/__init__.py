@@ -21,7 +21,6 @@ from funes.api.agents import (
     agents_add,
     agents_remove,
     ask,
-    mcp_serve,
 )
 from funes.api.browse import (
     DEFAULT_RANGE_CHARS,
@@ -58,6 +57,7 @@ from funes.api.gitlink import (
 from funes.api.history import LiftResult, ReflogLine, ResetResult, reflog, reset, unforget
 from funes.api.hookworker import hook_run
 from funes.api.ingest import IndexSummary, index, parse_since
+from funes.api.mcp_backend import mcp_serve
 from funes.api.memory import (
     MemoryChoice,
     ReadOnlyMemoryError,

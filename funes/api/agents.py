@@ -3,7 +3,7 @@
 - `agents_add` / `agents_remove` wire funes into an agent (funes.agents.<agent> knows where
   and how) and undo it exactly; the global memory is created when there is none, as
   `funes init --global` would, so `funes add claude` is a complete first step.
-- `mcp_serve` runs `funes mcp`: the MCP server whose tools print the agent format.
+- `funes mcp` lives in funes.api.mcp_backend (its tools) and funes.cli.mcprelay.
 - `ask` recalls in-process, then hands the passages to `claude -p` or `codex exec` with their
   tools off and returns the answer.
 
@@ -15,9 +15,8 @@ from __future__ import annotations
 import contextlib
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
 
 from funes._env import Settings
@@ -33,18 +32,14 @@ from funes.agents.wiring import (
     replace_file,
     which,
 )
-from funes.api.agent_format import recall_text, status_text, turns_text
 from funes.api.ingest import IndexSummary, index
-from funes.api.memory import MemoryChoice, choose_memory, is_remote_memory, writable_memory
-from funes.api.repo import init, status
-from funes.api.search import BLOCK_TYPES, HARNESSES, get, recall, search_status
+from funes.api.memory import choose_memory, is_remote_memory, writable_memory
+from funes.api.repo import init
+from funes.api.search import recall
 from funes.api.share import AttachResult, attach_remote, is_directory_remote
-from funes.api.syncstate import sync_note
 from funes.errors import UsageError
-from funes.storage.repo import Repository
 
-__all__ = ["MODULES", "AskResult", "WiringResult", "agents_add", "agents_remove", "ask",
-           "mcp_serve"]
+__all__ = ["MODULES", "AskResult", "WiringResult", "agents_add", "agents_remove", "ask"]
 
 MODULES: dict[str, ModuleType] = {
     "claude": claude, "codex": codex, "pi": pi, "hermes": hermes, "opencode": opencode,
@@ -153,62 +148,6 @@ def agents_remove(settings: Settings, agent: str) -> WiringResult:
         with contextlib.suppress(FileNotFoundError):
             hook_path(settings).unlink()
     return WiringResult(agent, memory, edits.changed)
-
-
-# -- the MCP server ----------------------------------------------------------------------------
-
-
-def _choices(kind: str, values: Sequence[str], allowed: Sequence[str]) -> tuple[str, ...]:
-    bad = [v for v in values if v not in allowed]
-    if bad:
-        raise UsageError(f"unknown {kind} {', '.join(map(repr, bad))}",
-                         hint=f"use one of: {', '.join(allowed)}")
-    return tuple(values)
-
-
-class _Backend:
-    """The MCP tools' work: the CLI's verbs, rendered in the agent format."""
-
-    def __init__(self, settings: Settings, memory: str | None) -> None:
-        self.settings = settings
-        self.memory = memory
-
-    def _choose(self, memory: str | None) -> MemoryChoice:
-        if memory and not is_remote_memory(memory, self.settings.cwd):
-            path = Path(memory).expanduser()
-            memory = str(path if path.is_absolute() else self.settings.cwd / path)
-        return choose_memory(self.settings, memory or self.memory, fallback=False)
-
-    def _open(self, memory: str | None) -> Repository:
-        return self._choose(memory).repo
-
-    def recall(self, query: str, *, k: int | None, harness: list[str], block_type: list[str],
-               project: list[str], since: str | None, memory: str | None) -> str:
-        agents = _choices("harness", harness, HARNESSES)
-        types = _choices("type", block_type, BLOCK_TYPES)
-        choice = self._choose(memory)
-        result = recall(self.settings, choice.repo, query, k=k, harness=agents,
-                        block_type=types, project=project, since=since)
-        return recall_text(result, choice.label, choice.owned, sync_note(choice.repo))
-
-    def get(self, session_id: str, turn_id: str, *, window: int, memory: str | None) -> str:
-        return turns_text(get(self._open(memory), session_id, turn_id, window))
-
-    def status(self, *, memory: str | None) -> str:
-        repo = self._open(memory)
-        return status_text(status(repo), search_status(self.settings, repo))
-
-
-def mcp_serve(settings: Settings, memory: str | None = None) -> None:
-    """Serve `funes mcp` on stdin/stdout, in this process, until the client disconnects.
-
-    `funes mcp` itself first tries the warm server (funes.cli.mcprelay); this is its
-    fallback, and what runs with `FUNES_SERVE=off`.
-    """
-    from funes.agents.mcp_server import serve
-    from funes.api.mcp_backend import Backend
-
-    serve(Backend(settings, memory))
 
 
 # -- ask ---------------------------------------------------------------------------------------

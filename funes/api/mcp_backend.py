@@ -13,27 +13,32 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from funes._env import Settings
-from funes.api.agents import _Backend, _choices
-from funes.api.memory import MemoryChoice
+from funes.api.agent_format import status_text, turns_text
+from funes.api.memory import MemoryChoice, choose_memory, is_remote_memory
 from funes.api.pool import pool_choices, recall_pooled
 from funes.api.printed import browse_output, run_browse
 from funes.api.render import recall_output
+from funes.api.repo import status
 from funes.api.search import (
     BLOCK_TYPES,
     HARNESSES,
     ROLES,
     RecallRequest,
     RecallResult,
+    get,
     recall_in_process,
+    search_status,
 )
 from funes.api.syncstate import sync_note
+from funes.errors import UsageError
 from funes.storage.repo import Repository
 from funes.storage.snapshot import snapshot
 
-__all__ = ["Backend", "Reader", "serve_local"]
+__all__ = ["Backend", "Reader", "mcp_serve", "memory_arg", "serve_local"]
 
 
 class Reader:
@@ -54,23 +59,50 @@ class Reader:
         return recall_pooled(settings, choices, request)
 
 
+def _choices(kind: str, values: Sequence[str], allowed: Sequence[str]) -> tuple[str, ...]:
+    bad = [v for v in values if v not in allowed]
+    if bad:
+        raise UsageError(f"unknown {kind} {', '.join(map(repr, bad))}",
+                         hint=f"use one of: {', '.join(allowed)}")
+    return tuple(values)
+
+
+def memory_arg(settings: Settings, memory: str | None) -> str | None:
+    """`funes mcp MEMORY` as the CLI reads it: a remote name as given, a path made absolute."""
+    if not memory or is_remote_memory(memory, settings.cwd):
+        return memory
+    return str((settings.cwd / Path(memory).expanduser()).resolve())
+
+
 def _memories(value: str | list[str] | None) -> list[str]:
     if value is None:
         return []
     return [value] if isinstance(value, str) else list(value)
 
 
-class Backend(_Backend):
+class Backend:
     """Every MCP tool, each returning what `funes <verb> --format agent` prints.
 
     recall (one memory or several), get (a turn or a range), sessions, scan, sketch, status.
+    A call's `memory` (a path, relative to the agent's working directory, or a remote) else
+    the server's MEMORY, else discovery from the working directory, picks what it reads.
     """
 
     def __init__(self, settings: Settings, memory: str | None, reader: Reader | None = None,
                  count: Callable[[str], None] | None = None) -> None:
-        super().__init__(settings, memory)
+        self.settings = settings
+        self.memory = memory
         self.reader = reader or Reader()
         self.count = count or (lambda tool: None)
+
+    def _choose(self, memory: str | None) -> MemoryChoice:
+        if memory and not is_remote_memory(memory, self.settings.cwd):
+            path = Path(memory).expanduser()
+            memory = str(path if path.is_absolute() else self.settings.cwd / path)
+        return choose_memory(self.settings, memory or self.memory, fallback=False)
+
+    def _open(self, memory: str | None) -> Repository:
+        return self._choose(memory).repo
 
     def recall(self, query: str, *, k: int | None = None, harness: Sequence[str] = (),
                block_type: Sequence[str] = (), project: Sequence[str] = (),
@@ -104,10 +136,10 @@ class Backend(_Backend):
         self.count("get")
         if turn_id is not None:
             if first is not None or last is not None or max_chars is not None:
-                from funes.errors import UsageError
-
                 raise UsageError("give turn_id, or from_seq/to_seq (a range), not both")
-            return super().get(session_id, turn_id, window=window, memory=memory)
+            repo = self._open(memory)
+            with self.reader.view(repo) as view:
+                return turns_text(get(view, session_id, turn_id, window))
         fields: dict[str, Any] = {"session_id": session_id, "first": first, "last": last}
         if max_chars is not None:
             fields["max_chars"] = max_chars
@@ -141,7 +173,8 @@ class Backend(_Backend):
     def status(self, *, memory: str | None = None) -> str:
         """Agent-format `status`."""
         self.count("status")
-        return super().status(memory=memory)
+        repo = self._open(memory)
+        return status_text(status(repo), search_status(self.settings, repo))
 
     def _browse(self, command: str, fields: dict[str, Any], memory: str | None) -> str:
         repo = self._open(memory)
@@ -149,9 +182,19 @@ class Backend(_Backend):
             return browse_output("agent", run_browse(view, command, fields))
 
 
+def mcp_serve(settings: Settings, memory: str | None = None) -> None:
+    """Serve `funes mcp` on stdin/stdout, in this process, until the client disconnects.
+
+    `funes mcp` itself first tries the warm server (funes.cli.mcprelay); this is its
+    fallback, and what runs with `FUNES_SERVE=off`.
+    """
+    from funes.agents.mcp_server import serve
+
+    serve(Backend(settings, memory))
+
+
 def serve_local(settings: Settings, memory: str | None, sock: Any) -> None:
     """Serve an MCP session over `sock` in this process (the relay's last resort)."""
     from funes.agents.mcp_server import serve_socket
-    from funes.api.serve_mcp import memory_arg
 
     serve_socket(Backend(settings, memory_arg(settings, memory)), sock)

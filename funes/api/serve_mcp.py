@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from funes import protocol
 from funes._env import Settings
-from funes.api.mcp_backend import Backend, Reader
-from funes.api.memory import MemoryChoice, is_remote_memory
+from funes.api.mcp_backend import Backend, Reader, memory_arg
+from funes.api.memory import MemoryChoice
 from funes.api.pool import recall_pooled
 from funes.api.search import RecallRequest, RecallResult
 from funes.retrieval import indexes
@@ -70,13 +70,6 @@ class ServedReader(Reader):
                     self.server._note_models(view)
                 views.append(dataclasses.replace(choice, repo=view))
             return recall_pooled(settings, views, request)
-
-
-def memory_arg(settings: Settings, memory: str | None) -> str | None:
-    """`funes mcp MEMORY` as the CLI reads it: a remote name as given, a path made absolute."""
-    if not memory or is_remote_memory(memory, settings.cwd):
-        return memory
-    return str((settings.cwd / Path(memory).expanduser()).resolve())
 
 
 def serve_mcp(server: _Server, conn: socket.socket, args: dict[str, Any]) -> None:
