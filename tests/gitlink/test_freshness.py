@@ -8,6 +8,7 @@ drop them, and the history read from git is cached and caught up when HEAD moves
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,7 @@ def code_and_memory(tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPat
 
 
 def test_hits_whose_files_changed_since_are_marked(code_and_memory: Any, run: Any) -> None:
-    code, memory, first, second, _ = code_and_memory
+    _, memory, first, second, _ = code_and_memory
     out = run("--format", "agent", "recall", "tokenizer retries", "--memory", str(memory.path))
     assert out.exit_code == 0, out.stderr
     hits = out.stdout.split("\n---\n")
@@ -76,8 +77,6 @@ def test_hits_whose_files_changed_since_are_marked(code_and_memory: Any, run: An
 
     data = run("--format", "json", "recall", "tokenizer retries", "--memory",
                str(memory.path))
-    import json
-
     fresh = {h["session_id"]: h.get("fresh") for h in json.loads(data.stdout)["hits"]}
     assert fresh["s-linked"]["linked"] and fresh["s-linked"]["base"] == first
     assert fresh["s-mention"]["checked"] == ["src/parser.py"]
@@ -85,7 +84,7 @@ def test_hits_whose_files_changed_since_are_marked(code_and_memory: Any, run: An
 
 
 def test_fresh_only_drops_and_fresh_puts_stale_hits_last(code_and_memory: Any, run: Any) -> None:
-    code, memory, *_ = code_and_memory
+    _, memory, *_ = code_and_memory
     only = run("--format", "agent", "recall", "tokenizer retries", "--fresh-only",
                "--memory", str(memory.path))
     assert "README says nothing" in only.stdout
