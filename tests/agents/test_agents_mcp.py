@@ -68,3 +68,39 @@ def test_mcp_memory_per_call_and_errors_are_tool_errors(memory: Path, tmp_path: 
     assert results[0] == (False, results[0][1]) and str(memory) in results[0][1]
     assert results[1][0] and "unknown harness 'nobody'" in results[1][1]
     assert results[2][0] and "funes:" in results[2][1]
+
+
+def test_mcp_answers_through_the_warm_server_and_survives_its_restart(
+        memory: Path, run, settings) -> None:  # type: ignore[no-untyped-def]
+    """Every agent's `funes mcp` is a relay: the session runs in the per-user server."""
+    from funes.api import warm
+    from tests.conftest import REPO_ROOT
+
+    calls = [("recall", {"query": "why did we drop the streaming parser", "k": 2}),
+             ("sessions", {}),
+             ("scan", {"needle": "line reader"}),
+             ("recall", {"query": "why did we drop the streaming parser", "k": 2})]
+    seen: list[object] = []
+
+    def between(i: int) -> None:
+        if i == 2:  # the server goes away mid-session (an upgrade, `funes serve --stop`)
+            status = warm.server_status(settings)
+            seen.append(status)
+            assert warm.stop_server(settings, wait=10)
+
+    env = {"FUNES_SERVE": "auto", "PYTHONPATH": str(REPO_ROOT)}
+    try:
+        _, _, results = mcp_session(funes_mcp(str(memory)), calls, env=env, between=between)
+        after = warm.server_status(settings)
+    finally:
+        warm.stop_server(settings, wait=10)
+    assert not any(is_error for is_error, _ in results), results
+    cli = run("--format", "agent", "recall", "why did we drop the streaming parser", "-k", "2",
+              "--memory", str(memory))
+    assert results[0][1] == results[3][1] == cli.stdout.rstrip("\n")
+    status = seen[0]
+    assert status is not None
+    assert status.requests.get("mcp recall") == 1 and status.requests.get("mcp sessions") == 1
+    # After the stop the relay opened the session again on a new server and carried on.
+    assert after is not None and after.pid != status.pid
+    assert after.requests.get("mcp scan") == 1 and after.requests.get("mcp recall") == 1
