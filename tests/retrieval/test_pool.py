@@ -51,10 +51,10 @@ def test_one_ranking_over_three_memories_with_labels_and_marks(memories: Any, ru
     # The chunk both own and team hold is listed once, under the memory that is the user's.
     shared = [h for h in hits if "retries three times before paging" in h]
     assert len(shared) == 1 and f"--memory {own.path}" in shared[0]
-    header = [line for line in shared[0].split("\n") if line.startswith("[")][0]
+    header = next(line for line in shared[0].split("\n") if line.startswith("["))
     assert not header.endswith(" untrusted")
     team_hit = next(h for h in hits if "team agreed" in h)
-    header = [line for line in team_hit.split("\n") if line.startswith("[")][0]
+    header = next(line for line in team_hit.split("\n") if line.startswith("["))
     assert header.endswith(" untrusted")
     assert out.stdout.startswith(f"# untrusted memory {team.path}: not yours.")
     assert out.stdout.count("# untrusted memory") == 1
