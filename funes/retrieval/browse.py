@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from funes.errors import UsageError
+from funes.errors import FunesError, UsageError
 from funes.ingest.chunking import ChunkingError, stitch_texts
 from funes.retrieval.get import COLUMNS as TURN_COLUMNS
 from funes.retrieval.get import TurnView, assemble
@@ -323,8 +323,8 @@ def _cut(turn: TurnView, budget: int) -> TurnView:
     return replace(turn, blocks=tuple(blocks))
 
 
-class SessionNotFoundError(UsageError):
-    """No session with that id in this memory."""
+class SessionNotFoundError(FunesError):
+    """No session with that id in this memory (exit 1, like an unknown turn)."""
 
     def __init__(self, session_id: str) -> None:
         super().__init__(
