@@ -31,6 +31,7 @@ from funes.api.ingest import parse_since
 from funes.api.memory import memory_label, owned
 from funes.errors import UsageError
 from funes.retrieval import browse as _browse
+from funes.retrieval import scan as _scan
 from funes.retrieval import sketch as _sketch
 from funes.retrieval.browse import SessionNotFoundError, SessionRow
 from funes.retrieval.get import TurnView
@@ -290,7 +291,7 @@ def scan(repo: Repository, needle: str, *, sessions: Sequence[str] = (), limit: 
         raise UsageError(f"--offset must be ≥ 0, not {offset}")
     if not 0 <= context <= 2000:
         raise UsageError(f"--context must be between 0 and 2000, not {context}")
-    result = _browse.scan(repo, needle, sessions=sessions, limit=limit, offset=offset,
+    result = _scan.scan(repo, needle, sessions=sessions, limit=limit, offset=offset,
                           context=context)
     trusted, doubtful = _trust(repo)
     hits = [ScanHit(m.row, m.before, m.found, m.after,

@@ -54,7 +54,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from funes import __version__, process, protocol
+from funes import __version__, protocol
 from funes._env import Settings
 from funes.api import warm
 from funes.api.memory import MemoryChoice, memory_label, open_memory, owned
@@ -70,10 +70,17 @@ from funes.api.search import (
     recall_in_process,
 )
 from funes.api.search import get as _get
+from funes.api.serve_support import (
+    OpenMemory,
+    libc_malloc,
+    limit_arenas,
+    rss_mb,
+    server_lock,
+    trim,
+)
 from funes.errors import FunesError, UsageError, describe
 from funes.retrieval import indexes
 from funes.storage.repo import Repository
-from funes.storage.snapshot import Snapshot
 
 __all__ = ["MAX_OPEN", "MEMORY_BUDGET_MB", "MEMORY_IDLE", "ServeError", "ServeResult", "serve"]
 
@@ -83,9 +90,6 @@ TICK = 0.25
 READ_TIMEOUT = 10.0
 #: Seconds a stopping server waits for requests in flight to finish.
 DRAIN = 30.0
-#: How long a new server tries to take the lock before deciding another one has it (a client
-#: probing the lock holds it shared for a moment).
-LOCK_RETRIES = 10
 #: Seconds an open memory may go unused before the server closes it.
 MEMORY_IDLE = 300.0
 #: Memories open at once, at most; the least recently used is closed to make room.
@@ -93,10 +97,6 @@ MAX_OPEN = 16
 #: Resident memory (MB) above which the least recently used memories are closed (the models,
 #: ≈ 150 MB, stay). Lance's per-memory caches are what grows with the memories held.
 MEMORY_BUDGET_MB = 450.0
-#: Lance cache sizes per open memory: index pages and metadata of one memory of ~100k chunks
-#: fit, so a warm recall reads no index file twice, while five memories stay in the budget.
-INDEX_CACHE_BYTES = 48 << 20
-METADATA_CACHE_BYTES = 16 << 20
 #: Operations that ask about the server rather than make it work.
 _ADMIN = ("ping", "status", "stop")
 
@@ -154,116 +154,11 @@ def serve(
         raise ServeError(
             f"cannot serve: {exc}", hint="fix that directory: it must be yours, mode 0700"
         ) from None
-    with _server_lock(ep) as holder:
+    with server_lock(ep) as holder:
         if holder is not None:
             return ServeResult(False, holder, ep.socket, 0, "already running")
         server = _Server(settings, ep, idle, memory_budget_mb, log or (lambda line: None))
         return server.run(warm_up=warm_up, ready=ready)
-
-
-@contextlib.contextmanager
-def _server_lock(ep: protocol.Endpoint) -> Iterator[int | None]:
-    """Hold the server lock; yields None when taken, else the pid of the server holding it.
-
-    The holder deletes the lock file when it is done, so finished servers leave nothing
-    behind. That is safe because a new holder checks, once locked, that the file it locked is
-    still the one at that path; if not, it locked a file that has just been deleted, and it
-    tries again.
-    """
-    holder: int | None = None
-    for _ in range(LOCK_RETRIES):
-        fd = os.open(ep.lock, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            taken = process.try_flock(fd)
-        except OSError:
-            os.close(fd)
-            raise
-        if not taken:
-            holder = process.read_pid(fd)
-            os.close(fd)
-            time.sleep(0.02)  # perhaps only a client probing it (protocol.lock_held): retry
-            continue
-        try:
-            same = os.fstat(fd).st_ino == os.stat(ep.lock).st_ino
-        except FileNotFoundError:
-            same = False
-        if not same:
-            os.close(fd)
-            continue
-        try:
-            process.write_pid(fd)
-            yield None
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                ep.lock.unlink()  # while still holding it: see the docstring
-            os.close(fd)
-        return
-    yield holder or 0
-
-
-def _libc_malloc() -> Any:
-    """Glibc's allocator controls, or None where there is no glibc (macOS, musl)."""
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else None
-    except OSError:
-        return None
-    return libc if libc is not None and hasattr(libc, "malloc_trim") else None
-
-
-#: mallopt's M_ARENA_MAX: how many malloc arenas threads may spread over.
-_M_ARENA_MAX = -8
-
-
-def limit_arenas(libc: Any) -> None:
-    """Two malloc arenas for the whole server instead of glibc's eight per core.
-
-    Every request runs in a thread, and so do Lance's and llama.cpp's workers; glibc gives
-    busy threads arenas of their own and keeps freed memory in them, so a server that had
-    answered a few memories held hundreds of MB it no longer used (bench/results/fast-path.md).
-    """
-    if libc is not None:
-        libc.mallopt(_M_ARENA_MAX, 2)
-
-
-def trim(libc: Any) -> None:
-    """Give freed memory back to the system (after a memory is closed)."""
-    if libc is not None:
-        libc.malloc_trim(0)
-
-
-def rss_mb() -> float | None:
-    """This process's resident memory in MB (Linux /proc; None elsewhere)."""
-    try:
-        with open("/proc/self/statm", "rb") as fh:
-            pages = int(fh.read().split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return pages * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
-
-
-class _Memory:
-    """One open memory: its repository, its Lance session (caches), and its use."""
-
-    def __init__(self, repo: Repository) -> None:
-        import lance
-
-        self.repo = repo
-        # One Lance session for every snapshot of this memory: its index and metadata caches
-        # outlive a request, and go with the memory when it is closed.
-        self.session = lance.Session(  # type: ignore[attr-defined]
-            index_cache_size_bytes=INDEX_CACHE_BYTES,
-            metadata_cache_size_bytes=METADATA_CACHE_BYTES,
-        )
-        self.active = 0
-        self.requests = 0
-        self.last = time.monotonic()
-
-    def view(self) -> Snapshot:
-        return Snapshot(self.repo, session=self.session)
 
 
 class _Server:
@@ -280,12 +175,12 @@ class _Server:
         self.active = 0
         self.counts: dict[str, int] = {}
         self.embedders: dict[int, str] = {}
-        self.memories: OrderedDict[Path, _Memory] = OrderedDict()  # least recent first
+        self.memories: OrderedDict[Path, OpenMemory] = OrderedDict()  # least recent first
         self.sessions: set[socket.socket] = set()  # agents' MCP sessions (funes.api.serve_mcp)
         self.guard = threading.Lock()
         self.stopping = threading.Event()
         self.reason = "stopped"
-        self.libc = _libc_malloc()
+        self.libc = libc_malloc()
         limit_arenas(self.libc)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -417,7 +312,7 @@ class _Server:
     # -- memories --------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _memory(self, path: Path) -> Iterator[_Memory]:
+    def _memory(self, path: Path) -> Iterator[OpenMemory]:
         """The open memory at `path`, opened now if needed, in use while the block runs."""
         key = path.resolve()
         found = self._open(key)
@@ -433,12 +328,12 @@ class _Server:
                 found.last = time.monotonic()
             self._make_room()
 
-    def _open(self, key: Path) -> _Memory:
+    def _open(self, key: Path) -> OpenMemory:
         """The open memory at the resolved path `key`, opened now if it is not yet."""
         with self.guard:
             found = self.memories.get(key)
         if found is None:
-            opened = _Memory(Repository.open(key, self.settings))
+            opened = OpenMemory(Repository.open(key, self.settings))
             with self.guard:
                 found = self.memories.setdefault(key, opened)
         return found
