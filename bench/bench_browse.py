@@ -223,6 +223,75 @@ def mcp_rows(rs: Any, mem: Path, label: str, session: str, reps: int,
     return rows
 
 
+# -- a long session ----------------------------------------------------------------------------
+
+
+def long_session_rows(rs: Any, mem: Path, turns: int, reps: int,
+                      log: Callable[[str], None]) -> list[Row]:
+    """Sketch and pages of one long session (real text, embedded) added to a copy of `mem`.
+
+    The scale memories' sessions are short (LongMemEval chats, ≤ 66 turns); a sketch is for
+    the long ones, so `turns` chunks of the memory's own text are committed again as one
+    session, with vectors derived from the memory's (as the scale memory's are).
+    """
+    import numpy as np
+
+    from funes.api import browse
+    from funes.model.chunk import Chunk
+    from funes.storage.snapshot import snapshot
+    from tests.builders import vector_table
+
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(dir=lme.cache_root()) as tmp:
+        copy = Path(tmp) / "long" / ".funes"
+        shutil.copytree(mem, copy, symlinks=True)
+        live = api.open_memory(rs, str(copy))
+        texts = live.chunks.dataset().to_table(columns=["text"], limit=turns) \
+            .column("text").to_pylist()
+        chunks = [Chunk(text=t, harness="claude", session_id="bench-long", turn_id=f"t{i}",
+                        seq=i, ts=f"2026-05-01T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:"
+                        f"{i % 60:02d}Z", role="user" if i % 2 == 0 else "assistant",
+                        block_type="text", block_idx=0, split_idx=0, workdir="/src/app",
+                        project="github.com/acme/app") for i, t in enumerate(texts)]
+        stamp = live.model_stamp()
+        assert stamp is not None
+        seeds = np.asarray(live.vectors.dataset().to_table(columns=["vector"], limit=turns)
+                           .column("vector").to_pylist(), dtype=np.float32)
+        rng = np.random.default_rng(11)
+        vectors = seeds[rng.integers(0, len(seeds), len(chunks))] + \
+            rng.normal(0, 0.02, (len(chunks), stamp.dim))
+        table = vector_table(chunks, vectors.tolist(), model=stamp.name)
+        live.commit_chunks(chunks, "bench: one long session", model=stamp, vectors=table)
+        sketches = copy / "index" / "sketches"
+
+        def cold() -> None:
+            browse._sketches.clear()
+            shutil.rmtree(sketches, ignore_errors=True)
+            browse.sketch(snapshot(live), "bench-long")
+
+        def disk() -> None:
+            browse._sketches.clear()
+            browse.sketch(snapshot(live), "bench-long")
+
+        cold()
+        made = browse.sketch(snapshot(live), "bench-long").sketch
+        total = live.chunks.dataset().count_rows()
+        label = f"one session of {len(chunks)} turns in a memory of {total} chunks"
+        load = bf.load_now()
+        rows.append((f"library `sketch` cold, {label} ({made.basis}, {len(made.passages)} "
+                     f"passages)", fig(*timed(cold, max(3, reps // 2))), load))
+        rows.append((f"library `sketch` from its disk cache, {label}", fig(*timed(disk, reps)),
+                     load))
+        rows.append((f"library `sketch` cached in the process, {label}",
+                     fig(*timed(lambda: browse.sketch(snapshot(live), "bench-long"), reps)),
+                     load))
+        rows.append((f"library `get --from N` (one 16,000-character page), {label}",
+                     fig(*timed(lambda: browse.get_range(snapshot(live), "bench-long",
+                                                         turns // 2), reps)), load))
+        log("\n".join(f"  {r}" for r in rows))
+    return rows
+
+
 # -- pooled recall ---------------------------------------------------------------------------
 
 
@@ -348,6 +417,7 @@ def rss_rows(rs: Any, mem: Path, n: int, label: str, log: Callable[[str], None])
     rows: list[Row] = []
     load = bf.load_now()
     with bf.server(rs, mem) as pid, mcp_clients(rs, mem, n, "use") as procs:
+        time.sleep(1.0)  # steady state: the server gives freed memory back once idle
         relays = [_rss_mb(p.pid) for p in procs]
         server = _rss_mb(pid)
         pss = sum(_pss_mb(p.pid) for p in procs) + _pss_mb(pid)
@@ -361,6 +431,7 @@ def rss_rows(rs: Any, mem: Path, n: int, label: str, log: Callable[[str], None])
         log(f"  {rows[-1]}")
     load = bf.load_now()
     with mcp_clients(rs, mem, n, "off") as procs:
+        time.sleep(1.0)
         alone = [_rss_mb(p.pid) for p in procs]
         pss = sum(_pss_mb(p.pid) for p in procs)
         rows.append((f"{n} `funes mcp` at once, each working alone (FUNES_SERVE=off, as before "
@@ -378,7 +449,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="chunks of the team and public memories of the pooled recall")
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--only", default="", help="comma list: library,agent,pool,rss")
+    parser.add_argument("--long-turns", type=int, default=3000,
+                        help="turns of the long session the sketch is measured on")
+    parser.add_argument("--only", default="", help="comma list: library,agent,long,pool,rss")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "browse.md")
     args = parser.parse_args(argv)
     only = set(filter(None, args.only.split(",")))
@@ -407,6 +480,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows += lib if want("library") else []
     if want("agent"):
         rows += agent_rows(rs, big.path, label, session, args.reps, log)
+    if want("long"):
+        rows += long_session_rows(rs, big.path, args.long_turns, args.reps, log)
     if want("pool"):
         small = br.build_scale_memory(settings, args.other_size, texts, log=log)
         rows += pooled_rows(rs, big.path, small.path, queries, args.reps, log)

@@ -74,6 +74,7 @@ from funes.api.serve_support import (
     OpenMemory,
     libc_malloc,
     limit_arenas,
+    release,
     rss_mb,
     server_lock,
     trim,
@@ -177,6 +178,7 @@ class _Server:
         self.embedders: dict[int, str] = {}
         self.memories: OrderedDict[Path, OpenMemory] = OrderedDict()  # least recent first
         self.sessions: set[socket.socket] = set()  # agents' MCP sessions (funes.api.serve_mcp)
+        self.release_due = False  # a request ended since memory was last given back
         self.guard = threading.Lock()
         self.stopping = threading.Event()
         self.reason = "stopped"
@@ -266,8 +268,14 @@ class _Server:
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 
     def _check(self, inode: int) -> None:
-        """Close idle or removed memories; decide whether to exit (idle, socket gone)."""
+        """Close idle or removed memories, give freed memory back; exit when idle or gone."""
         self._close_idle()
+        with self.guard:
+            due = self.release_due and all(m.active == 0 for m in self.memories.values())
+            if due:
+                self.release_due = False
+        if due:
+            release(self.libc)  # here, not in a request: it can take tens of ms
         with self.guard:
             idle_for = time.monotonic() - self.last if self.active == 0 else 0.0
         if self.idle and idle_for >= self.idle:
@@ -326,6 +334,7 @@ class _Server:
                 found.active -= 1
                 found.requests += 1
                 found.last = time.monotonic()
+                self.release_due = True  # by the accept loop, once no request runs
             self._make_room()
 
     def _open(self, key: Path) -> OpenMemory:

@@ -19,7 +19,7 @@ from funes.storage.repo import Repository
 from funes.storage.snapshot import Snapshot
 
 __all__ = ["INDEX_CACHE_BYTES", "LOCK_RETRIES", "METADATA_CACHE_BYTES", "OpenMemory",
-           "libc_malloc", "limit_arenas", "rss_mb", "server_lock", "trim"]
+           "libc_malloc", "limit_arenas", "release", "rss_mb", "server_lock", "trim"]
 
 #: How long a new server tries to take the lock before deciding another one has it (a client
 #: probing the lock holds it shared for a moment).
@@ -102,6 +102,21 @@ def trim(libc: Any) -> None:
     """Give freed memory back to the system (after a memory is closed)."""
     if libc is not None:
         libc.malloc_trim(0)
+
+
+def release(libc: Any) -> None:
+    """Hand memory freed by a request back to the system: Arrow's pool, then malloc's.
+
+    A listing or a scan reads columns of every row of a memory (tens of MB of Arrow buffers
+    at 100k chunks); Arrow's allocator (mimalloc) and glibc keep such memory for reuse, so a
+    server that had answered one scan stayed ~45 MB larger for good (bench/results/browse.md).
+    """
+    import sys
+
+    pyarrow = sys.modules.get("pyarrow")
+    if pyarrow is not None:
+        pyarrow.default_memory_pool().release_unused()
+    trim(libc)
 
 
 def rss_mb() -> float | None:

@@ -249,26 +249,36 @@ def _units(repo: Repository, session_id: str) -> list[_Unit]:
 
 
 def _vectors(repo: Repository, session_id: str) -> dict[str, Any]:
+    """The session's stored vectors of the memory's model, by chunk id (float64 rows)."""
+    import numpy as np
+
     wanted = vector_label(repo)
     if wanted is None or not repo.vectors.exists():
         return {}
     table = repo.vectors.dataset().to_table(
         columns=["id", "vector"],
         filter=f"session_id = {_lit(session_id)} AND model = {_lit(wanted)}")
-    return dict(zip(table.column("id").to_pylist(), table.column("vector").to_numpy(
-        zero_copy_only=False), strict=True))
+    if table.num_rows == 0:
+        return {}
+    column = table.column("vector").combine_chunks()
+    matrix = np.asarray(column.flatten().to_numpy(zero_copy_only=False), dtype=np.float64)
+    matrix = matrix.reshape(table.num_rows, -1)
+    return dict(zip(table.column("id").to_pylist(), matrix, strict=True))
 
 
 def _vector_matrix(units: Sequence[_Unit]) -> np.ndarray:
     """One row per unit: the length-weighted mean of its chunks' vectors, unit length."""
     import numpy as np
 
-    rows = []
-    for u in units:
-        total = sum(w for _, w in u.vector) or 1
-        mean = sum(np.asarray(v, dtype=np.float64) * (w / total) for v, w in u.vector)
-        rows.append(mean)
-    return _normalised(np.vstack(rows))
+    rows = np.empty((len(units), len(units[0].vector[0][0])), dtype=np.float64)
+    for i, u in enumerate(units):
+        if len(u.vector) == 1:
+            rows[i] = u.vector[0][0]
+            continue
+        weights = np.asarray([w for _, w in u.vector], dtype=np.float64)
+        stacked = np.vstack([v for v, _ in u.vector])
+        rows[i] = weights @ stacked / (weights.sum() or 1.0)
+    return _normalised(rows)
 
 
 def _word_matrix(texts: Sequence[str]) -> np.ndarray:
@@ -356,21 +366,23 @@ def _select(units: list[_Unit], eligible: list[int], x: np.ndarray, weights: np.
             chosen[j] = tuple(why[j])
             spent += costs[j]
             covered = np.maximum(covered, np.clip(x @ x[j], 0.0, 1.0))
-    while pool:
-        fits = [j for j in pool if spent + costs[j] <= budget]
+    # Each candidate's similarity to every unit, computed once (candidates × units).
+    sims = np.clip(x[pool] @ x.T, 0.0, 1.0) if pool else np.zeros((0, n))
+    left = list(range(len(pool)))
+    while left:
+        fits = [i for i in left if spent + costs[pool[i]] <= budget]
         if not fits:
             break
-        sims = np.clip(x[fits] @ x.T, 0.0, 1.0)
-        gains = np.maximum(sims - covered, 0.0) @ mass
-        scores = gains / np.sqrt(1.0 + np.asarray([costs[j] for j in fits]) / 4000.0)
+        gains = np.maximum(sims[fits] - covered, 0.0) @ mass
+        scores = gains / np.sqrt(1.0 + np.asarray([costs[pool[i]] for i in fits]) / 4000.0)
         k = int(np.argmax(scores))
         if scores[k] <= 1e-12:
             break
-        best = fits[k]
+        best = pool[fits[k]]
         chosen[best] = tuple(why.get(best, ["coverage"]))
         spent += costs[best]
-        covered = np.maximum(covered, sims[k])
-        pool.remove(best)
+        covered = np.maximum(covered, sims[fits[k]])
+        left.remove(fits[k])
     return chosen
 
 
