@@ -85,9 +85,9 @@ def remove(edits: Edits) -> None:
 
 def transcripts(settings: Settings, payload: dict[str, Any]) -> list[Path]:
     """The session's events file when the event names it, else every session file."""
-    from funes.ingest.sources import copilot_files
+    from funes.ingest.sources import agent_files
 
-    every = copilot_files(settings.copilot_dir)
+    every = agent_files(settings, "copilot")
     session = payload.get("sessionId") or payload.get("session_id")
     if isinstance(session, str) and session:
         mine = [p for p in every if session in (p.parent.name, p.stem)]

@@ -110,14 +110,14 @@ def remove(edits: Edits) -> None:
 
 def transcripts(settings: Settings, payload: dict[str, Any]) -> list[Path]:
     """The transcript a hook event names, else the conversation's, else every transcript."""
-    from funes.ingest.sources import cursor_files
+    from funes.ingest.sources import agent_files
 
     value = payload.get("transcript_path")
     if isinstance(value, str) and value:
         path = Path(value).expanduser()
         if path.is_file():
             return [path]
-    every = cursor_files(settings.cursor_dir)
+    every = agent_files(settings, "cursor")
     conversation = payload.get("conversation_id")
     if isinstance(conversation, str) and conversation:
         mine = [p for p in every if conversation in (p.stem, p.parent.name, p.parent.parent.name)]

@@ -78,6 +78,6 @@ def transcripts(settings: Settings, payload: dict[str, Any]) -> list[Path]:
         path = Path(value).expanduser()
         if path.is_file():
             return [path]
-    from funes.ingest.sources import gemini_files
+    from funes.ingest.sources import agent_files
 
-    return gemini_files(settings.gemini_dir)
+    return agent_files(settings, "gemini")

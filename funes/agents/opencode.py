@@ -87,6 +87,6 @@ def remove(edits: Edits) -> None:
 
 def transcripts(settings: Settings, payload: dict[str, Any]) -> list[Path]:
     """OpenCode's database (and older JSON sessions): unchanged rows cost nothing to skip."""
-    from funes.ingest.sources import opencode_files
+    from funes.ingest.sources import agent_files
 
-    return opencode_files(settings.opencode_data_dir)
+    return agent_files(settings, "opencode")

@@ -9,8 +9,10 @@ write `from funes import api; api.index(...)`.
 from funes._env import Settings
 from funes._env import settings as load_settings
 from funes.api.agent_format import (
+    REVISITED,
     UNTRUSTED,
     UNTRUSTED_PASSAGES,
+    get_command,
     recall_text,
     status_text,
     turns_text,
@@ -38,7 +40,9 @@ from funes.api.browse import (
     sessions,
     sketch,
 )
+from funes.api.exclusions import ExcludeResult, ExclusionInfo, exclude, exclusion_list
 from funes.api.firstrun import QuickstartResult, quickstart
+from funes.api.foreign import ImportResult, import_memory
 from funes.api.gitlink import (
     BlameCommit,
     BlameResult,
@@ -56,7 +60,14 @@ from funes.api.gitlink import (
 )
 from funes.api.history import LiftResult, ReflogLine, ResetResult, reflog, reset, unforget
 from funes.api.hookworker import hook_run
-from funes.api.ingest import IndexSummary, index, parse_since
+from funes.api.ingest import (
+    FORMATS,
+    IndexSummary,
+    TurnFileCheck,
+    check_turn_files,
+    index,
+    parse_since,
+)
 from funes.api.mcp_backend import mcp_serve
 from funes.api.memory import (
     MemoryChoice,
@@ -86,8 +97,10 @@ from funes.api.public import (
     PublishCheck,
     PublishRefusedError,
     PublishResult,
+    SelectionResult,
     TagInfo,
     publish,
+    publish_selection,
     tag_create,
     tag_delete,
     tag_list,
@@ -134,10 +147,12 @@ from funes.api.repo import (
     show,
     status,
 )
+from funes.api.retraction import Adoption, RetractCheck, RetractResult, retract
 from funes.api.search import (
     BLOCK_TYPES,
     HARNESSES,
     ROLES,
+    TOKENIZERS,
     DrainResult,
     RecallRequest,
     RecallResult,
@@ -145,6 +160,7 @@ from funes.api.search import (
     TurnView,
     embed,
     get,
+    is_harness,
     recall,
     reindex,
     search_status,
@@ -183,10 +199,14 @@ __all__ = [
     "BLOCK_TYPES",
     "DEFAULT_RANGE_CHARS",
     "DEFAULT_SKETCH_CHARS",
+    "FORMATS",
     "HARNESSES",
+    "REVISITED",
     "ROLES",
+    "TOKENIZERS",
     "UNTRUSTED",
     "UNTRUSTED_PASSAGES",
+    "Adoption",
     "AskResult",
     "AttachResult",
     "BlameCommit",
@@ -196,10 +216,13 @@ __all__ = [
     "CommitResult",
     "DrainResult",
     "EmptyRecall",
+    "ExcludeResult",
+    "ExclusionInfo",
     "FetchResult",
     "FsckReport",
     "HooksReport",
     "Identity",
+    "ImportResult",
     "IndexSummary",
     "InitResult",
     "LastSync",
@@ -226,9 +249,12 @@ __all__ = [
     "RemoteStatus",
     "Repository",
     "ResetResult",
+    "RetractCheck",
+    "RetractResult",
     "ScanHit",
     "ScanPage",
     "SearchStatus",
+    "SelectionResult",
     "SessionInfo",
     "SessionNotFoundError",
     "SessionPage",
@@ -238,6 +264,7 @@ __all__ = [
     "StatusResult",
     "SyncResult",
     "TagInfo",
+    "TurnFileCheck",
     "TurnPage",
     "TurnView",
     "VerifyResult",
@@ -250,6 +277,7 @@ __all__ = [
     "blame",
     "browse_json",
     "browse_output",
+    "check_turn_files",
     "choose_memory",
     "clone",
     "config_get",
@@ -258,9 +286,12 @@ __all__ = [
     "config_unset",
     "embed",
     "empty_recall",
+    "exclude",
+    "exclusion_list",
     "fetch",
     "fsck",
     "get",
+    "get_command",
     "get_output",
     "get_range",
     "hook_run",
@@ -268,9 +299,11 @@ __all__ = [
     "hooks_status",
     "hooks_uninstall",
     "identity",
+    "import_memory",
     "index",
     "init",
     "is_directory_remote",
+    "is_harness",
     "is_remote_memory",
     "last_sync",
     "link_commit",
@@ -292,6 +325,7 @@ __all__ = [
     "parse_since",
     "pool_choices",
     "publish",
+    "publish_selection",
     "pull",
     "push",
     "quickstart",
@@ -312,6 +346,7 @@ __all__ = [
     "remote_set_url",
     "remote_status",
     "reset",
+    "retract",
     "run_browse",
     "scan",
     "search_status",

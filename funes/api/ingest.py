@@ -10,6 +10,10 @@ from pathlib import Path
 from funes._env import Settings
 from funes.api.memory import writable_memory
 from funes.errors import UsageError
+from funes.ingest.parsers.base import ParseError, walk_files
+from funes.ingest.parsers.registry import FORMATS
+from funes.ingest.parsers.turnfile import TurnFileCheck, is_turn_file
+from funes.ingest.parsers.turnfile import check as check_turn_file
 from funes.ingest.run import BATCH_BYTES, BATCH_CHUNKS, IndexSummary, index_sources
 from funes.ingest.sources import default_sources, explicit_sources
 from funes.ingest.state import SourceStates
@@ -17,14 +21,18 @@ from funes.model.turns import Turn
 from funes.retrieval.indexes import maintain
 from funes.storage.repo import PROJECT_DIR, Repository
 
-__all__ = ["IndexSummary", "index", "parse_since"]
+__all__ = ["FORMATS", "IndexSummary", "TurnFileCheck", "check_turn_files", "index",
+           "parse_since"]
 
 
 _RELATIVE = re.compile(r"^(\d+)\s*([mhdw])$")
 
 
-def parse_since(value: str, now: datetime | None = None) -> datetime:
-    """Read a `--since` value: an ISO date or time (UTC unless it says), or 30m/12h/7d/2w ago."""
+def parse_since(value: str, now: datetime | None = None, *, option: str = "--since") -> datetime:
+    """Read a `--since` value: an ISO date or time (UTC unless it says), or 30m/12h/7d/2w ago.
+
+    `option` names the option in the error (`--until` and `--as-of` read the same values).
+    """
     now = now or datetime.now(UTC)
     m = _RELATIVE.match(value.strip().lower())
     if m:
@@ -33,14 +41,14 @@ def parse_since(value: str, now: datetime | None = None) -> datetime:
             return now - timedelta(**{unit: int(m.group(1))})
         except (OverflowError, ValueError):  # before year 1: no date can say it
             raise UsageError(
-                f"--since {value!r} reaches back past year 1",
+                f"{option} {value!r} reaches back past year 1",
                 hint="use a smaller span (e.g. 5000w) or an ISO date",
             ) from None
     try:
         when = datetime.fromisoformat(value.strip())
     except ValueError:
         raise UsageError(
-            f"cannot read --since {value!r}",
+            f"cannot read {option} {value!r}",
             hint="use an ISO date (2026-11-01), a time (2026-11-01T12:00Z) or 30m/12h/7d/2w",
         ) from None
     return when if when.tzinfo else when.replace(tzinfo=UTC)
@@ -131,3 +139,32 @@ def index(
         if committed.added:  # like `git gc --auto` after a commit: cheap unless due
             maintain(Repository.open(Path(path), settings))
     return summary
+
+
+def check_turn_files(settings: Settings, paths: Sequence[str]) -> list[TurnFileCheck]:
+    """`funes index --check`: validate turn files as indexing would, writing nothing.
+
+    A named file is checked whatever its name; a directory contributes its `*.funes.jsonl`
+    files (recursively). Each result says how many turns, chunks and sessions the file would
+    give, or the line and field that refuse it (funes.ingest.parsers.turnfile).
+
+    Raises:
+        ParseError: a path does not exist.
+        UsageError: no path, or directories holding no turn file.
+    """
+    if not paths:
+        raise UsageError("`funes index --check` needs the turn files (or directories) to check",
+                         hint="funes index --check exports/session.funes.jsonl")
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        path = path if path.is_absolute() else settings.cwd / path
+        if path.is_dir():
+            files += [f for f in walk_files(path) if is_turn_file(f)]
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise ParseError(f"no such file or directory: {path}")
+    if not files:
+        raise UsageError(f"no turn files (*.funes.jsonl) under {', '.join(paths)}")
+    return [check_turn_file(f) for f in files]

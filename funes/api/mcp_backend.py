@@ -30,6 +30,8 @@ from funes.api.search import (
     RecallRequest,
     RecallResult,
     get,
+    is_harness,
+    is_role,
     recall_in_process,
     search_status,
 )
@@ -64,6 +66,25 @@ def _choices(kind: str, values: Sequence[str], allowed: Sequence[str]) -> tuple[
     if bad:
         raise UsageError(f"unknown {kind} {', '.join(map(repr, bad))}",
                          hint=f"use one of: {', '.join(allowed)}")
+    return tuple(values)
+
+
+def _harnesses(values: Sequence[str]) -> tuple[str, ...]:
+    """Harness filters: a known agent, or any name a turn file's producer may carry."""
+    bad = [v for v in values if not is_harness(v)]
+    if bad:
+        raise UsageError(f"invalid harness {', '.join(map(repr, bad))}",
+                         hint=f"an agent ({', '.join(HARNESSES)}) or a turn file's producer "
+                         "name: lowercase letters, digits, '_' and '-'")
+    return tuple(values)
+
+
+def _roles(values: Sequence[str]) -> tuple[str, ...]:
+    """Role filters: user, assistant, system, tool, or a role a turn file's producer uses."""
+    bad = [v for v in values if not is_role(v)]
+    if bad:
+        raise UsageError(f"invalid role {', '.join(map(repr, bad))}",
+                         hint=f"use one of: {', '.join(ROLES)} (or a producer's own role)")
     return tuple(values)
 
 
@@ -111,9 +132,9 @@ class Backend:
         """Agent-format recall: one memory, or several ranked together."""
         self.count("recall")
         request = RecallRequest(
-            query, k=k, harness=_choices("harness", harness, HARNESSES),
+            query, k=k, harness=_harnesses(harness),
             block_type=_choices("type", block_type, BLOCK_TYPES), project=tuple(project),
-            since=since, until=until, role=_choices("role", role, ROLES), fresh=fresh,
+            since=since, until=until, role=_roles(role), fresh=fresh,
             code=str(self.settings.cwd))
         named = [self._choose(m) for m in _memories(memory)]
         if len(named) > 1 or not named:
@@ -151,7 +172,7 @@ class Backend:
         """Agent-format `sessions`."""
         self.count("sessions")
         return self._browse("sessions", {
-            "project": tuple(project), "harness": _choices("harness", harness, HARNESSES),
+            "project": tuple(project), "harness": _harnesses(harness),
             "since": since, "until": until, "limit": limit, "offset": offset}, memory)
 
     def scan(self, needle: str, *, sessions: Sequence[str] = (), limit: int = 20,

@@ -18,6 +18,9 @@ Every command asks these three questions; they are answered here once and handed
   marks every passage of a memory that is not the user's untrusted (funes.api.agent_format),
   whatever its rows' own signatures say: the two checks compose with "or".
 
+A memory the Rust funes wrote (a bare `chunks.lance`, no refs) is detected by its layout and
+read the same way, through a copy converted from it (funes.api.foreign), never the user's.
+
 A read-only copy is never a write target: `writable_memory` refuses it with the command that
 does what the user meant (`funes clone`, `funes add AGENT org/name`).
 """
@@ -40,7 +43,14 @@ from funes.ingest import backlog
 from funes.model.ids import ObjectId
 from funes.model.refs import RefName, branch_ref, check_ref_name
 from funes.remotes import sync as _sync
-from funes.remotes.base import RemoteNotFoundError, RemoteSpec, looks_like_remote, parse_url
+from funes.remotes.base import (
+    RemoteNotFoundError,
+    RemoteSpec,
+    cache_root,
+    looks_like_remote,
+    parse_url,
+)
+from funes.remotes.foreign import table_in
 from funes.retrieval import indexes
 from funes.storage.atomic import write_atomic
 from funes.storage.lock import WriteLock
@@ -121,6 +131,9 @@ def open_memory(settings: Settings, memory: str | Path | None = None) -> Reposit
     if memory:
         if is_remote_memory(memory, settings.cwd):
             return open_remote_memory(settings, memory)
+        path = Path(memory).expanduser()
+        if table_in(path if path.is_absolute() else settings.cwd / path) is not None:
+            return open_remote_memory(settings, memory)  # a Rust funes' memory: its copy
         return Repository.open(Path(memory), settings)
     return Repository.discover(settings)
 
@@ -197,11 +210,6 @@ def _writable_hint(command: str, remote: str) -> str:
             f"then run `funes {command}` there")
 
 
-def cache_root(settings: Settings) -> Path:
-    """Where the read-only copies behind `--memory org/name` live."""
-    return settings.home / "cache" / "remotes"
-
-
 def is_cache(repo: Repository) -> bool:
     """Whether `repo` is one of the read-only copies of a remote memory."""
     return repo.path.resolve().parent == cache_root(repo.settings).resolve()
@@ -256,6 +264,10 @@ def open_remote_memory(settings: Settings, url: str) -> Repository:
     """
     url, tag = split_tag(url, settings.cwd)
     spec = parse_url(url, settings.cwd)
+    if spec.kind == "dir" and spec.path is not None and table_in(spec.path) is not None:
+        from funes.api.foreign import local_copy
+
+        return local_copy(settings, spec, tag)
     root = cache_root(settings)
     root.mkdir(parents=True, exist_ok=True)
     name = _cache_name(spec, tag)
@@ -271,6 +283,12 @@ def open_remote_memory(settings: Settings, url: str) -> Repository:
                 if repo.head() is None:  # never filled: leave no empty copy behind
                     shutil.rmtree(cache, ignore_errors=True)
                 raise
+            if state.exists and not state.branches and spec.kind == "hf":
+                from funes.api.foreign import hub_copy
+
+                copy = hub_copy(settings, repo, remote, state, tag)  # a Rust funes' memory?
+                if copy is not None:
+                    return copy
             if not state.exists or not state.branches:
                 raise RemoteNotFoundError(
                     f"{remote.display}: no funes memory there",

@@ -118,11 +118,13 @@ def recall_pooled(settings: Settings, choices: Sequence[MemoryChoice],
         half_life_days=r.half_life if r.half_life is not None
         else float(first.config.get("recall.halfLife") or 90),
         neighbors=0, now=r.now, vector=r.vector, bm25=r.bm25, context=r.context,
-        time_hints=r.time_hints, speaker=r.speaker,
+        time_hints=r.time_hints, speaker=r.speaker, supersede=r.supersede,
+        as_of=parse_since(r.as_of, option="--as-of") if r.as_of else None,
         filters=Filters(harness=r.harness, block_type=r.block_type, project=r.project,
                         session=r.session, role=r.role,
                         since=parse_since(r.since) if r.since else None,
-                        until=parse_since(r.until) if r.until else None, turns=r.turns),
+                        until=parse_since(r.until, option="--until") if r.until else None,
+                        turns=r.turns),
     )
     opts.check()
     Options(k=k, rerank_pool=pool_size).check()
@@ -160,7 +162,7 @@ def _open(choices: Sequence[MemoryChoice], bm25: bool) -> list[_Member]:
             continue  # the same memory named twice reads once
         seen.add(key)
         if bm25 and choice.repo.chunks.exists():
-            indexes.ensure(choice.repo)  # index maintenance writes: before pinning
+            indexes.retokenize(choice.repo)  # index maintenance writes: before pinning
         members.append(_Member(choice, snapshot(choice.repo)))
     return members
 
@@ -218,7 +220,7 @@ def _rerank(settings: Settings, repo: Repository, r: RecallRequest, hits: list[H
     scorer: Any = Budgeted(reranker, started + budget / 1000.0) if budget > 0 else reranker
     head = hits[:pool_size]
     scores = scorer.score(r.query, [h.row["text"] for h in head])
-    now = opts.now or datetime.now(UTC)
+    now = opts.as_of or opts.now or datetime.now(UTC)
     about = speaker_of(r.query) if opts.speaker else None
     for hit, s in zip(head[: len(scores)], scores, strict=True):
         probability = 1.0 / (1.0 + math.exp(-s))

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from funes._env import Settings
+from funes.api.exclusions import reconcile
 from funes.api.memory import merge_in, owns_remote, pick_tip, split_tag
+from funes.api.retraction import Adoption, adopt_rewritten
 from funes.api.syncstate import record_sync, recorded
 from funes.errors import UsageError
 from funes.model.ids import ObjectId
@@ -28,10 +30,12 @@ from funes.model.refs import HEAD, branch_ref
 from funes.remotes import crypt as _crypt
 from funes.remotes import sync as _sync
 from funes.remotes.base import (
+    RemoteNotFoundError,
     RemoteSpec,
     check_remote_name,
     parse_url,
 )
+from funes.remotes.foreign import is_rust_remote, table_in
 from funes.remotes.sync import FetchResult, PushResult, RefUpdate
 from funes.storage.repo import PROJECT_DIR, Repository, RepositoryExistsError
 from funes.storage.signing import CommitCheck, check_commits
@@ -163,6 +167,7 @@ def push(
     branch = branch or current_branch(repo)
     _sync.check_branch(branch)
     name = remote or _sync.default_remote(repo, branch)
+    refuse_selection(repo, name)
     if dry_run:
         return _sync.push(repo, _sync.configured_remote(repo, name), branch, force=force,
                           progress=progress_or_silent(progress), dry_run=True)
@@ -171,6 +176,16 @@ def push(
             repo, _sync.configured_remote(repo, name), branch, force=force,
             progress=progress_or_silent(progress),
         )
+
+
+def refuse_selection(repo: Repository, name: str) -> None:
+    """A remote that holds sessions `funes publish` chose never receives the whole memory."""
+    if (repo.config.get(f"remote.{name}.selection") or "false") == "true":
+        raise UsageError(
+            f"remote {name!r} holds a published selection: `funes push` and `sync` would send "
+            "the whole memory there",
+            hint=f"add sessions to it with `funes publish {name} --sessions …` (or "
+            f"--linked-to); `funes config unset remote.{name}.selection` if it is a memory")
 
 
 def fetch(
@@ -190,6 +205,8 @@ class PullResult:
     merge: MergeResult
     #: Signature status of each commit the pull brought in (funes.storage.signing).
     signatures: tuple[CommitCheck, ...] = ()
+    #: Set when the remote had been retracted: the local branch moved onto its images first.
+    adopted: Adoption | None = None
 
 
 def pull(
@@ -227,7 +244,8 @@ def _pull(repo: Repository, name: str, branch: str, progress: Progress | None,
     checks = _incoming_signatures(repo, tip)
     if require_signed:
         require_all_signed(checks, f"the pull from {name}")
-    return PullResult(fetched, _merged(repo, tip, f"{name}/{branch}"), tuple(checks))
+    adopted = adopt_rewritten(repo, name, branch, tip)  # a retracted remote: onto its images
+    return PullResult(fetched, _merged(repo, tip, f"{name}/{branch}"), tuple(checks), adopted)
 
 
 def _incoming_signatures(repo: Repository, tip: ObjectId) -> list[CommitCheck]:
@@ -243,7 +261,10 @@ def merge(repo: Repository, rev: str) -> MergeResult:
 
 
 def _merged(repo: Repository, tip: ObjectId, label: str) -> MergeResult:
-    return merge_in(repo, tip, label)
+    before = repo.head()
+    result = merge_in(repo, tip, label)
+    reconcile(repo, before)  # exclusions the merge brought hold here too
+    return result
 
 
 # -- clone -----------------------------------------------------------------------------------
@@ -367,11 +388,15 @@ def _clone_into(
     repo: Repository, spec: RemoteSpec, progress: Progress | None, require_signed: bool = False,
     tag: str | None = None,
 ) -> CloneResult:
+    if spec.kind == "dir" and spec.path is not None and table_in(spec.path) is not None:
+        return _clone_foreign(repo, spec, progress, tag)
     repo.config.set("remote.origin.url", spec.url)
     # Another user's memory stays untrusted after every pull (funes.api.memory).
     repo.config.set("core.owned", "true" if owns_remote(repo.settings, spec) else "false")
     remote = _sync.open_remote(spec, "origin", repo.settings, repo.path)
     state = remote.state()
+    if is_rust_remote(remote, state):
+        return _clone_foreign(repo, spec, progress, tag)
     fetched = _sync.fetch(repo, remote, state=state, progress=progress_or_silent(progress))
     record_sync(repo, "origin", True, "clone", None)
     if not state.branches:
@@ -393,6 +418,27 @@ def _clone_into(
     merged = _merged(repo, tip, f"tag {tag}" if tag else f"origin/{branch}")
     return CloneResult(repo.path, spec.url, branch, merged.new, fetched, merged.chunk_count,
                        tuple(checks))
+
+
+def _clone_foreign(repo: Repository, spec: RemoteSpec, progress: Progress | None,
+                   tag: str | None) -> CloneResult:
+    """A clone of a Rust-funes memory: its rows imported (funes.api.foreign), no `origin`.
+
+    The source stays read-only: with no `origin`, nothing this memory does (push, sync, the
+    hooks) can write to it; `funes import SOURCE` again brings what it gained since. It is
+    not the user's, whoever owns the source (`core.owned = false`).
+    """
+    from funes.api.foreign import import_memory
+
+    if tag is not None:
+        raise RemoteNotFoundError(f"{spec.display} is a Rust-funes memory: it has no tags")
+    repo.config.unset("remote.origin.url")
+    repo.config.set("core.owned", "false")
+    import_memory(repo.settings, repo, spec.url if spec.kind == "hf" else str(spec.path),
+                  progress=progress)
+    fetched = FetchResult("origin", spec.url, None)
+    return CloneResult(repo.path, spec.url, repo.head_branch().removeprefix("refs/heads/"),
+                       repo.head(), fetched, repo.stats().chunks)
 
 
 def _discard(made: Path, before: set[str] | None) -> None:

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from funes.api.agent_format import recall_text, turns_text
+from funes.api.agent_format import get_command, recall_text, turns_text
 from funes.api.search import RecallRequest, RecallResult, TurnView
 from funes.api.syncstate import sync_note
 from funes.api.user import empty_recall
@@ -70,8 +70,11 @@ def recall_json(result: RecallResult, label: str, trusted: bool,
                 "rerank": h.rerank,
                 **({"trusted": memories.get(str(h.row.get("memory")), False)}
                    if memories is not None else {}),
-                "get": f"funes get {h.row['session_id']} {h.row['turn_id']} --memory "
-                       f"{h.row.get('memory') or label}",
+                "get": get_command(h.row, h.row.get("memory") or label),
+                "revisited_later": None if h.revisited is None else {
+                    "session_id": h.revisited["session_id"], "turn_id": h.revisited["turn_id"],
+                    "ts": h.revisited.get("ts"),
+                    "get": get_command(h.revisited, h.row.get("memory") or label)},
                 "neighbors": [{k: n[k] for k in ("session_id", "turn_id", "seq", "role",
                                                  "block_type", "text")} for n in h.neighbors],
             }
@@ -100,7 +103,8 @@ def recall_stderr(repo: Repository, result: RecallResult, request: RecallRequest
         ("harness", request.harness), ("type", request.block_type),
         ("project", request.project), ("session", request.session),
         ("since", (request.since,) if request.since else ()),
-        ("until", (request.until,) if request.until else ())) if values]
+        ("until", (request.until,) if request.until else ()),
+        ("as-of", (request.as_of,) if request.as_of else ())) if values]
     why = empty_recall(repo, result, given)
     return f"funes: no results: {why.reason} ({why.hint})\n"
 

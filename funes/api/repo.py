@@ -6,13 +6,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from funes._env import Settings
+from funes.api.exclusions import ExclusionInfo, exclusion_list, set_exclusion_key
 from funes.api.syncstate import RemoteStatus, remote_status
 from funes.errors import UsageError
 from funes.model.ids import ObjectId
 from funes.model.objects import Commit, Link, Manifest, ModelStamp
+from funes.storage.exclusions import CONFIG_KEYS
 from funes.storage.fsck import FsckReport
 from funes.storage.fsck import fsck as _fsck
 from funes.storage.repo import PROJECT_DIR, Repository
+
+EXCLUDE_KEYS = frozenset(CONFIG_KEYS.values())
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,8 @@ class StatusResult:
     redaction_rules: str = ""
     #: Each remote: ahead/behind as of the last fetch, and how the last sync went.
     remotes: tuple[RemoteStatus, ...] = ()
+    #: The exclusions the memory honours and what they hide (funes.api.exclusions).
+    exclusions: tuple[ExclusionInfo, ...] = ()
 
 
 def status(repo: Repository) -> StatusResult:
@@ -145,6 +151,7 @@ def status(repo: Repository) -> StatusResult:
         redaction_outdated=rules_outdated(repo),
         redaction_rules=rules_version(),
         remotes=tuple(remote_status(repo)),
+        exclusions=tuple(exclusion_list(repo)),
     )
 
 
@@ -168,13 +175,23 @@ def config_get(repo: Repository, key: str) -> str | None:
 
 
 def config_set(repo: Repository, key: str, value: str) -> str:
-    """Set a config value; returns it normalised."""
+    """Set a config value; returns it normalised.
+
+    An `exclude.*` key is an exclusion: what it adds is hidden at once and recorded in the
+    memory, what it drops is lifted (funes.api.exclusions.set_exclusion_key).
+    """
+    if key in EXCLUDE_KEYS:
+        return set_exclusion_key(repo, key, value) or ""
     with repo.writing():
         return repo.config.set(key, value)
 
 
 def config_unset(repo: Repository, key: str) -> bool:
-    """Remove a config value."""
+    """Remove a config value (an `exclude.*` key ends those exclusions, see `config_set`)."""
+    if key in EXCLUDE_KEYS:
+        had = repo.config.get(key) is not None
+        set_exclusion_key(repo, key, None)
+        return had
     with repo.writing():
         return repo.config.unset(key)
 

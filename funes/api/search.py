@@ -18,7 +18,7 @@ from funes.api import freshness
 from funes.api.ingest import parse_since
 from funes.api.memory import check_writable
 from funes.ingest import backlog as _backlog
-from funes.model.turns import HARNESSES
+from funes.model.turns import HARNESSES, is_harness, is_role
 from funes.retrieval import indexes
 from funes.retrieval.get import TurnView, get_turns
 from funes.retrieval.recall import Filters, Options, RecallResult, retrieve
@@ -34,6 +34,7 @@ __all__ = [
     "DEFAULT_BUDGET_MS",
     "HARNESSES",
     "ROLES",
+    "TOKENIZERS",
     "DrainResult",
     "RecallRequest",
     "RecallResult",
@@ -41,6 +42,8 @@ __all__ = [
     "TurnView",
     "embed",
     "get",
+    "is_harness",
+    "is_role",
     "recall",
     "recall_in_process",
     "reindex",
@@ -48,6 +51,8 @@ __all__ = [
 ]
 
 DrainResult = _backlog.DrainResult
+#: Full-text tokenizers a memory can be stamped with (`funes reindex --tokenizer`).
+TOKENIZERS = tuple(indexes.TOKENIZERS)
 #: What `--harness` and `--type` accept: the vocabularies of recall's filters, for the CLI,
 #: MCP and the warm server alike (the harnesses are funes.model.turns's).
 BLOCK_TYPES = ("text", "thinking", "tool_use", "tool_result")
@@ -114,6 +119,9 @@ class RecallRequest:
     session: tuple[str, ...] = ()
     since: str | None = None
     until: str | None = None
+    #: Read the memory as it stood then (funes.retrieval.recall.Options.as_of): a date, an
+    #: ISO time or an age (`30d`), like `since`.
+    as_of: str | None = None
     turns: frozenset[tuple[str, str]] | None = None
     rerank: bool = True
     vector: bool = True
@@ -124,6 +132,8 @@ class RecallRequest:
     time_hints: bool = False
     #: Favour the prose of the speaker the question is about (funes.retrieval.recall.speaker_of).
     speaker: bool = True
+    #: Mark hits a later passage revisits, and rank it at least as high (retrieval.supersede).
+    supersede: bool = True
     #: Milliseconds the whole recall may take before reranking stops (score what fits, in
     #: order); 0 never stops it early.
     budget_ms: float | None = None
@@ -199,7 +209,7 @@ def recall_in_process(settings: Settings, repo: Repository,
     filters = Filters(
         harness=r.harness, block_type=r.block_type, project=r.project, session=r.session,
         since=parse_since(r.since) if r.since else None,
-        until=parse_since(r.until) if r.until else None,
+        until=parse_since(r.until, option="--until") if r.until else None,
         turns=r.turns, role=r.role,
     )
     freshness.check_mode(r.fresh)
@@ -215,17 +225,21 @@ def recall_in_process(settings: Settings, repo: Repository,
         neighbors=r.neighbors,
         filters=filters,
         now=r.now,
+        as_of=parse_since(r.as_of, option="--as-of") if r.as_of else None,
         vector=r.vector,
         bm25=r.bm25,
         context=r.context,
         time_hints=r.time_hints,
         speaker=r.speaker,
+        supersede=r.supersede,
     )
     opts.check()
     budget = r.budget_ms if r.budget_ms is not None else _config_budget(repo)
     if not isinstance(repo, Snapshot):  # the warm server hands in its own, made the same way
         if r.bm25 and repo.chunks.exists():
-            indexes.ensure(repo)  # index maintenance writes: on the live repository, first
+            # index maintenance writes: on the live repository, first; a tokenizer stamp
+            # pulled from elsewhere rebuilds the full-text index here (funes reindex)
+            indexes.retokenize(repo)
         # One HEAD and one version of each table for the whole query, even while an index
         # run commits (funes.storage.snapshot).
         repo = snapshot(repo)
@@ -251,9 +265,19 @@ def recall_in_process(settings: Settings, repo: Repository,
         freshness.annotate(settings, repo, result.hits, r.code)
         result.hits = freshness.order(result.hits, r.fresh, k)
     _mark_untrusted(repo, result)
+    _note_foreign(repo, result)
     if timed is not None:
         timed.finish()
     return result
+
+
+def _note_foreign(repo: Repository, result: RecallResult) -> None:
+    """A copy of a Rust-funes memory whose vectors cannot be used here says so (lexical only)."""
+    from funes.api.foreign import foreign_signal
+
+    signal = foreign_signal(repo)
+    if signal is not None and "vector" not in result.signals:
+        result.signals.append(signal)
 
 
 def _config_budget(repo: Repository) -> float:
@@ -443,15 +467,38 @@ def embed(
 def reindex(
     settings: Settings,
     repo: Repository,
-    model: str,
+    model: str | None = None,
     *,
+    tokenizer: str | None = None,
     budget: float | None = None,
     progress: Callable[[int, int, str], None] | None = None,
-) -> DrainResult:
-    """Re-stamp the memory with `model` and re-embed every chunk with it, on purpose."""
-    from funes.inference.embedder import load_embedder
+) -> DrainResult | None:
+    """Re-embed the memory with `model`, and/or re-stamp its full-text tokenizer, on purpose.
+
+    `model` re-stamps the embedding model and re-embeds every chunk with it; `tokenizer` (one
+    of `indexes.TOKENIZERS`) re-stamps the tokenizer and rebuilds the full-text index. The
+    tokenizer stamp travels with the commits (a clone or a pull rebuilds its index on its
+    first recall), so every machine searches the memory the same way. Returns the embedding
+    result, None when only the tokenizer changed.
+
+    Raises:
+        UsageError: neither given, or a tokenizer funes does not know.
+    """
+    from funes.errors import UsageError
 
     check_writable(repo, command="reindex")
+    if model is None and tokenizer is None:
+        raise UsageError("nothing to re-index", hint="pass --model NAME and/or --tokenizer NAME")
+    if tokenizer is not None:
+        if tokenizer not in indexes.TOKENIZERS:
+            raise UsageError(f"unknown tokenizer {tokenizer!r}",
+                             hint=f"use one of: {', '.join(indexes.TOKENIZERS)}")
+        repo.commit_chunks([], f"reindex: full-text tokenizer {tokenizer}", tokenizer=tokenizer)
+        indexes.retokenize(repo)
+    if model is None:
+        return None
+    from funes.inference.embedder import load_embedder
+
     return _backlog.reindex(repo, load_embedder(settings, model), budget=budget,
                             progress=progress)
 

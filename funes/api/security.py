@@ -54,10 +54,16 @@ def forget(
     chunk: str | None = None,
     before: str | None = None,
     match: str | None = None,
+    project: str | None = None,
+    path: str | None = None,
+    agent: str | None = None,
     dry_run: bool = False,
 ) -> ForgetResult:
-    """Hide the chunks matching every criterion given, with one tombstone commit."""
-    selection = _forget.Selection(session, chunk, before, match)
+    """Hide the chunks matching every criterion given, with one tombstone commit.
+
+    `project`, `path` and `agent` match as exclusions do (funes.storage.exclusions), once.
+    """
+    selection = _forget.Selection(session, chunk, before, match, project, path, agent)
     ids = _forget.select(repo, selection)
     if dry_run or not ids:
         return ForgetResult(ids, None, dry_run)

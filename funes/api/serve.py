@@ -63,9 +63,9 @@ from funes.api.printed import BROWSE_COMMANDS, browse_output, run_browse
 from funes.api.render import get_output, recall_printed
 from funes.api.search import (
     BLOCK_TYPES,
-    HARNESSES,
-    ROLES,
     RecallRequest,
+    is_harness,
+    is_role,
     preload_reranker,
     recall_in_process,
 )
@@ -454,7 +454,7 @@ class _Server:
     def _recall(self, path: Path, request: RecallRequest) -> Any:
         with self._memory(path) as memory:
             if request.bm25 and memory.repo.chunks.exists():
-                indexes.ensure(memory.repo)  # writes: on the live repository, before pinning
+                indexes.retokenize(memory.repo)  # writes: on the live repository, before pinning
             view = memory.view()
             if request.vector:
                 self._note_models(view)
@@ -477,15 +477,15 @@ class _Server:
         if command == "recall":
             # Click checks choices before the command runs: so must this, before anything.
             request = RecallRequest.decode(dict(args["request"]))
-            if not (set(request.harness) <= set(HARNESSES)
+            if not (all(is_harness(h) for h in request.harness)
                     and set(request.block_type) <= set(BLOCK_TYPES)
-                    and set(request.role) <= set(ROLES)):
+                    and all(is_role(r) for r in request.role)):
                 raise _Decline("a --harness, --type or --role click refuses")
             if request.code is None:  # the CLI checks freshness against its directory
                 request = dataclasses.replace(request, code=str(settings.cwd))
         elif command in BROWSE_COMMANDS:
             fields = dict(args["fields"])
-            if not set(fields.get("harness") or ()) <= set(HARNESSES):
+            if not all(is_harness(h) for h in fields.get("harness") or ()):
                 raise _Decline("a --harness click refuses")
         elif command != "get":
             raise _Decline(f"command {command!r}")

@@ -64,7 +64,7 @@ class ServedReader(Reader):
             for choice in choices:
                 memory = held.enter_context(self.server._memory(choice.repo.path))
                 if request.bm25 and memory.repo.chunks.exists():
-                    indexes.ensure(memory.repo)  # writes: on the live repository, first
+                    indexes.retokenize(memory.repo)  # writes: on the live repository, first
                 view = memory.view()
                 if request.vector:
                     self.server._note_models(view)

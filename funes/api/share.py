@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from funes._env import Settings
+from funes.api.exclusions import reconcile
 from funes.api.memory import merge_in, split_tag
 from funes.api.memory import owned as owned_memory
 from funes.api.remotes import (
@@ -24,14 +25,17 @@ from funes.api.remotes import (
     clone,
     current_branch,
     progress_or_silent,
+    refuse_selection,
     remote_add,
     remote_list,
 )
+from funes.api.retraction import adopt_rewritten
 from funes.api.syncstate import record_sync, recorded
 from funes.errors import UsageError
 from funes.model.refs import branch_ref
 from funes.remotes import sync as _sync
 from funes.remotes.base import NonFastForwardError, RemoteSpec, parse_url
+from funes.remotes.foreign import refuse_writing
 from funes.storage.repo import PROJECT_DIR, Repository
 from funes.storage.transfer import MergeResult
 
@@ -77,6 +81,7 @@ def sync(
     branch = current_branch(repo)
     _sync.check_branch(branch)
     name = remote or _sync.default_remote(repo, branch)
+    refuse_selection(repo, name)
     with recorded(repo, name, "sync"):
         handle = _sync.configured_remote(repo, name)
         merged: MergeResult | None = None
@@ -88,7 +93,10 @@ def sync(
                                       progress=progress_or_silent(progress))
                 tip = fetched.refs.get(branch_ref(branch))
                 if tip is not None:
+                    adopt_rewritten(repo, name, branch, tip)  # a retracted remote
+                    before = repo.head()
                     merged = merge_in(repo, tip, f"{name}/{branch}")
+                    reconcile(repo, before)  # exclusions the merge brought hold here too
             if not push or repo.head() is None:
                 return SyncResult(name, handle.spec.url, merged, None, attempt)
             try:
@@ -156,7 +164,10 @@ def attach_remote(
     spec = parse_url(url, settings.cwd)
     target = _attach_target(settings, project)
     with tempfile.TemporaryDirectory(prefix="funes-probe-") as scratch:  # no cache left behind
-        exists_remote = _sync.open_remote(spec, "origin", settings, Path(scratch)).state().exists
+        probe = _sync.open_remote(spec, "origin", settings, Path(scratch))
+        probed = probe.state()
+        refuse_writing(probe, probed, spec.display)  # a Rust funes' memory is only read
+        exists_remote = probed.exists
     if not (target / "FORMAT").is_file() and exists_remote:
         cloned = clone(settings, spec.url, str(target.parent) if not _is_home(settings, target)
                        else None, is_global=_is_home(settings, target), progress=progress)

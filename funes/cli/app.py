@@ -123,6 +123,8 @@ COMMANDS: dict[str, Entry] = {
     "clone": Entry(_M + "sync", SYNC, "Copy a remote memory into a new local one."),
     "sync": Entry(_M + "sync", SYNC, "Fetch, merge and push in one go; retries a lost race."),
     "tag": Entry(_M + "sync", SYNC, "Name a commit; tags travel with push and fetch."),
+    "publish": Entry(_M + "sync", SYNC, "Publish chosen sessions (a release's) as their own "
+                     "memory."),
     "hooks": Entry(_M + "git", GIT, "Git hooks that link commits to agent turns."),
     "link": Entry(_M + "git", GIT, "Link a code commit to the agent turns behind it."),
     "why": Entry(_M + "git", GIT, "The agent turns behind a code commit."),
@@ -130,10 +132,13 @@ COMMANDS: dict[str, Entry] = {
     "forget": Entry(_M + "security", SECURITY, "Hide chunks from every recall (tombstones)."),
     "scrub": Entry(_M + "security", SECURITY, "Re-run secret redaction over stored chunks."),
     "gc": Entry(_M + "security", SECURITY, "Remove tombstoned and unreachable data."),
+    "exclude": Entry(_M + "security", SECURITY, "Keep a project, path or agent out, even "
+                     "what is indexed."),
     "keys": Entry(_M + "security", SECURITY, "Signing keys: yours and the ones you trust."),
     "unforget": Entry(_M + "repo", SECURITY, "Lift the tombstones a commit carries."),
     "init": Entry(_M + "repo", PLUMBING, "Create a memory (here, or the global one)."),
     "index": Entry(_M + "ingest", PLUMBING, "Index agent transcripts, incrementally."),
+    "import": Entry(_M + "ingest", PLUMBING, "Add the rows of a Rust-funes memory to this one."),
     "embed": Entry(_M + "recall", PLUMBING, "Embed chunks waiting for vectors, newest first."),
     "reindex": Entry(_M + "recall", PLUMBING, "Re-embed the memory with another model."),
     "log": Entry(_M + "repo", PLUMBING, "List commits, newest first."),

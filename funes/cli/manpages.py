@@ -40,6 +40,11 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     "index": (
         ("funes index", "index every agent's new turns on this machine"),
         ("funes index --agent codex --since 7d", "only Codex sessions from the last week"),
+        ("funes index --check exports/", "validate turn files (.funes.jsonl) before publishing"),
+    ),
+    "import": (
+        ("funes import huggingface/funes-memory", "a Rust-funes memory on the Hub"),
+        ("funes import", "the Rust funes' local memory, $FUNES_HOME/memory"),
     ),
     "recall": (
         ('funes recall "why did we drop the streaming parser"', "passages with provenance"),

@@ -9,7 +9,7 @@ thing. `memory_option` declares it where a command wants it listed with its own 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -34,6 +34,35 @@ def memory_option(func: F) -> F:
         callback=_set_memory,
         help="The memory to use (as the root option).",
     )(func)
+
+
+if TYPE_CHECKING:
+    _ParamType = click.ParamType[str]  # generic in click 8.5's types, not at run time before it
+else:
+    _ParamType = click.ParamType
+
+
+class HarnessType(_ParamType):
+    """A harness filter: a known agent, or the producer name a turn file carries."""
+
+    name = "harness"
+
+    def __init__(self, known: tuple[str, ...]) -> None:
+        self.known = known
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        """`[claude|codex|…]`, like a choice, though other producer names are allowed."""
+        return "[" + "|".join(self.known) + "|…]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        """Refuse what no turn can carry (funes.model.turns.is_harness)."""
+        from funes.api import is_harness
+
+        text = str(value)
+        if not is_harness(text):
+            self.fail(f"{text!r} is not a harness: use {', '.join(self.known)}, or a turn "
+                      "file's producer name (lowercase letters, digits, '_', '-')", param, ctx)
+        return text
 
 
 def _set_memories(ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> None:

@@ -47,6 +47,7 @@ _RECALL: dict[str, tuple[str, Callable[[str], Any]]] = {
     "--session": ("session", _multi),
     "--since": ("since", str),
     "--until": ("until", str),
+    "--as-of": ("as_of", str),
     "--rerank-pool": ("rerank_pool", int),
     "--budget": ("budget_ms", float),
 }

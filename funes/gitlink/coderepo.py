@@ -201,6 +201,39 @@ def resolve(code: CodeRepo, rev: str) -> str:
         repo.close()
 
 
+#: The most commits a range may name (`--linked-to v1.0..v1.1`): a release, not a history.
+MAX_RANGE = 100_000
+
+
+def commit_range(code: CodeRepo, spec: str) -> list[str]:
+    """The commits `spec` names: `A..B` (reachable from B, not from A) or one commit-ish.
+
+    Raises:
+        BadCommitError: either end names no commit, or the range holds more than `MAX_RANGE`.
+    """
+    start, sep, end = spec.partition("..")
+    if not sep:
+        return [resolve(code, spec)]
+    if end.startswith("."):
+        raise BadCommitError(spec, "is a symmetric range (A...B); use A..B")
+    include = resolve(code, end or "HEAD")
+    exclude = [resolve(code, start)] if start else []
+    from dulwich.objects import ObjectID
+
+    repo = code.open()
+    try:
+        out: list[str] = []
+        walker = repo.get_walker(include=[ObjectID(include.encode())],
+                                 exclude=[ObjectID(e.encode()) for e in exclude])
+        for entry in walker:
+            out.append(entry.commit.id.decode("ascii"))
+            if len(out) > MAX_RANGE:
+                raise BadCommitError(spec, f"holds more than {MAX_RANGE} commits")
+        return out
+    finally:
+        repo.close()
+
+
 @dataclass(frozen=True)
 class CodeCommit:
     """What a link records about a code commit."""

@@ -28,6 +28,7 @@ __all__ = [
     "PyPIWeights",
     "Source",
     "default_model",
+    "known_by_repo",
 ]
 
 Kind = Literal["embed", "rerank"]
@@ -236,3 +237,19 @@ KNOWN_MODELS: dict[str, KnownModel] = {
 def default_model(kind: Kind) -> str:
     """The name of the default model of `kind`."""
     return DEFAULT_EMBED_MODEL if kind == "embed" else DEFAULT_RERANK_MODEL
+
+
+def known_by_repo(name: str) -> str | None:
+    """The catalogued model a Hub repository name stands for, or None.
+
+    `BAAI/bge-small-en-v1.5` stands for `bge-small-en-v1.5`; a catalogue name for itself.
+    Other tools stamp vectors with the weights' Hub name (the Rust funes does); funes stamps
+    its own name and the GGUF's sha256, so reading their vectors needs this bridge.
+    """
+    if name in KNOWN_MODELS:
+        return name
+    for known in KNOWN_MODELS.values():
+        for source in known.sources:
+            if isinstance(source, HubFile | HubSnapshot) and source.repo.lower() == name.lower():
+                return known.name
+    return None

@@ -30,6 +30,8 @@ from funes.ingest.sources import SourceFile
 from funes.ingest.state import FileState, SourceStates, plan, snapshot
 from funes.model.chunk import Chunk
 from funes.model.turns import Turn
+from funes.storage.exclusions import Exclusions
+from funes.storage.exclusions import active as active_exclusions
 from funes.storage.repo import CommitResult, Repository
 
 #: (files done, files total, path being read)
@@ -58,6 +60,7 @@ class IndexSummary:
     skipped: collections.Counter[str] = field(default_factory=collections.Counter)
     redactions: collections.Counter[str] = field(default_factory=collections.Counter)
     unroutable: int = 0  # turns with no memory to go to
+    excluded: int = 0  # turns an exclusion rule kept out (funes.storage.exclusions)
     errors: list[str] = field(default_factory=list)  # unreadable sources (not fatal)
     commits: dict[str, CommitResult] = field(default_factory=dict)  # repo path → result
     by_harness: collections.Counter[str] = field(default_factory=collections.Counter)
@@ -92,6 +95,14 @@ def _keeps_tool_results(repo: Repository, asked: bool | None, seen: dict[Path, b
     if repo.path not in seen:
         seen[repo.path] = (repo.config.get("index.toolResults") or "true") == "true"
     return seen[repo.path]
+
+
+def _excluded(repo: Repository, turn: Turn, seen: dict[Path, Exclusions]) -> bool:
+    """Whether an exclusion of `repo` keeps `turn` out (its rules read once per run)."""
+    if repo.path not in seen:
+        seen[repo.path] = active_exclusions(repo)
+    rules = seen[repo.path]
+    return bool(rules) and rules.turn_rule(turn) is not None
 
 
 def _combined(before: CommitResult | None, after: CommitResult) -> CommitResult:
@@ -134,6 +145,7 @@ def index_sources(
     sessions: dict[str, set[str]] = collections.defaultdict(set)
     source_list = list(sources)
     keeps: dict[Path, bool] = {}
+    exclusions: dict[Path, Exclusions] = {}
     new_states: dict[Path, FileState] = {}
 
     def flush() -> None:
@@ -186,6 +198,9 @@ def index_sources(
             repo = router(turn)
             if repo is None:
                 stranded += 1
+                continue
+            if _excluded(repo, turn, exclusions):
+                summary.excluded += 1
                 continue
             summary.turns += 1
             sessions[turn.harness].add(turn.session_id)

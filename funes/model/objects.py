@@ -149,12 +149,53 @@ class Manifest:
 
 
 @dataclass(frozen=True)
+class ExclusionRule:
+    """What an exclusion keeps out of a memory: one kind and one pattern (`funes exclude`).
+
+    Kinds: `project` (a project identity, its last component, or a glob of it), `path` (a
+    glob on the working directory or the transcript's path), `agent` (a harness name),
+    `session` (a glob on the session id). Matching lives in funes.storage.exclusions.
+    """
+
+    kind: str
+    pattern: str
+
+    def to_dict(self) -> dict[str, str]:
+        """The JSON form stored in tombstones."""
+        return {"kind": self.kind, "pattern": self.pattern}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ExclusionRule:
+        """Parse strictly: rules arrive from remotes too."""
+        if not isinstance(data, dict):
+            raise MalformedObjectError("exclusion rule is not an object")
+        kind = _req(data, "kind", str)
+        pattern = _req(data, "pattern", str)
+        if kind not in EXCLUSION_KINDS or not pattern or len(pattern) > 1024 or any(
+                ord(ch) < 32 for ch in pattern):
+            raise MalformedObjectError(f"bad exclusion rule {kind!r}")
+        return cls(kind, pattern)
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.pattern}"
+
+
+#: The kinds of exclusion rule, in the order `status` lists them.
+EXCLUSION_KINDS: tuple[str, ...] = ("project", "path", "agent", "session")
+
+
+@dataclass(frozen=True)
 class Tombstone:
     """A deletion that travels: the chunk ids it hides from every rebuild.
 
     `lifts` names earlier tombstones this one cancels (`funes unforget`): omitted from the
     JSON when empty, so tombstones written before it existed keep their ids, and an older
     funes reads a lifting tombstone as one that hides nothing.
+
+    `exclude` is the rule this tombstone records (`funes exclude`): its targets are what the
+    rule matched when it was added, and every funes that has the tombstone keeps what the rule
+    matches out of later index runs and hides it after a merge. Omitted when None, so an older
+    funes reads it as an ordinary tombstone (it hides the targets, ignores the rule).
     """
 
     targets: tuple[str, ...]
@@ -162,6 +203,7 @@ class Tombstone:
     author: str
     time: str
     lifts: tuple[ObjectId, ...] = ()
+    exclude: ExclusionRule | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (without `type`)."""
@@ -173,6 +215,8 @@ class Tombstone:
         }
         if self.lifts:
             data["lifts"] = list(self.lifts)
+        if self.exclude is not None:
+            data["exclude"] = self.exclude.to_dict()
         return data
 
     @classmethod
@@ -184,6 +228,7 @@ class Tombstone:
             _req(data, "author", str),
             _req(data, "time", str),
             _ids(data, "lifts") if "lifts" in data else (),
+            ExclusionRule.from_dict(data["exclude"]) if "exclude" in data else None,
         )
 
 
@@ -206,6 +251,14 @@ class Commit:
     #: Links to code commits (`Link` ids) this commit records; omitted from the JSON when
     #: empty, so commits written before links existed keep their ids.
     links: tuple[ObjectId, ...] = ()
+    #: The full-text tokenizer the memory is searched with (funes.retrieval.indexes), carried
+    #: forward by every commit like the model stamp; None is the default ("simple") and is
+    #: omitted from the JSON, so commits written before tokenizers existed keep their ids.
+    tokenizer: str | None = None
+    #: The commit this one replaces on a remote that `funes push --retract` rewrote (the same
+    #: commit without the retracted rows); other machines' fetches map the old one to it.
+    #: Omitted when None.
+    replaces: ObjectId | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (without `type`)."""
@@ -225,6 +278,10 @@ class Commit:
             data["signature"] = self.signature
         if self.links:
             data["links"] = list(self.links)
+        if self.tokenizer is not None:
+            data["tokenizer"] = self.tokenizer
+        if self.replaces is not None:
+            data["replaces"] = self.replaces
         return data
 
     @classmethod
@@ -249,12 +306,23 @@ class Commit:
             format=fmt,
             signature=_opt(data, "signature", dict),
             links=_ids(data, "links") if "links" in data else (),
+            tokenizer=_opt(data, "tokenizer", str),
+            replaces=_replaced(data),
         )
 
     @property
     def summary(self) -> str:
         """The first line of the message."""
         return self.message.splitlines()[0] if self.message else ""
+
+
+def _replaced(data: Mapping[str, Any]) -> ObjectId | None:
+    value = data.get("replaces")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not is_object_id(value):
+        raise MalformedObjectError("field 'replaces' holds a bad id")
+    return ObjectId(value)
 
 
 _GIT_ID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from funes._env import Settings
 from funes.errors import DivergedError, RemoteError, UsageError
 from funes.model.ids import ObjectId
 from funes.model.objects import FragmentRecord, ModelStamp
@@ -165,6 +166,11 @@ def parse_url(text: str, cwd: Path) -> RemoteSpec:
             path = cwd / path
     path = path.resolve()
     return RemoteSpec("dir", str(path), path=path)
+
+
+def cache_root(settings: Settings) -> Path:
+    """Where the read-only copies behind `--memory org/name` live (funes.api.memory)."""
+    return settings.home / "cache" / "remotes"
 
 
 def looks_like_remote(text: str, cwd: Path) -> bool:

@@ -244,6 +244,10 @@ class HubRemote:
             )
         return self._listings[revision]
 
+    def files(self, state: RemoteState) -> frozenset[str]:
+        """Every file at `state`, relative to the memory's folder (one request, cached)."""
+        return self._listing(state.revision) if state.revision else frozenset()
+
     def create(self) -> None:
         """Create the dataset repository, private (publishing is a deliberate act)."""
         with self._errors("create the repository"):
@@ -340,7 +344,7 @@ class HubRemote:
                 )
 
         if limits:
-            for path, size in self._sizes(revision, [p for p, _ in files]).items():
+            for path, size in self.sizes(revision, [p for p, _ in files]).items():
                 check(path, size)
 
         def one(path: str, dest: Path) -> None:
@@ -363,7 +367,7 @@ class HubRemote:
                 future.result()
                 progress(done, len(files), futures[future])
 
-    def _sizes(self, revision: str, paths: Sequence[str]) -> dict[str, int]:
+    def sizes(self, revision: str, paths: Sequence[str]) -> dict[str, int]:
         """The sizes of files at `revision`, as the Hub reports them (missing ones left out)."""
         out: dict[str, int] = {}
         api = self._api()
@@ -569,6 +573,25 @@ def set_visibility(endpoint: str | None, repo_id: str, *, private: bool) -> None
     except HfHubHTTPError as exc:
         status = exc.response.status_code if exc.response is not None else None
         raise RemoteError(f"{repo_id}: the Hub refused to change its visibility (HTTP {status})",
+                          hint=_LOGIN_HINT) from None
+    except _transport_errors() as exc:
+        raise RemoteError(f"cannot reach the Hub ({exc.__class__.__name__})") from None
+
+
+def is_private(endpoint: str | None, repo_id: str) -> bool:
+    """Whether a dataset repository is private (one request).
+
+    Raises:
+        RemoteError: the Hub cannot be reached or refuses.
+    """
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        return bool(HfApi(endpoint=endpoint).dataset_info(repo_id).private)
+    except HfHubHTTPError as exc:
+        status = exc.response.status_code if exc.response is not None else None
+        raise RemoteError(f"{repo_id}: the Hub refused to describe it (HTTP {status})",
                           hint=_LOGIN_HINT) from None
     except _transport_errors() as exc:
         raise RemoteError(f"cannot reach the Hub ({exc.__class__.__name__})") from None

@@ -192,7 +192,8 @@ print(ds.to_table(columns=["ts", "harness", "text"], limit=5))
 ```
 
 `refs/` and `objects/` hold funes's history (commits, manifests, tombstones). Rows a tombstone
-names are hidden by funes but remain in the dataset files (funes's docs/format.md, "Remotes").
+names are hidden by funes; those pushed before it remain in the dataset files until
+`funes push --retract` rewrites them away (funes's docs/format.md, "Retraction").
 """
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +33,7 @@ from funes.model.objects import (
     ModelStamp,
 )
 from funes.model.refs import RefName, branch_ref, check_ref_name, remote_ref
-from funes.remotes import crypt, gate
+from funes.remotes import crypt, foreign, gate
 from funes.remotes.base import (
     CardStats,
     NonFastForwardError,
@@ -53,7 +53,7 @@ from funes.remotes.base import (
 from funes.remotes.hf import HubRemote
 from funes.remotes.layout import object_path, table_file
 from funes.remotes.local import DirectoryRemote
-from funes.storage import publish
+from funes.storage import publish, retract
 from funes.storage.repo import Repository, now_iso
 from funes.storage.transfer import (
     TransferError,
@@ -154,6 +154,9 @@ class FetchResult:
     objects: int = 0
     files: int = 0
     bytes: int = 0
+    #: The remote was rewritten by a retraction (images that replace commits arrived, now or
+    #: in an earlier fetch not yet followed by a pull): `pull` adopts it (rewritten_from).
+    rewritten: bool = False
 
 
 def fetch(
@@ -162,8 +165,12 @@ def fetch(
     *,
     state: RemoteState | None = None,
     progress: Progress = no_progress,
+    tags: bool = True,
 ) -> FetchResult:
     """Download what the remote has and this memory lacks; move `refs/remotes/<name>/*`.
+
+    `tags=False` creates none of the remote's tags here (a published selection's tags name
+    commits outside this memory's history).
 
     Raises:
         RemoteNotFoundError: nothing at the URL (or no access).
@@ -188,11 +195,15 @@ def fetch(
         nbytes += sum(len(raw) for raw, _ in objects.values())
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    if any(isinstance(obj, Commit) and obj.replaces for _, obj in objects.values()):
+        retract.note_rewrite(repo, remote.name)
     updated = _update_tracking(repo, remote.name, st, f"fetch {remote.name}")
-    updated += _take_tags(repo, st, f"fetch {remote.name}")
+    if tags:
+        updated += _take_tags(repo, st, f"fetch {remote.name}")
     refs = {str(ref): oid for ref, oid in st.branches.items()}
     return FetchResult(
-        remote.name, remote.spec.url, st.revision, refs, updated, written, files, nbytes
+        remote.name, remote.spec.url, st.revision, refs, updated, written, files, nbytes,
+        retract.rewritten_from(repo, remote.name) is not None,
     )
 
 
@@ -391,8 +402,13 @@ def push(
     progress: Progress = no_progress,
     dry_run: bool = False,
     scanners: Sequence[gate.Scanner] | None = None,
+    tip: ObjectId | None = None,
+    tags: Mapping[RefName, ObjectId] | None = None,
 ) -> PushResult:
     """Send `branch` to the remote's branch of the same name, through the publish gate.
+
+    `tip` sends that commit instead of the local branch's, and `tags` are then the tags to
+    create with it (`funes publish`: a history that is not a local branch).
 
     Every chunk the push would send is scanned again (funes.remotes.gate); chunks that still
     look secret are held back (the commits carrying them are sent as rewritten images without
@@ -406,13 +422,15 @@ def push(
         ScannerError: a scanner failed; nothing was sent.
     """
     local = branch_ref(branch)
-    tip = repo.refs.read(local)
+    tip = tip or repo.refs.read(local)
     if tip is None:
         raise UsageError(f"branch {branch!r} has no commits to push", hint="run `funes index`")
     st = remote.state()
+    foreign.refuse_writing(remote, st, remote.spec.display)  # --force included
     published = publish.load_published(repo, remote.name)
     old = st.refs.get(local)
-    new_tags = _tags_to_send(repo, st, tip, published)
+    new_tags = (_tags_to_send(repo, st, tip, published) if tags is None
+                else {r: o for r, o in tags.items() if r not in st.refs})
     if old == published.get(tip, tip) and not new_tags:
         if not dry_run:
             _update_tracking(
@@ -422,13 +440,18 @@ def push(
                           hub=remote.spec.kind == "hf", dry_run=dry_run)
     forced = _check_fast_forward(repo, remote, local, old, tip, published, force)
     sending = _sending(repo, st, tip, published)
-    out, held = _gate(repo, sending, scanners)
+    hidden = repo.tombstoned_ids(tip)  # readers of the remote would hide them: they stay home
+    out, back, held = _gate(repo, sending, scanners, hidden,
+                            [o for o in st.refs.values()], tip)
     if dry_run:
         return PushResult(
             remote.name, remote.spec.url, branch, old, tip, False, forced=forced,
             commits=len(sending), held=tuple(held), dry_run=True, scanned=len(out.chunk_ids),
         )
-    images = publish.publish(repo, out, {h.chunk for h in held}, tip, published)
+    keep = {h.chunk for h in held}
+    extra = {oid: publish.restored_manifests(repo, ids - keep)
+             for oid, ids in back.items() if ids - keep}
+    images = publish.publish(repo, out, keep, tip, published, hidden=hidden, extra=extra)
     if images.images:
         publish.save_published(repo, remote.name, {**published, **images.images})
     created = False
@@ -500,14 +523,25 @@ def _sending(
 
 def _gate(
     repo: Repository, sending: list[tuple[ObjectId, Commit]],
-    scanners: Sequence[gate.Scanner] | None,
-) -> tuple[publish.Outgoing, list[gate.HeldChunk]]:
-    """Read what leaves and scan it; a fragment that cannot be read fails the gate."""
+    scanners: Sequence[gate.Scanner] | None, hidden: set[str],
+    remote_tips: list[ObjectId], tip: ObjectId,
+) -> tuple[publish.Outgoing, dict[ObjectId, set[str]], list[gate.HeldChunk]]:
+    """Read what leaves and scan it; a fragment that cannot be read fails the gate.
+
+    Rows `hidden` at the tip are not sent, so not scanned; rows a lift brings back that the
+    remote lacks (`publish.restoring`) are sent, so scanned.
+    """
     try:
         out = publish.outgoing(repo, sending)
+        back = publish.restoring(repo, out, remote_tips, tip)
+        texts, places = publish.row_texts(repo, set().union(*back.values())) if back \
+            else ({}, {})
     except publish.UnreadableRowsError as exc:
         raise gate.ScannerError(exc.message) from None
-    return out, gate.hold_back(out.scannable(), out.places, scanners)
+    scan = {cid: text for cid, text in out.scannable().items() if cid not in hidden}
+    scan.update(texts)
+    return out, back, gate.hold_back(dict(sorted(scan.items())), {**out.places, **places},
+                                     scanners)
 
 
 def _plan(

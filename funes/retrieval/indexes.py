@@ -25,6 +25,13 @@ OPTIMIZE_AFTER = 20_000
 #: flat, tokenising each on every query (1,600 such rows made a BM25 recall 0.7 s instead
 #: of 25 ms; bench/results/life.md).
 FOLD_AFTER = 64
+#: Full-text tokenizers a memory can be stamped with (`funes reindex --tokenizer`), and the
+#: Lance tokenizer each one is. "simple" splits on whitespace and punctuation: a run of Chinese
+#: or Japanese characters is one token, so such text is found only by its exact sentence.
+#: "icu" segments words with ICU's dictionaries (Chinese, Japanese, Thai…) and then splits
+#: like "simple"; on English it is close but not identical (the same BM25 top hit on 435 of
+#: LongMemEval's 470 questions), so it is chosen per memory rather than for all.
+TOKENIZERS: dict[str, str] = {"simple": "simple", "icu": "icu/split"}
 #: Below this many vectors an exact (flat) search is fast and perfect; above it an ANN index
 #: (IVF with HNSW over scalar-quantised vectors) keeps queries in milliseconds.
 ANN_MIN_ROWS = 50_000
@@ -37,6 +44,8 @@ class IndexState:
     fts: bool
     id_index: bool
     unindexed_rows: int
+    #: The Lance tokenizer the full-text index was built with (None: no index yet).
+    tokenizer: str | None = None
 
 
 #: IndexState per Lance version (its manifest file's path and mtime, so a table deleted and
@@ -63,14 +72,33 @@ def state(repo: Repository) -> IndexState:
 
 
 def _state(ds: lance.LanceDataset) -> IndexState:
-    names = {ix.name for ix in ds.describe_indices()}
+    described = ds.describe_indices()
+    names = {ix.name for ix in described}
+    built = next((str((ix.details or {}).get("base_tokenizer") or "simple")
+                  for ix in described if ix.name == "text_idx"), None)
     unindexed = 0
     if "text_idx" in names:
         stats = ds.stats.index_stats("text_idx")
         unindexed = int(stats.get("num_unindexed_rows", 0))
     else:
         unindexed = ds.count_rows()
-    return IndexState("text_idx" in names, "id_idx" in names, unindexed)
+    return IndexState("text_idx" in names, "id_idx" in names, unindexed, built)
+
+
+def retokenize(repo: Repository, *, lock_timeout: float | None = None) -> IndexState:
+    """Rebuild the full-text index when it was built with another tokenizer than the stamp's.
+
+    The stamp travels with the memory's commits, so a clone or a pull that brings a new
+    stamp rebuilds here on its first recall (0.4-2 s at 100k chunks), and every machine then
+    searches the same way.
+    """
+    wanted = TOKENIZERS.get(repo.tokenizer(), "simple")
+    built = state(repo).tokenizer
+    if built is not None and built != wanted:
+        with repo.writing(lock_timeout):
+            if _state(repo.chunks.dataset()).tokenizer not in (None, wanted):
+                repo.chunks.dataset().drop_index("text_idx")
+    return ensure(repo, lock_timeout=lock_timeout)
 
 
 def ensure(repo: Repository, *, lock_timeout: float | None = None) -> IndexState:
@@ -94,7 +122,8 @@ def ensure(repo: Repository, *, lock_timeout: float | None = None) -> IndexState
         names = {ix.name for ix in ds.describe_indices()}
         if "text_idx" not in names:
             ds.create_scalar_index("text", index_type="INVERTED", name="text_idx",
-                                   with_position=False)
+                                   with_position=False,
+                                   base_tokenizer=TOKENIZERS.get(repo.tokenizer(), "simple"))
         if "id_idx" not in names:
             ds = repo.chunks.dataset()
             ds.create_scalar_index("id", index_type="BTREE", name="id_idx")

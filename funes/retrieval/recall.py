@@ -1,7 +1,8 @@
 """Recall: the hybrid retrieval pipeline of docs/design.md §8.
 
-Filters → BM25 and vector candidates → score fusion → rerank → recency → dedup → top-k →
-neighbouring context.
+Filters → BM25 and vector candidates → score fusion → rerank → recency → supersession (a later
+session that revisits a hit's subject ranks at least as high, funes.retrieval.supersede) →
+dedup → top-k → neighbouring context. `Options.as_of` reads the memory as it stood then.
 
 Fusion (`fuse`): every BM25 candidate also gets its true cosine (looked up by id, so a passage
 that BM25 found and the vector top-N just missed is not scored as if unrelated); each signal's
@@ -49,6 +50,7 @@ from funes.ingest.represent import vector_label
 from funes.retrieval import indexes, timeexpr
 from funes.retrieval.margin import RERANK_SKIPPED, head_decided
 from funes.retrieval.speaker import speaker_factor, speaker_of
+from funes.retrieval.supersede import supersede
 from funes.storage.repo import Repository
 
 if TYPE_CHECKING:
@@ -159,6 +161,9 @@ class Hit:
     vector_rank: int | None = None
     rerank: float | None = None
     neighbors: list[dict[str, Any]] = field(default_factory=list)
+    #: The row of a later passage of the same place that revisits this one's subject
+    #: (funes.retrieval.supersede); None when nothing later does.
+    revisited: dict[str, Any] | None = None
 
     @property
     def id(self) -> str:
@@ -195,6 +200,9 @@ class Options:
     neighbors: int = 1
     filters: Filters = Filters()
     now: datetime | None = None
+    #: Read the memory as it stood at this moment: only passages dated before it, recency
+    #: measured from it, and only what was said by then can revisit a hit.
+    as_of: datetime | None = None
     vector: bool = True
     bm25: bool = True
     #: Neighbouring turns and session evidence (`with_context`) and session diversity. Off by
@@ -206,6 +214,9 @@ class Options:
     time_hints: bool = False
     #: Favour the prose of the speaker the question is about (funes.retrieval.speaker).
     speaker: bool = True
+    #: Mark hits that a later passage revisits and rank that passage at least as high
+    #: (funes.retrieval.supersede).
+    supersede: bool = True
 
     def check(self) -> None:
         """Refuse options that cannot make sense, with the bound in the message."""
@@ -329,9 +340,13 @@ def retrieve(
             "the query is empty", hint='pass the words to look for: funes recall "…"'
         )
     opts.check()
-    now = opts.now or datetime.now(UTC)
+    now = opts.as_of or opts.now or datetime.now(UTC)
     signals: list[str] = []
-    where = opts.filters.sql()
+    filters = opts.filters
+    if opts.as_of is not None:
+        until = opts.as_of if filters.until is None else min(filters.until, opts.as_of)
+        filters = replace(filters, until=until)
+    where = filters.sql()
     hidden = repo.tombstoned_ids()
 
     lexical: list[dict[str, Any]] = []
@@ -400,6 +415,8 @@ def retrieve(
         hits.append(Hit(row, score, seen_bm25.get(cid), seen_vec.get(cid),
                         rerank_scores.get(cid)))
     hits.sort(key=lambda h: h.score, reverse=True)
+    if opts.supersede and supersede(hits, query, lambda ids: _pair_cosines(repo, ids), now):
+        signals.append("supersede")
 
     chosen = _select(hits, opts.k, SESSION_REPEAT if opts.context else 1.0)
     if opts.neighbors:
@@ -495,11 +512,11 @@ def with_time(
     return {c: s / top if top > 0 else s for c, s in out.items()}
 
 
-def vector_scores(repo: Repository, qvec: Any, ids: Sequence[str]) -> dict[str, float]:
-    """The cosine of the query with each of `ids` that has a vector of the stamped model."""
+def _unit_vectors(repo: Repository, ids: Sequence[str]) -> tuple[list[str], Any]:
+    """(ids found, their vectors of the stamped model as unit rows); ([], None) when none."""
     wanted = vector_label(repo)
-    if not ids or wanted is None:
-        return {}
+    if not ids or wanted is None or not repo.vectors.exists():
+        return [], None
     import numpy as np
 
     quoted = ", ".join(_lit(i) for i in ids)
@@ -507,12 +524,35 @@ def vector_scores(repo: Repository, qvec: Any, ids: Sequence[str]) -> dict[str, 
         columns=["id", "vector"], filter=f"model = {_lit(wanted)} AND id IN ({quoted})"
     )
     if not table.num_rows:
-        return {}
+        return [], None
     matrix = np.asarray(table.column("vector").to_pylist(), dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return table.column("id").to_pylist(), matrix / np.where(norms > 0, norms, 1.0)
+
+
+def vector_scores(repo: Repository, qvec: Any, ids: Sequence[str]) -> dict[str, float]:
+    """The cosine of the query with each of `ids` that has a vector of the stamped model."""
+    found, matrix = _unit_vectors(repo, ids)
+    if not found:
+        return {}
+    import numpy as np
+
     q = np.asarray(qvec, dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1) * (float(np.linalg.norm(q)) or 1.0)
-    sims = matrix @ q / np.where(norms > 0, norms, 1.0)
-    return dict(zip(table.column("id").to_pylist(), (float(s) for s in sims), strict=True))
+    sims = matrix @ (q / (float(np.linalg.norm(q)) or 1.0))
+    return dict(zip(found, (float(s) for s in sims), strict=True))
+
+
+def _pair_cosines(repo: Repository, ids: Sequence[str]) -> Any:
+    """A function giving the cosine of two of `ids` (None when either has no vector)."""
+    found, matrix = _unit_vectors(repo, ids)
+    at = {cid: i for i, cid in enumerate(found)}
+
+    def cosine(a: str, b: str) -> float | None:
+        if a not in at or b not in at:
+            return None
+        return float(matrix[at[a]] @ matrix[at[b]])
+
+    return cosine
 
 
 def fuse(

@@ -75,6 +75,15 @@ def _text(value: str) -> str:
     return value
 
 
+def _patterns(value: str) -> str:
+    """A list of exclusion patterns, comma-separated (stored as `a, b`)."""
+    items = [item.strip() for item in value.replace("\n", ",").split(",")]
+    items = [item for item in items if item]
+    if any("\r" in item or len(item) > 1024 for item in items):
+        raise ValueError("expected comma-separated patterns on one line")
+    return ", ".join(dict.fromkeys(items))
+
+
 @dataclass(frozen=True)
 class Key:
     """A declared configuration key."""
@@ -119,6 +128,13 @@ KEYS: dict[str, Key] = {
             "seconds between hook syncs for agents without a session end", "900"),
         Key("sync.staleAfter", _ranged_float(31_536_000),
             "seconds without a sync before agent output notes it", "86400"),
+        # Exclusions (funes.storage.exclusions): `config set` hides what is indexed already.
+        Key("exclude.projects", _patterns,
+            "projects never indexed: identities, last components or globs (comma-separated)"),
+        Key("exclude.paths", _patterns,
+            "globs on working directories or transcript paths never indexed"),
+        Key("exclude.agents", _patterns, "agents (harnesses) never indexed"),
+        Key("exclude.sessions", _patterns, "globs on session ids never indexed"),
     )
 }
 
@@ -127,6 +143,9 @@ SUBSECTION_KEYS: dict[str, dict[str, Key]] = {
     "remote": {
         "url": Key("remote.<name>.url", _text, "where the remote lives"),
         "encrypt": Key("remote.<name>.encrypt", _bool, "encrypt objects sent to it", "false"),
+        "selection": Key("remote.<name>.selection", _bool,
+                         "it holds sessions `funes publish` chose: push and sync refuse it",
+                         "false"),
     },
     "branch": {
         "remote": Key("branch.<name>.remote", _text, "remote a branch tracks"),

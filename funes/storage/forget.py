@@ -12,18 +12,32 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 from funes.errors import UsageError
-from funes.model.objects import Tombstone
+from funes.model.objects import ExclusionRule, Tombstone
+from funes.storage.exclusions import COLUMNS, make_rule, restored_by, rule_matches
 from funes.storage.repo import CommitResult, Repository, now_iso
 
 
 @dataclass(frozen=True)
 class Selection:
-    """What to forget: a chunk matches when it meets every criterion given."""
+    """What to forget: a chunk matches when it meets every criterion given.
+
+    `project`, `path` and `agent` match as the exclusion rules of the same kinds do
+    (funes.storage.exclusions), but only once: nothing is kept out of later index runs.
+    """
 
     session: str | None = None
     chunk: str | None = None
     before: str | None = None
     match: str | None = None
+    project: str | None = None
+    path: str | None = None
+    agent: str | None = None
+
+    def rules(self) -> list[ExclusionRule]:
+        """The provenance criteria, as rules that must all match."""
+        return [make_rule(kind, value) for kind, value in (
+            ("project", self.project), ("path", self.path), ("agent", self.agent))
+            if value is not None]
 
     def describe(self) -> str:
         """The criteria as a `forget` command line (the tombstone's reason).
@@ -34,7 +48,8 @@ class Selection:
         parts = [
             f"--{name} {value}"
             for name, value in (("session", self.session), ("chunk", self.chunk),
-                                ("before", self.before))
+                                ("before", self.before), ("project", self.project),
+                                ("path", self.path), ("agent", self.agent))
             if value
         ]
         if self.match:
@@ -59,27 +74,36 @@ def parse_before(text: str) -> datetime:
 
 def select(repo: Repository, selection: Selection) -> list[str]:
     """Ids of the visible chunks the selection matches, sorted."""
-    if not any((selection.session, selection.chunk, selection.before, selection.match)):
+    if not any((selection.session, selection.chunk, selection.before, selection.match,
+                selection.project, selection.path, selection.agent)):
         raise UsageError(
-            "nothing to forget", hint="give --session, --chunk, --before or --match"
+            "nothing to forget",
+            hint="give --session, --chunk, --before, --match, --project, --path or --agent",
         )
     if selection.chunk is not None and len(selection.chunk) < 8:
         raise UsageError("a chunk id prefix needs at least 8 characters")
+    rules = selection.rules()
     if not repo.chunks.exists():
         return []
     cutoff = parse_before(selection.before) if selection.before else None
-    table = repo.chunks.dataset().to_table(columns=["id", "text", "session_id", "ts", "time"])
+    names = ["id", "text", "session_id", "ts", "time"]
+    extra = [c for c in COLUMNS if c != "session_id"] if rules else []
+    table = repo.chunks.dataset().to_table(columns=[*names, *extra])
     hidden = repo.tombstoned_ids()
     found: set[str] = set()
-    for cid, text, session, ts, when in zip(
-        table.column("id").to_pylist(), table.column("text").to_pylist(),
-        table.column("session_id").to_pylist(), table.column("ts").to_pylist(),
-        table.column("time").to_pylist(), strict=True,
-    ):
+    cols = {name: table.column(name).to_pylist() for name in [*names, *extra]}
+    for i, cid in enumerate(cols["id"]):
         if cid in hidden or cid in found:
             continue
+        session = cols["session_id"][i]
         if selection.session is not None and session != selection.session:
             continue
+        if rules and not all(rule_matches(
+                rule, harness=cols["harness"][i], session=session,
+                parent_session=cols["parent_session_id"][i], workdir=cols["workdir"][i],
+                project=cols["project"][i], source=cols["source"][i]) for rule in rules):
+            continue
+        text, ts, when = cols["text"][i], cols["ts"][i], cols["time"][i]
         if selection.chunk is not None and not cid.startswith(selection.chunk):
             continue
         if selection.match is not None and selection.match not in text:
@@ -138,12 +162,7 @@ def lift(repo: Repository, rev: str) -> LiftResult:
     if not wanted:
         raise UsageError(f"the tombstones of {oid[:12]} are not in HEAD's history or are "
                          "already lifted")
-    before = repo.tombstoned_ids(head)
-    after: set[str] = set()
-    for tid, ids in targets.items():
-        if tid not in lifted and tid not in wanted:
-            after.update(ids)
-    back = (before - after) & repo.chunk_ids()
+    back = restored_by(repo, wanted)
     stone = Tombstone((), f"unforget {oid[:12]}", repo._who(), now_iso(), lifts=wanted)
     result = repo.commit_chunks([], f"unforget {oid[:12]}: {len(back)} chunk(s)",
                                 tombstones=[stone], restored=len(back))

@@ -23,7 +23,7 @@ Vectors of held chunks are held too: a manifest of any table drops the held ids.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -224,36 +224,80 @@ class Published:
 
 def publish(
     repo: Repository, out: Outgoing, held: set[str], tip: ObjectId,
-    published: Mapping[str, str],
+    published: Mapping[str, str], *, hidden: set[str] | frozenset[str] = frozenset(),
+    extra: Mapping[ObjectId, Sequence[ObjectId]] | None = None,
 ) -> Published:
-    """Rewrite the outgoing commits that would carry a `held` chunk or a row `gc` removed.
+    """Rewrite the outgoing commits that would carry a row that must stay home.
 
-    `published` maps commits rewritten by earlier pushes to their images; a commit whose
-    parent has an image is rewritten onto it. When nothing needs rewriting, the commits are
-    sent as they are and nothing is written.
+    Rows stay home when the gate `held` them, when `gc` removed them, or when they are
+    `hidden` (tombstoned at the pushed tip: every reader of the remote would hide them, so
+    sending them would only leak them). `published` maps commits rewritten by earlier pushes
+    to their images; a commit whose parent has an image is rewritten onto it. `extra` adds
+    manifests to commits (the rows a lift brought back that the remote never received,
+    `restoring`). When nothing needs rewriting, the commits are sent as they are and nothing
+    is written.
     """
     result = Published(tip, [oid for oid, _ in out.commits])
     mapping = dict(published)
-    if (not held and not any(out.touched(m) for m in out.manifests.values())
+    named = {i for m in out.manifests.values() for i in m.ids}
+    hold = set(held) | out.collected.ids | (set(hidden) & named)
+    if (not hold & named and not extra
+            and not any(out.touched(m) for m in out.manifests.values())
             and not any(p in mapping for _, c in out.commits for p in c.parents)):
         result.tip = ObjectId(mapping.get(tip, tip))
         return result
-    hold = set(held) | out.collected.ids  # gc-removed rows are tombstoned: never sent
+    images, sent = rewrite(repo, out.commits, out.manifests, hold, mapping,
+                           out.collected.files, extra=extra)
+    result.images = images
+    result.commits = sent
+    result.tip = ObjectId(mapping.get(tip, tip))
+    return result
+
+
+def rewrite(
+    repo: Repository, commits: Sequence[tuple[ObjectId, Commit]],
+    manifests: Mapping[ObjectId, Manifest], hold: set[str], mapping: dict[str, str],
+    replaced: Mapping[str, list[str]], *, extra: Mapping[ObjectId, Sequence[ObjectId]] | None
+    = None, mark: bool = False,
+) -> tuple[dict[str, str], list[ObjectId]]:
+    """Rewrite `commits` (parents first) without the rows `hold` names.
+
+    A manifest naming a held row, or a fragment file `gc` replaced (`replaced`), is replaced by
+    one naming new fragment files with the other rows; a commit whose manifests or parents
+    change becomes an image (re-signed when a key exists; with `mark`, naming the commit it
+    `replaces`). `mapping` (commit → image, updated in place) maps parents. Each image's
+    `chunk_count` drops by the held chunks its history added and no tombstone of its history
+    hid yet (exact on a linear history; an estimate across merges, where it is only a count).
+    Returns the new images (commit → image) and the ids to send, parents first.
+    """
     rewritten: dict[ObjectId, ObjectId] = {}
+    images: dict[str, str] = {}
     sent: list[ObjectId] = []
-    removed_so_far = 0
-    for oid, commit in out.commits:
+    gone: set[str] = set()  # held chunk ids the rewritten manifests left out so far
+    hid: set[str] = set()  # held ids a tombstone of the history hid already
+    live = 0  # |gone - hid|: what the visible counts lose
+    for oid, commit in commits:
         new_manifests: list[ObjectId] = []
         for mid in commit.manifests:
-            manifest = out.manifests[mid]
-            if not hold & set(manifest.ids) and not out.touched(manifest):
+            manifest = manifests[mid] if mid in manifests else repo.objects.manifest(mid)
+            dropped = hold.intersection(manifest.ids)
+            touched = any(f"{manifest.table}/{f.path}" in replaced
+                          for r in manifest.fragments for f in r.files)
+            if not dropped and not touched:
                 new_manifests.append(mid)
                 continue
             if mid not in rewritten:
-                rewritten[mid] = _clean_manifest(repo, manifest, hold, out.collected.files)
+                rewritten[mid] = _clean_manifest(repo, manifest, hold, replaced)
             new_manifests.append(rewritten[mid])
             if manifest.table == "chunks":
-                removed_so_far += len(held & set(manifest.ids))
+                fresh = dropped - gone
+                gone |= fresh
+                live += len(fresh - hid)
+        new_manifests += list((extra or {}).get(oid, ()))
+        for tid in commit.tombstones:
+            newly = hold.intersection(repo.objects.tombstone(tid).targets) - hid
+            hid |= newly
+            live -= len(newly & gone)
         parents = tuple(ObjectId(mapping.get(p, p)) for p in commit.parents)
         if tuple(new_manifests) == commit.manifests and parents == commit.parents:
             sent.append(oid)
@@ -262,16 +306,103 @@ def publish(
             commit,
             parents=parents,
             manifests=tuple(new_manifests),
-            chunk_count=max(0, commit.chunk_count - removed_so_far),
+            chunk_count=max(0, commit.chunk_count - live),
             signature=None,
+            replaces=ObjectId(oid) if mark else commit.replaces,
         )
         image_id = repo.objects.put(_resign(repo, image))
         mapping[oid] = image_id
-        result.images[oid] = image_id
+        images[oid] = image_id
         sent.append(image_id)
-    result.commits = sent
-    result.tip = ObjectId(mapping.get(tip, tip))
-    return result
+    return images, sent
+
+
+def restoring(
+    repo: Repository, out: Outgoing, remote_tips: Iterable[ObjectId], tip: ObjectId
+) -> dict[ObjectId, set[str]]:
+    """The rows a lift in the outgoing commits makes visible again that the remote lacks.
+
+    A push leaves hidden rows home (`publish`); when `funes unforget` (or `exclude --remove`)
+    later lifts their tombstone, the remote never received them. So the outgoing commit that
+    carries the lift must also carry them (`restored_manifests`): the ids visible at `tip`
+    that the lifted tombstones named, that no manifest reachable from the remote's tips
+    names, and that no outgoing manifest sends anyway. Rare, so its one walk of the remote's
+    history costs nothing in an ordinary push.
+    """
+    lifting: dict[ObjectId, set[str]] = {}
+    for oid, commit in out.commits:
+        for tid in commit.tombstones:
+            for lifted in repo.objects.tombstone(tid).lifts:
+                lifting.setdefault(oid, set()).update(repo.objects.tombstone(lifted).targets)
+    if not lifting:
+        return {}
+    from funes.storage.transfer import ancestors
+
+    hidden = repo.tombstoned_ids(tip)
+    there: set[str] = set(out.chunk_ids)
+    seen: set[str] = set()
+    for remote_tip in remote_tips:
+        if repo.objects.has(remote_tip):
+            for walked in ancestors(repo, remote_tip, stop=seen):
+                seen.add(walked)
+                for mid in repo.objects.commit(walked).manifests:
+                    manifest = repo.objects.manifest(mid)
+                    if manifest.table == "chunks":
+                        there.update(manifest.ids)
+    found: dict[ObjectId, set[str]] = {}
+    for oid, ids in lifting.items():
+        back = ids - hidden - there
+        if back:
+            found[oid] = back
+            there |= back
+    return found
+
+
+def row_texts(
+    repo: Repository, ids: Iterable[str]
+) -> tuple[dict[str, str], dict[str, tuple[str, str, str]]]:
+    """Text and place (harness, session, turn) of local chunk rows, for the gate to scan."""
+    import pyarrow.compute as pc
+
+    wanted = sorted(set(ids))
+    texts: dict[str, str] = {}
+    places: dict[str, tuple[str, str, str]] = {}
+    if not wanted or not repo.chunks.exists():
+        return texts, places
+    rows = repo.chunks.dataset().to_table(
+        columns=["id", "text", "harness", "session_id", "turn_id"],
+        filter=pc.field("id").isin(wanted))
+    for cid, text, harness, session, turn in zip(*(rows.column(c).to_pylist() for c in (
+            "id", "text", "harness", "session_id", "turn_id")), strict=True):
+        texts[cid] = text
+        places[cid] = (harness, session, turn)
+    return texts, places
+
+
+def restored_manifests(repo: Repository, ids: set[str]) -> list[ObjectId]:
+    """Manifests of new fragments holding the local rows of `ids` (chunks, then vectors)."""
+    out = [rows_manifest(repo, table, ids) for table in ("chunks", repo.vectors.name)]
+    return [mid for mid in out if mid is not None]
+
+
+def rows_manifest(repo: Repository, name: str, ids: set[str]) -> ObjectId | None:
+    """A manifest of new fragment files holding the local rows of `ids` in table `name`.
+
+    A row held twice (both sides of a merge indexed it) goes once; None when the table holds
+    none of them.
+    """
+    import pyarrow.compute as pc
+
+    table = repo.table(name)
+    if not ids or not table.exists():
+        return None
+    rows = table.dataset().to_table(filter=pc.field("id").isin(sorted(ids)))
+    if not rows.num_rows:
+        return None
+    firsts = {cid: i for i, cid in reversed(list(enumerate(rows.column("id").to_pylist())))}
+    rows = rows.take(sorted(firsts.values()))
+    records = table.write_fragments(rows)
+    return repo.objects.put(Manifest(name, tuple(sorted(firsts)), tuple(records)))
 
 
 def _resign(repo: Repository, commit: Commit) -> Commit:

@@ -339,6 +339,11 @@ class Repository:
         head = self.head_commit()
         return head.model if head else None
 
+    def tokenizer(self) -> str:
+        """The full-text tokenizer this memory is searched with (from HEAD; "simple" before)."""
+        head = self.head_commit()
+        return (head.tokenizer if head else None) or "simple"
+
     def check_model(self, model: ModelStamp) -> None:
         """Refuse a model other than the stamped one (index, merge and query call this)."""
         stamped = self.model_stamp()
@@ -443,6 +448,7 @@ class Repository:
         links: Sequence[Link] = (),
         restamp: bool = False,
         restored: int = 0,
+        tokenizer: str | None = None,
     ) -> CommitResult:
         """Append a batch of chunks (and optionally vectors/tombstones/links) as one commit.
 
@@ -451,14 +457,15 @@ class Repository:
         Chunks already in the memory are skipped, so re-indexing is idempotent; a batch with
         nothing new makes no commit unless `allow_empty` (links always count as new).
         `restamp` replaces the embedding model stamp with `model` (`funes reindex`), where
-        otherwise a different model is refused.
+        otherwise a different model is refused. `tokenizer` re-stamps the full-text tokenizer
+        (`funes reindex --tokenizer`); otherwise the parent's is carried forward.
         `message` may be a function of the number of chunks actually added (known only after
         deduplication).
         """
         with self.writing(lock_timeout):
             return self._commit_locked(
                 chunks, message, tombstones, model, vectors, allow_empty=allow_empty, links=links,
-                restamp=restamp, restored=restored,
+                restamp=restamp, restored=restored, tokenizer=tokenizer,
             )
 
     def _commit_locked(
@@ -473,6 +480,7 @@ class Repository:
         links: Sequence[Link] = (),
         restamp: bool = False,
         restored: int = 0,
+        tokenizer: str | None = None,
     ) -> CommitResult:
         ref = self.head_branch()
         old = self.refs.read(ref)
@@ -498,8 +506,10 @@ class Repository:
                 fresh[cid] = chunk
         base_count = parent.chunk_count if parent else 0
         restamping = restamp and stamp != stamped
+        carried = parent.tokenizer if parent else None
+        words = carried if tokenizer is None else (None if tokenizer == "simple" else tokenizer)
         if (not fresh and not tombstones and vectors is None and not links and not allow_empty
-                and not restamping):
+                and not restamping and words == carried):
             return CommitResult(None, 0, duplicates, collisions, base_count)
 
         manifests: list[ObjectId] = []
@@ -543,6 +553,7 @@ class Repository:
             message=message(len(fresh)) if callable(message) else message,
             chunk_count=base_count + len(fresh) - removed + restored,
             links=link_ids,
+            tokenizer=words,
         )
         commit = sign_commit(self, commit)  # signed when $FUNES_HOME/keys/signing.key exists
         oid = self.objects.put(commit)

@@ -26,7 +26,7 @@ from funes.storage import pack
 from funes.storage.atomic import write_atomic
 from funes.storage.refs import CorruptRefError
 from funes.storage.repo import Repository, now_iso
-from funes.storage.transfer import MissingFragmentError, check_record
+from funes.storage.transfer import MissingFragmentError, check_record, overwrite_records
 
 
 @dataclass(frozen=True)
@@ -175,20 +175,11 @@ def _overwrite(
     repo: Repository, name: str, keep: list[dict[str, Any]], add: list[FragmentRecord]
 ) -> None:
     """Make the table's next version hold exactly `keep` and `add` (a Lance `Overwrite`)."""
-    import lance
-    from lance.fragment import FragmentMetadata
-
     table = repo.table(name)
     if not table.exists():
         from funes.storage.transfer import data_file_schema
 
         table.create(data_file_schema(table.path / add[0].files[0].path))
         repo.mark_format()
-    ds = table.dataset()
-    metas = [*keep, *(dict(r.meta) for r in add)]
-    frags = []
-    for index, meta in enumerate(metas):
-        frags.append(FragmentMetadata.from_json(json.dumps({**meta, "id": index})))
-    lance.LanceDataset.commit(
-        str(table.path), lance.LanceOperation.Overwrite(ds.schema, frags), read_version=ds.version
-    )
+    records = [*(FragmentRecord(meta, ()) for meta in keep), *add]
+    overwrite_records(table, records, table.dataset().schema)

@@ -515,6 +515,27 @@ def append_records(
     return table.append(renumbered, int(current.version))
 
 
+def overwrite_records(
+    table: LanceTable, records: Sequence[FragmentRecord], schema: pa.Schema
+) -> int:
+    """Make the table's next version hold exactly `records` (a Lance `Overwrite`).
+
+    Created with `schema` when missing; fragment ids are numbered afresh. Returns the new
+    version. The files no longer listed stay on disk: the caller decides what to delete.
+    """
+    import lance
+    from lance.fragment import FragmentMetadata
+
+    if not table.exists():
+        table.create(schema)
+    ds = table.dataset()
+    frags = [FragmentMetadata.from_json(json.dumps({**r.meta, "id": index}))
+             for index, r in enumerate(records)]
+    lance.LanceDataset.commit(str(table.path), lance.LanceOperation.Overwrite(ds.schema, frags),
+                              read_version=ds.version)
+    return int(table.dataset().version)
+
+
 # -- merge ---------------------------------------------------------------------------------
 
 
@@ -583,6 +604,8 @@ def merge(
                 time=now_iso(),
                 message=f"merge {label} into {branch}",
                 chunk_count=count,
+                # a tokenizer chosen on one side (`funes reindex --tokenizer`) reaches the other
+                tokenizer=ours_commit.tokenizer or their_commit.tokenizer,
             )
             commit = sign_commit(repo, commit)
             new = repo.objects.put(commit)

@@ -60,13 +60,13 @@ def test_mcp_tools_return_the_cli_agent_format(memory: Path, run) -> None:  # ty
 def test_mcp_memory_per_call_and_errors_are_tool_errors(memory: Path, tmp_path: Path) -> None:
     calls = [
         ("status", {"memory": str(memory)}),
-        ("recall", {"query": "parser", "harness": "nobody"}),
+        ("recall", {"query": "parser", "harness": "No Body"}),
         ("get", {"session_id": "no-such-session", "turn_id": "x"}),
     ]
     # no MEMORY argument, started outside any memory: each call names one or fails clearly
     _, _, results = mcp_session(funes_mcp(), calls, cwd=tmp_path)
     assert results[0] == (False, results[0][1]) and str(memory) in results[0][1]
-    assert results[1][0] and "unknown harness 'nobody'" in results[1][1]
+    assert results[1][0] and "invalid harness 'No Body'" in results[1][1]
     assert results[2][0] and "funes:" in results[2][1]
 
 

@@ -64,3 +64,26 @@ def test_get_agent_format(repo: Repository) -> None:
 def test_empty_is_no_results(settings, repo: Repository) -> None:  # type: ignore[no-untyped-def]
     result = api.recall(settings, repo, "kubernetes", now=NOW)
     assert render_agent(result, "x", True) == "no results"
+
+
+def test_recall_agent_format_revisited_later(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A hit a later session revisits carries one `revisited later:` line after its `→` line."""
+    r = Repository.init(tmp_path / "amended" / ".funes", settings)
+
+    def said(session: str, day: int, text: str) -> Chunk:
+        return Chunk(text=text, harness="claude", session_id=session, turn_id=f"{session}-t1",
+                     seq=1, ts=f"2026-10-{day:02d}T12:00:00Z", role="assistant",
+                     block_type="text", block_idx=0, split_idx=0, workdir="/home/ada/src/app",
+                     project="github.com/acme/app")
+
+    r.commit_chunks([
+        said("5e771ed0-aaaa", 2, "Settled: the importer keeps the streaming parser for large "
+             "files, with read_batch buffering 500 records."),
+        said("a3e4d3d0-bbbb", 20, "Amended: read_batch buffering 500 records leaked memory, so "
+             "the importer swaps the streaming parser for a line reader on large files."),
+        said("0ther000-cccc", 25, "The weather widget shows Celsius by default."),
+    ], "seed")
+    result = api.recall(settings, r, "importer streaming parser large files", k=2,
+                        neighbors=0, now=NOW)
+    _golden("recall_agent_revisited.txt", render_agent(result, str(r.path), True) + "\n",
+            str(r.path))

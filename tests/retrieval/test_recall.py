@@ -125,7 +125,7 @@ def test_bad_input_is_refused(run, settings, small: Repository) -> None:  # type
     mem = str(small.path)
     for args in (["recall", ""], ["recall", "   "], ["recall", "x", "-k", "0"],
                  ["recall", "x", "-k", "100000"], ["recall", "x", "--half-life", "-1"],
-                 ["recall", "x", "--harness", "notepad"], ["recall", "x", "--since", "yesterday"],
+                 ["recall", "x", "--harness", "Note Pad"], ["recall", "x", "--since", "yesterday"],
                  ["recall", "x", "--candidates", "0"], ["recall", "x", "--rerank-pool", "-1"]):
         result = run("--memory", mem, *args)
         assert result.exit_code == 2, (args, result.stderr)

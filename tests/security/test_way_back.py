@@ -150,7 +150,8 @@ def test_unforget_lifts_a_tombstone_that_arrived_unsigned(tmp_path: Path, settin
     mine = make_chunk(1, session="mine", text=f"{WORD} my own notes")
     from funes.storage.forget import tombstone
 
-    sc.attacker.commit_chunks([mine], "index")
+    # The teammate never pushes the row (a push keeps hidden rows home): only its tombstone,
+    # which hides the victim's own copy of the same transcript.
     forgot = tombstone(sc.attacker, [mine.id], "forget --session mine").commit
     assert forgot is not None
     api.push(sc.attacker)

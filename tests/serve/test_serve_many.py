@@ -62,7 +62,7 @@ def test_thin_client_answers_through_the_server(memory: Repository, settings: An
     # What it is not sure of goes to the full CLI.
     monkeypatch.setenv("FUNES_SERVE", "use")
     for unsure in (["recall", "x", "--help"], ["--version"], ["status"],
-                   ["recall", "x", "--harness", "nobody"], ["recall", "x", "-k3"],
+                   ["recall", "x", "--harness", "No Body"], ["recall", "x", "-k3"],
                    ["--format", "human", "recall", "x"], ["recall", "x", "--memory", "org/name"],
                    ["get"], ["get", "s", "t", "--from", "1"], ["sessions", "extra"],
                    ["sessions", "--harness", "nobody"], ["sketch"], ["scan"],

@@ -360,6 +360,9 @@ _ROUTES: list[tuple[str, str, str, str]] = [
     ("hub", "POST", _API_REPO + r"/preupload/(?P<rev>[^/]+)$", "preupload"),
     ("hub", "GET", _API_REPO + r"/xet-(?:read|write)-token/(?P<rev>[^/]+)$", "xet-token"),
     ("hub", "POST", _API_REPO + r"/commit/(?P<rev>[^/]+)$", "commit"),
+    ("hub", "POST", _API_REPO + r"/super-squash/(?P<rev>[^/]+)$", "super-squash"),
+    ("hub", "GET", _API_REPO + r"/lfs-files$", "lfs-files"),
+    ("hub", "POST", _API_REPO + r"/lfs-files/batch$", "lfs-files-batch"),
     ("hub", "POST", _GIT_REPO + r"\.git/info/lfs/objects/batch$", "lfs-batch"),
     ("hub", "PUT", _LFS + r"$", "lfs-upload"),
     ("hub", "PUT", _LFS + r"/part/(?P<part>\d+)$", "lfs-part"),
@@ -1493,6 +1496,109 @@ class HubServer:
                 "pullRequestUrl": None,
             }
         )
+
+    # ---- handlers: history and storage -------------------------------------------------
+
+    def _h_super_squash(self, req: _Request) -> _Response:
+        """`HfApi.super_squash_history`: the branch becomes one parentless commit with its tree.
+
+        Like the Hub, only a branch can be squashed (a tag or commit id is a 400), and the
+        commits no branch or tag reaches any more stop being served (their revisions 404); the
+        blobs no commit holds leave the storage.
+        """
+        name = unquote(req.params["rev"])
+        with self._lock:
+            repo = self._write_repo(req)
+            if name not in repo.branches:
+                code = 400 if name in repo.tags or _SHA_RE.match(name) else 404
+                raise _HttpError(code, f"Invalid rev id: {name} is not a branch",
+                                 "RevisionNotFound")
+            head = repo.commits[repo.branches[name]]
+            title = str(_json_body(req).get("message") or f"Super-squash branch '{name}'")
+            self._counter += 1
+            digest = hashlib.sha1(json.dumps(
+                [repo.key, "squash", self._counter, title,
+                 sorted((p, e.sha256) for p, e in head.files.items())]).encode()).hexdigest()
+            assert req.token is not None
+            squashed = Commit(digest, (), title, "", req.token.user, _now(), dict(head.files),
+                              tuple(sorted(head.files)), ())
+            repo.commits[digest] = squashed
+            repo.branches[name] = digest
+            self._drop_unreachable(repo)
+            self._gc_blobs()
+            self._save()
+        return _json({"commitId": digest})
+
+    def _drop_unreachable(self, repo: _Repo) -> None:
+        keep: set[str] = set()
+        stack = [c for c in (*repo.branches.values(), *repo.tags.values()) if c]
+        while stack:
+            cid = stack.pop()
+            if cid in keep or cid not in repo.commits:
+                continue
+            keep.add(cid)
+            stack.extend(repo.commits[cid].parents)
+        repo.commits = {cid: c for cid, c in repo.commits.items() if cid in keep}
+
+    def _gc_blobs(self) -> None:
+        """Delete stored blobs that no commit of any repo and no LFS object record holds."""
+        used: set[str] = set()
+        for repo in self._repos.values():
+            used |= repo.lfs_oids | repo.pending_lfs
+            for commit in repo.commits.values():
+                used.update(e.sha256 for e in commit.files.values())
+        used.add(hashlib.sha256(_DEFAULT_GITATTRIBUTES).hexdigest())
+        for path in (self.storage_dir / "objects").glob("*/*"):
+            if path.parent.name + path.name not in used and not path.name.endswith(".tmp"):
+                path.unlink(missing_ok=True)
+
+    def _lfs_names(self, repo: _Repo) -> dict[str, str]:
+        names: dict[str, str] = {}
+        for commit in repo.commits.values():
+            for path, entry in commit.files.items():
+                if entry.lfs:
+                    names.setdefault(entry.sha256, path)
+        return names
+
+    def _h_lfs_files(self, req: _Request) -> _Response:
+        """`HfApi.list_lfs_files`: every LFS object the repo stores, in one page."""
+        with self._lock:
+            repo = self._write_repo(req)
+            names = self._lfs_names(repo)
+            out = []
+            for oid in sorted(repo.lfs_oids):
+                blob = self._blob_path(oid)
+                size = blob.stat().st_size if blob.exists() else 0
+                out.append({"fileOid": oid, "filename": names.get(oid, ""),
+                            "oid": git_blob_oid(_lfs_pointer(oid, size)),
+                            "pushedAt": repo.created, "ref": None, "size": size})
+        return _json(out)
+
+    def _h_lfs_files_batch(self, req: _Request) -> _Response:
+        """`HfApi.permanently_delete_lfs_files`: the objects go, and with `rewriteHistory` the
+        files naming them leave every commit (without it, a referenced object is a 409)."""
+        body = _json_body(req).get("deletions") or {}
+        shas = [str(s) for s in body.get("sha") or []]
+        rewrite = bool(body.get("rewriteHistory", True))
+        with self._lock:
+            repo = self._write_repo(req)
+            named = set(self._lfs_names(repo))
+            if not rewrite and named & set(shas):
+                raise _HttpError(409, "Some LFS files are still referenced; pass rewriteHistory")
+            for sha in shas:
+                repo.lfs_oids.discard(sha)
+                repo.pending_lfs.discard(sha)
+            if rewrite:
+                for cid, commit in list(repo.commits.items()):
+                    files = {p: e for p, e in commit.files.items()
+                             if not (e.lfs and e.sha256 in shas)}
+                    if len(files) != len(commit.files):
+                        repo.commits[cid] = Commit(commit.id, commit.parents, commit.title,
+                                                   commit.message, commit.author, commit.date,
+                                                   files, commit.changed, commit.transferred)
+            self._gc_blobs()
+            self._save()
+        return _json({})
 
     # ---- handlers: downloads -----------------------------------------------------------
 

@@ -430,3 +430,36 @@ def test_lance_reads_hf_url_at_pinned_revision(
 
     hub.set_private(REPO, False)
     assert lance.dataset(url).count_rows() == 210
+
+
+def test_super_squash_and_permanent_lfs_deletion(hub: HubServer, api: HfApi) -> None:
+    from huggingface_hub.errors import RevisionNotFoundError
+
+    first = _seed(api, {"a.bin": BINARY, "notes.txt": TEXT}).oid
+    other = bytes(reversed(BINARY))
+    api.create_commit(REPO, repo_type="dataset", commit_message="replace",
+                      operations=[CommitOperationDelete("a.bin"),
+                                  CommitOperationAdd("b.bin", other)])
+    assert len(api.list_repo_commits(REPO, repo_type="dataset")) == 3
+    with pytest.raises(HfHubHTTPError):  # only a branch can be squashed
+        api.super_squash_history(REPO, branch=first, repo_type="dataset")
+    api.super_squash_history(REPO, repo_type="dataset", commit_message="squashed")
+    (only,) = api.list_repo_commits(REPO, repo_type="dataset")
+    assert only.title == "squashed" and not api.list_repo_commits(REPO, repo_type="dataset",
+                                                                  revision=only.commit_id)[1:]
+    assert sorted(api.list_repo_files(REPO, repo_type="dataset")) == [
+        ".gitattributes", "b.bin", "notes.txt"]
+    with pytest.raises(RevisionNotFoundError):
+        api.dataset_info(REPO, revision=first)
+    # The squash drops the commits, not yet the LFS object only they held.
+    lfs = {f.file_oid: f for f in api.list_lfs_files(REPO, repo_type="dataset")}
+    gone = hashlib.sha256(BINARY).hexdigest()
+    assert set(lfs) == {gone, hashlib.sha256(other).hexdigest()}
+    assert (hub.storage_dir / "objects" / gone[:2] / gone[2:]).exists()
+    api.permanently_delete_lfs_files(REPO, [lfs[gone]], repo_type="dataset")
+    assert [f.file_oid for f in api.list_lfs_files(REPO, repo_type="dataset")] == [
+        hashlib.sha256(other).hexdigest()]
+    assert not (hub.storage_dir / "objects" / gone[:2] / gone[2:]).exists()
+    assert hf_hub_download(REPO, "b.bin", repo_type="dataset", endpoint=hub.endpoint,
+                           token=hub.write_token) and api.file_exists(REPO, "b.bin",
+                                                                      repo_type="dataset")

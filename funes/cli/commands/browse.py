@@ -13,7 +13,7 @@ import click
 
 from funes import api
 from funes.cli.app import App, pass_app
-from funes.cli.options import memory_option
+from funes.cli.options import HarnessType, memory_option
 
 
 def _print(app: App, command: str, fields: dict[str, Any]) -> None:
@@ -24,7 +24,7 @@ def _print(app: App, command: str, fields: dict[str, Any]) -> None:
 @click.command()
 @click.option("--project", multiple=True,
               help="Only sessions of this project identity or working directory (or below it).")
-@click.option("--harness", multiple=True, type=click.Choice(api.HARNESSES),
+@click.option("--harness", multiple=True, type=HarnessType(api.HARNESSES),
               help="Only sessions of this agent (repeatable).")
 @click.option("--since", help="Only sessions with a turn since WHEN (2026-11-01, 7d, 12h).")
 @click.option("--until", help="Only sessions with a turn before WHEN.")

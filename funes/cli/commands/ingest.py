@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -11,7 +12,7 @@ from funes.cli.options import memory_option
 from funes.cli.output import render
 from funes.cli.progress import progress_bar
 
-AGENTS = api.HARNESSES
+AGENTS = api.FORMATS
 
 
 def _summary_text(s: api.IndexSummary) -> str:
@@ -38,10 +39,12 @@ def _summary_text(s: api.IndexSummary) -> str:
             f"not indexed: {s.unroutable} turns outside any project memory "
             "(run `funes init --global` to keep them)"
         )
+    if s.excluded:
+        lines.append(f"excluded: {s.excluded} turns an exclusion keeps out (`funes exclude`)")
     for path, result in s.commits.items():
         if result.commit:
             lines.append(f"commit {result.commit[:12]} in {path}: {result.added} chunks added")
-    lines += [f"unreadable: {e}" for e in s.errors]
+    lines += [f"not indexed: {e}" for e in s.errors]
     return "\n".join(lines)
 
 
@@ -58,9 +61,28 @@ def _summary_json(s: api.IndexSummary) -> dict[str, Any]:
         "skipped": dict(s.skipped),
         "redactions": dict(s.redactions),
         "unroutable": s.unroutable,
+        "excluded": s.excluded,
         "errors": s.errors,
         "commits": {p: r.commit for p, r in s.commits.items()},
     }
+
+
+def _check_text(checks: list[api.TurnFileCheck]) -> str:
+    lines = []
+    for c in checks:
+        if c.error is not None:
+            lines.append(f"refused {c.error}")
+            continue
+        dup = f", {c.duplicates} duplicate turns dropped" if c.duplicates else ""
+        lines.append(f"ok {c.path}: {c.turns} turns, {c.chunks} chunks, "
+                     f"{c.sessions} sessions{dup}")
+    return "\n".join(lines)
+
+
+def _check_json(checks: list[api.TurnFileCheck]) -> list[dict[str, Any]]:
+    return [{"path": str(c.path), "ok": c.error is None, "turns": c.turns, "chunks": c.chunks,
+             "sessions": c.sessions, "duplicates": c.duplicates, "error": c.error}
+            for c in checks]
 
 
 @click.command()
@@ -73,17 +95,29 @@ def _summary_json(s: api.IndexSummary) -> dict[str, Any]:
 @click.option("--no-tool-results", "no_tool_results", is_flag=True,
               help="Leave tool output out (the calls stay): a leaner memory. "
               "Config: index.toolResults.")
+@click.option("--check", "check", is_flag=True,
+              help="Validate turn files (.funes.jsonl) in PATHs and count what they would "
+              "give, writing nothing; exit 1 if any is refused.")
 @memory_option
 @click.pass_context
 def index(ctx: click.Context, paths: tuple[str, ...], agents: tuple[str, ...],
-          since: str | None, no_tool_results: bool) -> None:
+          since: str | None, no_tool_results: bool, check: bool) -> None:
     """Index agent transcripts into memory, incrementally.
 
     With PATHs (files or directories), index them into the current memory. Without, read each
-    agent's default locations and route every session to the project memory of its working
-    directory, or to the global memory.
+    agent's default locations and the turn files in $FUNES_HOME/spool/, and route every
+    session to the project memory of its working directory, or to the global memory.
     """
     app = ctx.find_root().obj
+    if check:
+        checks = api.check_turn_files(app.settings, paths)
+        if app.fmt == "json":
+            render("json", _check_json(checks), human=str)
+        else:
+            render(app.fmt, checks, human=_check_text)
+        if any(c.error is not None for c in checks):
+            sys.exit(1)
+        return
     with progress_bar("indexing") as progress:
         summary = api.index(app.settings, memory=app.memory, paths=paths, agents=agents,
                             since=since, progress=progress,
@@ -94,4 +128,39 @@ def index(ctx: click.Context, paths: tuple[str, ...], agents: tuple[str, ...],
         render(app.fmt, summary, human=_summary_text)
 
 
-COMMANDS = [index]
+def _import_text(r: api.ImportResult) -> str:
+    lines = [f"imported {r.rows} rows of {r.source} (Rust funes) into {r.path}: {r.added} new "
+             f"chunks, {r.duplicates} already there"]
+    if r.vectors:
+        lines.append(f"vectors: {r.vectors} kept ({r.model})")
+    elif r.lexical:
+        lines.append(f"vectors: not kept: {r.lexical}")
+    if r.skipped:
+        lines.append("skipped rows: " + ", ".join(f"{k} {v}" for k, v in sorted(r.skipped.items())))
+    if r.redactions:
+        lines.append("redacted: " + ", ".join(f"{k} {v}" for k, v in sorted(r.redactions.items())))
+    return "\n".join(lines)
+
+
+@click.command("import")
+@click.argument("source", required=False)
+@memory_option
+@click.pass_context
+def import_(ctx: click.Context, source: str | None) -> None:
+    """Add the rows of a memory the Rust funes wrote to this memory.
+
+    SOURCE is ORG/NAME (or hf://datasets/ORG/NAME) on the Hub, or a directory holding its
+    chunks.lance; default: the Rust funes' local memory, $FUNES_HOME/memory. SOURCE is only
+    read. Each row becomes a chunk with funes's own id (so importing again adds nothing), its
+    provenance kept and the Rust id in its source; vectors are kept when the memory embeds
+    with the same model, otherwise the chunks wait for `funes embed`. docs/import.md has the
+    column mapping.
+    """
+    app = ctx.find_root().obj
+    repo = api.writable_memory(app.settings, app.memory, command="import")
+    with progress_bar("importing") as progress:
+        result = api.import_memory(app.settings, repo, source, progress=progress)
+    render(app.fmt, result, human=_import_text)
+
+
+COMMANDS = [index, import_]

@@ -14,7 +14,7 @@ from funes import api
 from funes.api.agent_format import where as _where
 from funes.cli.app import App, pass_app
 from funes.cli.commands.agents import AGENTS as WIRED_AGENTS
-from funes.cli.options import memories_option, memory_option
+from funes.cli.options import HarnessType, memories_option, memory_option
 from funes.cli.output import render
 from funes.cli.progress import progress_bar
 
@@ -46,8 +46,10 @@ def render_human(result: api.RecallResult, label: str, trusted: bool) -> str:
         head = (f"{i}. {_ts(r)}  {r['harness']}  {_where(r)}  {r['block_type']}"
                 f"  score {hit.score:.3f}" + ("  UNTRUSTED" if r.get("untrusted") else ""))
         out.append(click.style(head, fg="cyan", bold=True))
-        out.append(click.style(f"   funes get {r['session_id']} {r['turn_id']} --memory {label}",
-                               fg="yellow"))
+        out.append(click.style(f"   {api.get_command(r, label)}", fg="yellow"))
+        if hit.revisited is not None:
+            out.append(click.style(f"   {api.REVISITED}: {api.get_command(hit.revisited, label)}",
+                                   fg="magenta"))
         out.append("   " + str(r["text"]).replace("\n", "\n   "))
         for n in hit.neighbors:
             first = " ".join(str(n["text"]).split())[:160]
@@ -88,8 +90,8 @@ def recall_options(func: F) -> F:
                      "(default: recall.halfLife)."),
         click.option("--neighbors", type=int, default=1, show_default=True,
                      help="Neighbouring turns shown around each hit."),
-        click.option("--harness", multiple=True, type=click.Choice(api.HARNESSES),
-                     help="Only this agent."),
+        click.option("--harness", multiple=True, type=HarnessType(api.HARNESSES),
+                     help="Only this agent (repeatable); a turn file's producer name works too."),
         click.option("--type", "block_type", multiple=True,
                      type=click.Choice(api.BLOCK_TYPES),
                      help="Only this block type (repeatable)."),
@@ -97,13 +99,17 @@ def recall_options(func: F) -> F:
         click.option("--session", multiple=True, help="Only this session id."),
         click.option("--since", help="Only passages since WHEN (2026-11-01, 7d, 12h)."),
         click.option("--until", help="Only passages before WHEN (same forms)."),
-        click.option("--role", multiple=True, type=click.Choice(api.ROLES),
-                     help="Only what this speaker said (repeatable)."),
+        click.option("--role", multiple=True, metavar="ROLE",
+                     help="Only what this speaker said: user, assistant, system, tool "
+                     "(repeatable)."),
         click.option("--fresh", "fresh", flag_value="prefer", default="mark",
                      help="In a git work tree, put hits whose files changed since after the "
                      "others."),
         click.option("--fresh-only", "fresh", flag_value="only",
                      help="In a git work tree, leave out hits whose files changed since."),
+        click.option("--as-of", "as_of", metavar="WHEN",
+                     help="Read the memory as it stood at WHEN: passages before it, recency "
+                     "from it, revisits only by what was said by then."),
         click.option("--no-rerank", "rerank", flag_value=False, default=True,
                      help="Skip the cross-encoder even if installed."),
         click.option("--rerank-pool", type=int, default=None, metavar="N",
@@ -237,19 +243,29 @@ def embed(app: App, budget: float | None, limit: int | None, model: str | None) 
 
 
 @click.command()
-@click.option("--model", required=True, help="The embedding model to re-stamp the memory with.")
+@click.option("--model", default=None, help="The embedding model to re-stamp the memory with.")
+@click.option("--tokenizer", type=click.Choice(api.TOKENIZERS), default=None,
+              help="The full-text tokenizer to re-stamp the memory with: icu segments Chinese, "
+              "Japanese and other scripts written without spaces; simple is the default.")
 @click.option("--budget", type=float, default=None, metavar="SECONDS",
               help="Stop after about this many seconds; `funes embed` continues.")
 @memory_option
 @pass_app
-def reindex(app: App, model: str, budget: float | None) -> None:
-    """Re-embed the whole memory with another embedding model, on purpose.
+def reindex(app: App, model: str | None, tokenizer: str | None, budget: float | None) -> None:
+    """Re-embed the memory with another embedding model, or re-tokenize it, on purpose.
 
-    The memory is re-stamped with MODEL at once; vectors of the old model stay on disk but no
-    longer count. The new model must have the same dimension.
+    With --model the memory is re-stamped with MODEL at once; vectors of the old model stay on
+    disk but no longer count. The new model must have the same dimension. With --tokenizer the
+    full-text index is rebuilt with that tokenizer here, and on every machine the memory
+    travels to. At least one of the two is needed.
     """
     with progress_bar("re-embedding") as progress:
-        result = api.reindex(app.settings, app.repo(), model, budget=budget, progress=progress)
+        result = api.reindex(app.settings, app.repo(), model, tokenizer=tokenizer, budget=budget,
+                             progress=progress)
+    if result is None:
+        render(app.fmt, {"tokenizer": tokenizer},
+               human=lambda r: f"re-stamped the full-text tokenizer: {r['tokenizer']}")
+        return
     render(app.fmt, result,
            human=lambda r: f"re-stamped with {r.model}; embedded {r.embedded} chunks in "
            f"{r.seconds:.1f}s; {r.remaining} waiting")

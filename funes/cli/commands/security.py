@@ -6,7 +6,9 @@ from typing import Any
 
 import click
 
+from funes import api
 from funes.api import security as sec
+from funes.api.agent_format import exclusion_line
 from funes.cli.app import App, pass_app
 from funes.cli.output import render, short
 
@@ -26,21 +28,28 @@ def _forget_text(r: sec.ForgetResult) -> str:
               "date-time, UTC).")
 @click.option("--match", metavar="TEXT", help="Chunks whose text contains TEXT (plain text, "
               "case-sensitive).")
+@click.option("--project", metavar="P", help="Chunks of project P (its identity, last "
+              "component, or a glob).")
+@click.option("--path", metavar="GLOB", help="Chunks whose working directory or transcript "
+              "path matches GLOB (or lies under it).")
+@click.option("--agent", metavar="A", help="Chunks of agent A (claude, codex, pi, …).")
 @click.option("--dry-run", "-n", is_flag=True, help="Count what would be forgotten.")
 @pass_app
 def forget(
     app: App, session: str | None, chunk: str | None, before: str | None,
-    match: str | None, dry_run: bool,
+    match: str | None, project: str | None, path: str | None, agent: str | None,
+    dry_run: bool,
 ) -> None:
     """Hide chunks from every recall, here and wherever the tombstone travels.
 
     Chunks matching every criterion given are named by a tombstone in a new commit; push,
-    pull and merge carry it, and every machine that has it hides the chunks. A tombstone hides;
-    it does not erase copies made before it arrived. `funes gc` removes the bytes from this
-    machine's disk.
+    pull and merge carry it, and every machine that has it hides the chunks. A push never
+    sends hidden rows. A tombstone hides; it does not erase copies made before it arrived:
+    `funes gc` removes the bytes from this machine's disk, `funes push --retract` from a
+    remote. To keep a project out of later index runs too, use `funes exclude`.
     """
     result = sec.forget(app.repo(), session=session, chunk=chunk, before=before, match=match,
-                        dry_run=dry_run)
+                        project=project, path=path, agent=agent, dry_run=dry_run)
     render(app.fmt, result, human=_forget_text)
 
 
@@ -95,7 +104,71 @@ def gc(app: App) -> None:
     render(app.fmt, sec.gc(app.repo()), human=_gc_text)
 
 
-COMMANDS: list[click.Command] = [forget, scrub, gc]
+def _exclusion_lines(items: list[api.ExclusionInfo]) -> list[str]:
+    return [exclusion_line(x).removeprefix("exclude  ") for x in items]
+
+
+def _exclude_text(r: api.ExcludeResult) -> str:
+    names = ", ".join(f"{x.kind} {x.pattern}" for x in r.rules)
+    if r.removed:
+        verb = "would end" if r.dry_run else "ended"
+        back = "" if r.dry_run else f": {r.restored} chunk(s) visible again"
+        return f"{verb} the exclusion of {names}{back}" + (
+            f" (commit {short(r.commit)})" if r.commit else "")
+    if r.dry_run:
+        return f"would exclude {names}: {r.hidden} chunk(s) in {r.sessions} session(s) hidden"
+    lines = [f"excluded {names}: {r.hidden} chunk(s) in {r.sessions} session(s) hidden"
+             + (f" (commit {short(r.commit)})" if r.commit else " (already recorded)"),
+             "later index runs and hooks skip them; the rule travels with push and pull",
+             "a remote that has them keeps their bytes: `funes push --retract` erases them"]
+    return "\n".join(lines)
+
+
+@click.command()
+@click.option("--project", "projects", multiple=True, metavar="P",
+              help="A project: its identity, last component (`client-x`) or a glob.")
+@click.option("--path", "paths", multiple=True, metavar="GLOB",
+              help="Working directories or transcript paths matching GLOB, or under it.")
+@click.option("--agent", "agents", multiple=True, metavar="A", help="An agent (harness).")
+@click.option("--session", "sessions", multiple=True, metavar="GLOB",
+              help="Session ids matching GLOB (and their subagents).")
+@click.option("--remove", is_flag=True, help="End these exclusions: what they hid returns.")
+@click.option("--dry-run", "-n", is_flag=True, help="Count what would be hidden; change nothing.")
+@pass_app
+def exclude(app: App, projects: tuple[str, ...], paths: tuple[str, ...],
+            agents: tuple[str, ...], sessions: tuple[str, ...], remove: bool,
+            dry_run: bool) -> None:
+    """Keep a project, path, agent or session out of this memory: now, before, everywhere.
+
+    One commit records each rule and hides every chunk it matches already (a tombstone that
+    travels with push and pull); every later `funes index` and agent hook skips the turns it
+    matches; a machine that pulls the rule skips them too and hides its own matching chunks.
+    The rules are listed in the config (`exclude.projects`, `exclude.paths`,
+    `exclude.agents`, `exclude.sessions`; `funes config set exclude.projects client-x` does
+    the same). With no option, lists the exclusions and what they hide. --remove ends them:
+    the chunks they hid are visible again, wherever the lift travels.
+
+    \b
+    Example:
+      funes exclude --project client-x
+      funes exclude --path '~/work/acme/*' --agent hermes
+      funes exclude --remove --project client-x
+    """  # noqa: D301 (click\'s \b keeps the example lines as written)
+    rules = [*(("project", p) for p in projects), *(("path", p) for p in paths),
+             *(("agent", a) for a in agents), *(("session", s) for s in sessions)]
+    repo = app.repo()
+    if not rules:
+        if remove or dry_run:
+            raise click.UsageError("name the exclusions (--project, --path, --agent, --session)")
+        items = api.exclusion_list(repo)
+        render(app.fmt, items, human=lambda xs: "\n".join(_exclusion_lines(xs))
+               or "no exclusions")
+        return
+    render(app.fmt, api.exclude(repo, rules, remove=remove, dry_run=dry_run),
+           human=_exclude_text)
+
+
+COMMANDS: list[click.Command] = [forget, scrub, gc, exclude]
 
 
 # -- keys ----------------------------------------------------------------------------------------

@@ -132,11 +132,14 @@ def _push_text(r: api.PushResult) -> str:
               "back); change nothing.")
 @click.option("--public", is_flag=True, help="Then make the Hub memory public, after the "
               "publish gate scanned everything it holds (asks first).")
-@click.option("--yes", "-y", is_flag=True, help="With --public: do not ask.")
+@click.option("--retract", is_flag=True, help="Rewrite the remote without the rows tombstones "
+              "hide, and delete the files that held them (asks first; on the Hub, squashes "
+              "its history).")
+@click.option("--yes", "-y", is_flag=True, help="With --public or --retract: do not ask.")
 @pass_app
 def push(
     app: App, remote: str | None, branch: str | None, force: bool, dry_run: bool,
-    public: bool, yes: bool,
+    public: bool, retract: bool, yes: bool,
 ) -> None:
     """Send BRANCH (default: the current one) to REMOTE (default: its remote, or origin).
 
@@ -152,7 +155,18 @@ def push(
     --public then makes the memory (a Hub dataset) public: the publish gate scans every chunk
     the remote's history holds, not only what this push sends, and funes asks before it
     changes anything (--yes does not ask). Found secrets keep it private (exit 1).
+
+    --retract erases what tombstones hide (`forget`, `exclude`, `scrub`) from the remote: its
+    whole history is rewritten without those rows (new fragment files, a new Lance version,
+    the old files deleted; on the Hub, one commit, then the history squashed and unreferenced
+    LFS files deleted, so no revision serves them). funes says what is lost and asks first.
+    Other machines adopt the rewritten history on their next pull.
     """
+    if retract:
+        if dry_run or force or branch or public:
+            raise click.UsageError("--retract goes alone (with REMOTE and --yes)")
+        _retract(app, remote, yes)
+        return
     if public:
         if dry_run or force or branch:
             raise click.UsageError("--public goes alone (with REMOTE and --yes)")
@@ -167,16 +181,15 @@ def push(
         sys.exit(1)
 
 
+def _public_summary(check: api.PublishCheck) -> str:
+    return (f"{check.url} would become public: {check.commits} commit(s), "
+            f"{check.scanned} chunk(s), all scanned by the publish gate, none flagged. "
+            "Anyone could read every passage.")
+
+
 def _publish(app: Any, remote: str | None, yes: bool) -> None:
     def confirm(check: api.PublishCheck) -> bool:
-        summary = (f"{check.url} would become public: {check.commits} commit(s), "
-                   f"{check.scanned} chunk(s), all scanned by the publish gate, none flagged. "
-                   "Anyone could read every passage.")
-        if yes:
-            return True
-        if not sys.stdin.isatty():
-            raise click.UsageError(f"{summary} Confirm with --yes (no terminal to ask on)")
-        return click.confirm(f"{summary} Make it public?", default=False, err=True)
+        return _ask(_public_summary(check), "Make it public?", yes)
 
     with progress_bar("publishing") as progress:
         result = api.publish(app.repo(), remote, confirm=confirm, progress=progress)
@@ -187,6 +200,53 @@ def _publish(app: Any, remote: str | None, yes: bool) -> None:
             return f"{first}\nnot made public (declined); {r.check.url} stays private"
         return (f"{first}\n{r.check.url} is public now ({r.check.scanned} chunk(s) scanned); "
                 "undo on the Hub in its settings")
+
+    render(app.fmt, result, human=text)
+
+
+def _ask(summary: str, question: str, yes: bool) -> bool:
+    """Confirm on the terminal (stderr); --yes skips; no terminal is a usage error."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        raise click.UsageError(f"{summary} Confirm with --yes (no terminal to ask on)")
+    return click.confirm(f"{summary} {question}", default=False, err=True)
+
+
+def _retract_summary(c: api.RetractCheck) -> str:
+    lines = [f"{c.url}: {c.rows} chunk row(s) of {c.sessions} session(s) will be erased; "
+             f"{c.commits} commit(s) rewritten (new ids), {c.files} file(s) deleted."]
+    if c.hub:
+        lines.append(f"Its Hub history is squashed: the {c.history} revision(s) of `main`"
+                     + (f" back to {c.since}" if c.since else "")
+                     + " stop being served (readers pinned to one, `hf_revision`, lose it).")
+        if c.other_refs:
+            lines.append(f"These keep their own history: {', '.join(c.other_refs)}.")
+    else:
+        lines.append(f"{c.history} older Lance version(s) of its datasets are deleted.")
+    lines.append("Copies other machines pulled stay until they pull again and run `funes gc`.")
+    return "\n".join(lines)
+
+
+def _retract(app: Any, remote: str | None, yes: bool) -> None:
+    def confirm(check: api.RetractCheck) -> bool:
+        return _ask(_retract_summary(check), "Retract?", yes)
+
+    with progress_bar("retracting") as progress:
+        result = api.retract(app.repo(), remote, confirm=confirm, progress=progress)
+
+    def text(r: api.RetractResult) -> str:
+        if r.declined:
+            return f"not retracted (declined); {r.check.url} is unchanged"
+        if not r.done:
+            return f"nothing to retract: {r.check.url} holds no hidden row"
+        lines = [f"retracted {r.check.rows} chunk row(s) from {r.check.url}: "
+                 f"{r.check.commits} commit(s) rewritten, {r.check.files} file(s) deleted"]
+        if r.adopted is not None:
+            lines.append(f"this memory moved onto the rewritten history "
+                         f"({short(r.adopted.old)} → {short(r.adopted.new)}); "
+                         "`funes gc` erases the old rows from this disk")
+        return "\n".join(lines)
 
     render(app.fmt, result, human=text)
 
@@ -258,8 +318,12 @@ def pull(app: App, remote: str | None, branch: str | None,
         return
     text = _fetch_text(result.fetch)
     signatures = _signature_text(app.settings, result.signatures)
+    adopted = "" if result.adopted is None else (
+        f"the remote was retracted: this memory moved onto its rewritten history "
+        f"({result.adopted.replaced} commit(s) replaced, {result.adopted.rebased} of yours "
+        "rewritten onto it); `funes gc` erases the retracted rows from this disk")
     render(app.fmt, result, human=lambda r: "\n".join(
-        part for part in (text, _merge_text(r.merge), signatures) if part
+        part for part in (text, adopted, _merge_text(r.merge), signatures) if part
     ))
 
 
@@ -329,6 +393,77 @@ def tag(app: App, name: str | None, rev: str | None, delete: bool) -> None:
     render(app.fmt, info, human=lambda t: f"tagged {short(t.commit)} as {t.name}")
 
 
+def _selection_text(r: api.SelectionResult) -> str:
+    where = f"{r.remote} ({r.url})"
+    head = (f"{len(r.sessions)} session(s) chosen: {r.added} new chunk(s)"
+            + (f", {r.vectors} vector(s)" if r.vectors else "")
+            + (f", {r.forgotten} forgotten since" if r.forgotten else ""))
+    if r.dry_run:
+        return f"dry run: would publish to {where}: {head}"
+    if r.commit is None:
+        return f"{where} holds everything chosen already ({r.chunks} chunks)"
+    lines = [f"published to {where}: {head}; it holds {r.chunks} chunk(s)"
+             + (f", tagged {r.tag}" if r.tag else "")]
+    if r.push is not None:
+        lines += _held_lines(r.push)
+    if r.public is True:
+        lines.append(f"{r.url} is public")
+    elif r.public is False:
+        lines.append(f"{r.url} stays private (run again with --yes to make it public)")
+    if r.tag:
+        lines.append(f"read it: funes recall \"…\" --memory {r.url.removeprefix('hf://datasets/')}"
+                     f"@{r.tag}")
+    return "\n".join(lines)
+
+
+@click.command()
+@click.argument("remote")
+@click.option("--sessions", "sessions", multiple=True, metavar="ID",
+              help="A session (id, or a prefix of 8+ characters); repeat for more.")
+@click.option("--project", metavar="P", help="The sessions of project P.")
+@click.option("--since", metavar="WHEN", help="Sessions with a turn at or after WHEN.")
+@click.option("--until", metavar="WHEN", help="Sessions with a turn before WHEN.")
+@click.option("--linked-to", "linked_to", metavar="REV-RANGE",
+              help="The sessions whose turns are linked to the code commits of REV-RANGE "
+              "(`v1.0..v1.1`, or one commit), in the code repository here.")
+@click.option("--tag", metavar="NAME", help="Tag the published commit NAME on the remote.")
+@click.option("--branch", default="main", show_default=True, help="The remote branch.")
+@click.option("--dry-run", "-n", is_flag=True, help="Show what would be published.")
+@click.option("--yes", "-y", is_flag=True, help="Make a private Hub memory public without "
+              "asking (after the gate scanned all it holds).")
+@pass_app
+def publish(app: App, remote: str, sessions: tuple[str, ...], project: str | None,
+            since: str | None, until: str | None, linked_to: str | None, tag: str | None,
+            branch: str, dry_run: bool, yes: bool) -> None:
+    """Publish only the chosen sessions to REMOTE, as a memory of their own.
+
+    REMOTE is a configured remote or a URL (ORG/NAME, hf://…, a directory). The sessions that
+    meet every criterion given are written as one new commit on the remote's branch: their
+    visible chunks and vectors, and with --linked-to the links of those code commits (narrowed
+    to the chosen sessions). Nothing else of this memory leaves: not its other sessions, its
+    tombstones or its history; its branches do not move. Every chunk passes the publish gate.
+    A later publish (the next release) appends. On the Hub funes then asks before making a
+    private repository public. `funes push` and `sync` refuse a remote that holds a
+    selection.
+
+    \b
+    Example:
+      funes publish acme/widget-sessions --linked-to v1.0..v1.1 --tag v1.1
+      funes recall "why the parser" --memory acme/widget-sessions@v1.1
+    """  # noqa: D301 (click\'s \b keeps the example lines as written)
+    def confirm(check: api.PublishCheck) -> bool:
+        return _ask(_public_summary(check), "Make it public?", yes)
+
+    with progress_bar("publishing") as progress:
+        result = api.publish_selection(
+            app.repo(), remote, sessions=sessions, project=project, since=since, until=until,
+            linked_to=linked_to, tag=tag, branch=branch, dry_run=dry_run, progress=progress,
+            confirm=confirm if (yes or sys.stdin.isatty()) else None)
+    render(app.fmt, result, human=_selection_text)
+    if result.push is not None and result.push.held:
+        sys.exit(1)
+
+
 @click.command()
 @click.argument("rev")
 @pass_app
@@ -373,4 +508,4 @@ def clone(app: App, source: str, directory: Path | None, is_global: bool,
     render(app.fmt, result, human=text)
 
 
-COMMANDS = [remote, push, fetch, pull, sync, merge, clone, tag]
+COMMANDS = [remote, push, fetch, pull, sync, merge, clone, tag, publish]

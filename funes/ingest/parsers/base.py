@@ -37,14 +37,21 @@ import collections
 import json
 import math
 import os
-from collections.abc import Callable, Iterator
+import re
+import sqlite3
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from funes.errors import FunesError, UsageError
-from funes.model.turns import HARNESSES, Block, BlockType, Harness, Source, Turn
+from funes.model.turns import Block, BlockType, Turn, is_harness
+
+if TYPE_CHECKING:
+    from funes._env import Settings
 
 #: Version of the state layout; bumped when a parser's state changes incompatibly.
 STATE_VERSION = 1
@@ -115,6 +122,9 @@ class ParserSpec:
     priority: int = 100
     #: How this parser interprets offsets for a given path.
     cursor: Callable[[Path], CursorKind] = field(default=lambda _path: _bytes_cursor(_path))
+    #: Where the agent keeps its sessions: every file to index, given the user's settings
+    #: (None for a format that is only ever named, like the generic import).
+    locate: Callable[[Settings], list[Path]] | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -313,11 +323,11 @@ def state_int(state: dict[str, Any], key: str, default: int = 0) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-def harness_literal(name: str) -> Harness:
-    """Narrow a harness name to the model's literal type."""
-    if name not in HARNESSES:
-        raise UnknownHarnessError(f"unknown harness {name!r}")
-    return cast(Harness, name)
+def harness_name(name: str) -> str:
+    """A harness name as turns carry it (lowercase ``[a-z0-9_-]``, see funes.model.turns)."""
+    if not is_harness(name):
+        raise UnknownHarnessError(f"invalid harness name {name[:40]!r}")
+    return name
 
 
 def make_block(
@@ -347,179 +357,140 @@ def make_block(
 
 
 # --------------------------------------------------------------------------------------------
-# The line-oriented parser skeleton
+# Files: finding them, bounding them, opening databases read-only
 # --------------------------------------------------------------------------------------------
 
-#: Exceptions a handler may raise on a record of unexpected shape; they skip the record.
-RECORD_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError)
+_HIDDEN_RE = re.compile(r"^\.")
+_UUID_RE = re.compile(
+    r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})", re.IGNORECASE
+)
+_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-class LineParser:
-    """Reads complete JSONL lines from an offset and hands each decoded object to :meth:`handle`.
+def walk_files(root: Path) -> Iterator[Path]:
+    """Regular files under ``root`` in sorted order, not following symlinked directories.
 
-    Subclasses keep everything they need across calls in ``self.state`` (a JSON-able dict)
-    and call :meth:`emit` for each turn and :meth:`skip` for each record they drop.
+    Hidden directories are not entered; two runs over the same tree list the same files in
+    the same order.
     """
+    if not root.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not _HIDDEN_RE.match(d))
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if path.is_file():
+                yield path
 
-    harness: ClassVar[str]
 
-    def __init__(self, path: Path, state: dict[str, Any] | None) -> None:
-        self.path = path
-        self.source_path = os.path.abspath(path)
-        self.state: dict[str, Any] = dict(state) if state else {}
-        self.state["parser"] = self.harness
-        self.state["v"] = STATE_VERSION
-        self.turns: list[Turn] = []
-        self.skipped: collections.Counter[str] = collections.Counter()
-        self._project_cache: dict[str | None, str | None] = {}
+def uuid_in_name(path: Path) -> str:
+    """The last UUID in a file's name (lowercased), else its stem: a session id agents use."""
+    matches = _UUID_RE.findall(path.stem)
+    return matches[-1].lower() if matches else path.stem
 
-    # -- the loop ------------------------------------------------------------------------------
 
-    def run(self, start: int, final: bool = False) -> ParseResult:
-        """Consume complete lines from ``start`` and return the result."""
-        end = start
-        for line_start, line_end, line in iter_complete_lines(self.path, start, final):
-            index = state_int(self.state, "n")
-            self.state["n"] = index + 1
-            end = line_end
-            if not line.strip():
-                self.skip("blank-line")
-                continue
-            try:
-                record = loads_line(line)
-            except (ValueError, RecursionError):
-                self.skip("invalid-json")
-                continue
-            if not isinstance(record, dict):
-                self.skip("not-an-object")
-                continue
-            before = len(self.turns)
-            try:
-                self.handle(record, index, line_start, line_end)
-            except RECORD_ERRORS:
-                del self.turns[before:]
-                self.skip("malformed-record")
-        self.finish()
-        return ParseResult(self.turns, self.skipped, end, self.state)
+def has_magic(path: Path, magic: bytes) -> bool:
+    """True if the file starts with ``magic`` (False when it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(magic)) == magic
+    except OSError:
+        return False
 
-    def handle(self, record: dict[str, Any], index: int, start: int, end: int) -> None:
-        """Turn one decoded record into zero or more turns (or a skip)."""
-        raise NotImplementedError
 
-    def finish(self) -> None:
-        """Hook run after the last line of a call (nothing by default)."""
+def is_sqlite(path: Path) -> bool:
+    """True if the file starts with SQLite's magic header."""
+    return has_magic(path, _SQLITE_MAGIC)
 
-    # -- helpers for subclasses ---------------------------------------------------------------
 
-    def skip(self, reason: str) -> None:
-        """Count a record that produced no turn."""
-        self.skipped[reason] += 1
+def read_json_file(path: Path, limit: int) -> tuple[Any, str | None]:
+    """A whole JSON file of at most ``limit`` bytes: ``(value, None)``, or ``(None, reason)``.
 
-    def source(self, start: int, end: int) -> Source:
-        """Provenance of a record range in this file."""
-        return Source(self.source_path, start, end)
+    The reason is a skip reason: ``too-large``, ``unreadable`` or ``invalid-json``. Bytes
+    that are not UTF-8 become U+FFFD (see :func:`loads_line`).
+    """
+    try:
+        if path.stat().st_size > limit:
+            return None, "too-large"
+        data = path.read_bytes()
+    except OSError:
+        return None, "unreadable"
+    try:
+        return loads_line(data), None
+    except (ValueError, RecursionError):
+        return None, "invalid-json"
 
-    def next_seq(self, session_id: str) -> int:
-        """The next seq of a session (order of its turns in this file)."""
-        seqs = state_map(self.state, "seq")
-        value = seqs.get(session_id)
-        seq = value if isinstance(value, int) and not isinstance(value, bool) else 0
-        bounded_put(seqs, session_id, seq + 1, 64)
-        return seq
 
-    def ts(self, value: object) -> str:
-        """Normalise a timestamp, carrying the last good one forward when a record has none.
+def connect_readonly(db: Path, attempts: int = 3) -> sqlite3.Connection:
+    """Open a SQLite database read-only through a URI (WAL-safe; never creates or writes it).
 
-        Records without a usable time (legacy Codex items, trimmed fixtures) inherit the time
-        of the record before them, which keeps recency ordering sensible; "" before any.
-        """
-        norm = norm_ts(value)
-        if norm is not None:
-            self.state["ts"] = norm
-            return norm
-        last = self.state.get("ts")
-        return last if isinstance(last, str) else ""
+    A reader can briefly see ``disk I/O error`` while a WAL writer checkpoints; a few short
+    retries ride that out.
 
-    def project(self, workdir: str | None) -> str | None:
-        """The project identity of a working directory (cached per call)."""
-        if workdir not in self._project_cache:
-            from funes.ingest.project import project_identity
+    Raises:
+        ParseError: The database cannot be opened.
+    """
+    uri = "file:" + urllib.parse.quote(os.path.abspath(db)) + "?mode=ro"
+    last: sqlite3.Error | None = None
+    for attempt in range(attempts):
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=5.0)
+            conn.execute("PRAGMA query_only = ON")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.Error as exc:
+            last = exc
+            time.sleep(0.05 * (attempt + 1))
+    raise ParseError(f"cannot open {db} read-only: {last}")
 
-            self._project_cache[workdir] = project_identity(workdir)
-        return self._project_cache[workdir]
 
-    def resolve_parent(self, parent_id: object) -> str | None:
-        """The turn a ``parentId`` means, looking through records that carried no turn.
+def sqlite_schema(path: Path) -> dict[str, set[str]]:
+    """The tables of a SQLite file and their columns ({} when it is not one, or unreadable)."""
+    if not is_sqlite(path):
+        return {}
+    try:
+        conn = connect_readonly(path, attempts=1)
+    except ParseError:
+        return {}
+    try:
+        names = [str(r[0]) for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {name: {str(r[1]) for r in conn.execute(f'PRAGMA table_info("{name}")')}
+                for name in names if '"' not in name}
+    except sqlite3.Error:
+        return {}
+    finally:
+        conn.close()
 
-        Formats whose records form a chain or tree (pi, Copilot CLI) link metadata records too;
-        a turn's parent is the nearest ancestor that became a turn (see :meth:`link_record`).
-        """
-        pid = as_str(parent_id)
-        if not pid:
-            return None
-        links = state_map(self.state, "links")
-        if pid in links:
-            target = links[pid]
-            return target if isinstance(target, str) else None
-        return pid
 
-    def link_record(self, record: dict[str, Any]) -> None:
-        """Remember that a record (``id``/``parentId``) that became no turn leads to its parent."""
-        entry_id = as_str(record.get("id"))
-        if entry_id:
-            links = state_map(self.state, "links")
-            if entry_id not in links:
-                bounded_put(links, entry_id, self.resolve_parent(record.get("parentId")),
-                            LINK_MAP_LIMIT)
+def sqlite_strings(db: Path, query: str) -> set[str]:
+    """The first column of a query's rows, as strings (empty when the database is unreadable)."""
+    try:
+        conn = connect_readonly(db, attempts=1)
+    except ParseError:
+        return set()
+    try:
+        return {str(row[0]) for row in conn.execute(query)}
+    except sqlite3.Error:
+        return set()
+    finally:
+        conn.close()
 
-    def remember_tool(self, call_id: str | None, name: str | None) -> None:
-        """Remember a tool call's name so its result can be labelled with it."""
-        if call_id and name:
-            bounded_put(state_map(self.state, "tools"), call_id, name, TOOL_MAP_LIMIT)
 
-    def tool_name_for(self, call_id: str | None) -> str | None:
-        """The name of the tool a result answers, if its call was seen."""
-        if not call_id:
-            return None
-        name = state_map(self.state, "tools").get(call_id)
-        return name if isinstance(name, str) else None
+def store_and_older(db: Path, ids_query: str, files: Iterable[Path]) -> list[Path]:
+    """An agent's database (when present) and the older files of sessions it does not hold.
 
-    def emit(
-        self,
-        *,
-        session_id: str,
-        turn_id: str,
-        ts: str,
-        role: str,
-        blocks: list[Block],
-        start: int,
-        end: int,
-        parent_turn_id: str | None = None,
-        workdir: str | None = None,
-        parent_session_id: str | None = None,
-        extra: dict[str, str] | None = None,
-        seq: int | None = None,
-    ) -> Turn | None:
-        """Append a turn (None and an ``empty`` skip when it has no blocks)."""
-        if not blocks:
-            self.skip("empty")
-            return None
-        if parent_turn_id == turn_id:
-            parent_turn_id = None  # trimmed transcripts reuse one id: never a self-loop
-        turn = Turn(
-            harness=harness_literal(self.harness),
-            session_id=session_id,
-            turn_id=turn_id,
-            seq=self.next_seq(session_id) if seq is None else seq,
-            ts=ts,
-            role=role,
-            blocks=tuple(blocks),
-            parent_turn_id=parent_turn_id,
-            workdir=workdir,
-            project=self.project(workdir),
-            source=self.source(start, end),
-            parent_session_id=parent_session_id,
-            extra=dict(extra or {}),
-        )
-        self.turns.append(turn)
-        return turn
+    Agents that moved from one file per session to a database (Hermes, OpenCode) may keep
+    both; a file whose name (stem) is a session id the database knows is left out, so no
+    session is indexed twice under different turn ids.
+    """
+    if not db.is_file():
+        return list(files)
+    known = sqlite_strings(db, ids_query)
+    return [db, *(p for p in files if p.stem not in known)]
+
+
+def dicts(value: object) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON array (anything else in it, or a non-array, gives none)."""
+    return [cast("dict[str, Any]", v) for v in value if isinstance(v, dict)] \
+        if isinstance(value, list) else []

@@ -35,12 +35,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from funes._env import Settings
 from funes.ingest import noise
 from funes.ingest.parsers.base import (
     LINK_MAP_LIMIT,
-    LineParser,
-    ParseResult,
-    ParserSpec,
     as_dict,
     as_list,
     as_str,
@@ -49,7 +47,9 @@ from funes.ingest.parsers.base import (
     render_json,
     state_map,
     type_label,
+    walk_files,
 )
+from funes.ingest.parsers.skeleton import Parser, Shape, parser_spec
 from funes.model.turns import Block
 
 #: Record types that are known and deliberately not conversation.
@@ -162,31 +162,27 @@ def find_spawning_turn(parent_file: Path, agent_id: str | None, prompt: str | No
     return by_prompt
 
 
-class ClaudeParser(LineParser):
+class ClaudeParser(Parser):
     """Claude Code session and subagent transcripts."""
 
     harness = "claude"
 
     def handle(self, record: dict[str, Any], index: int, start: int, end: int) -> None:
         """Turn one Claude record into a turn, or remember it as a link and skip it."""
-        kind = record.get("type")
+        kind = self.kind(record)
         if kind is None:
-            self.skip("missing-field")
-            return
-        if not isinstance(kind, str):
-            self.skip(f"unknown-type:{type_label(kind)}")
             return
         cwd = as_str(record.get("cwd"))
         if cwd:
             self.state["cwd"] = cwd
         if kind not in CONVERSATION_TYPES:
-            self._remember_link(record)
+            self.link_record(record)
             label = type_label(kind)
             self.skip(f"ignored:{label}" if kind in IGNORED_TYPES else f"unknown-type:{label}")
             return
         message = as_dict(record.get("message"))
         if message is None or "content" not in message:
-            self._remember_link(record)
+            self.link_record(record)
             self.skip("missing-field")
             return
         self._turn(record, message, kind, index, start, end)
@@ -201,21 +197,14 @@ class ClaudeParser(LineParser):
         """Map the uuid of an emitted record -> its turn id (differs only for a repeated uuid)."""
         return state_map(self.state, "turns")
 
-    def _resolve(self, parent_uuid: object) -> str | None:
-        """The turn id a ``parentUuid`` stands for, looking through skipped records."""
-        uuid = as_str(parent_uuid)
-        if not uuid:
-            return None
-        turn = self._turn_ids().get(uuid)
-        if isinstance(turn, str):
-            return turn
-        links = self._links()
-        if uuid in links:
-            target = links[uuid]
-            return target if isinstance(target, str) else None
-        return uuid
+    def resolve_parent(self, parent_id: object) -> str | None:
+        """The turn id a ``parentUuid`` stands for: a repeated uuid's turn, else the links."""
+        uuid = as_str(parent_id)
+        turn = self._turn_ids().get(uuid) if uuid else None
+        return turn if isinstance(turn, str) else super().resolve_parent(parent_id)
 
-    def _remember_link(self, record: dict[str, Any]) -> None:
+    def link_record(self, record: dict[str, Any]) -> None:
+        """Remember a record that became no turn (by `uuid`) as a link to its parent."""
         uuid = as_str(record.get("uuid"))
         if not uuid:
             return
@@ -225,15 +214,13 @@ class ClaudeParser(LineParser):
         links = self._links()
         if uuid in links or uuid in self._turn_ids():
             return  # an earlier record already owns this uuid
-        bounded_put(links, uuid, self._resolve(parent), LINK_MAP_LIMIT)
+        bounded_put(links, uuid, self.resolve_parent(parent), LINK_MAP_LIMIT)
 
     # -- sessions and subagents ----------------------------------------------------------------
 
     def _session(self, record: dict[str, Any]) -> tuple[str, str | None, str | None]:
         """(session id, parent session id, agent id) for a record."""
-        session = as_str(record.get("sessionId")) or as_str(self.state.get("session"))
-        if not session:
-            session = self.path.stem
+        session = as_str(record.get("sessionId")) or self.session()
         self.state["session"] = session
         path_agent = _agent_id_from_path(self.path)
         rec_agent = as_str(record.get("agentId")) if record.get("isSidechain") is True else None
@@ -298,7 +285,7 @@ class ClaudeParser(LineParser):
             turn_id = f"{uuid}#{index}"
         else:
             turn_id = f"{session}#{index}"
-        parent_turn = self._resolve(record.get("parentUuid"))
+        parent_turn = self.resolve_parent(record.get("parentUuid"))
         extra: dict[str, str] = {}
         if record.get("isSidechain") is True:
             extra["sidechain"] = "true"
@@ -325,7 +312,7 @@ class ClaudeParser(LineParser):
             blocks=blocks,
             start=start,
             end=end,
-            parent_turn_id=parent_turn,
+            parent=parent_turn,
             workdir=as_str(self.state.get("cwd")),
             parent_session_id=parent_session,
             extra=extra,
@@ -353,10 +340,9 @@ class ClaudeParser(LineParser):
         return None
 
     def _blocks(self, record: dict[str, Any], role: str, content: object) -> list[Block]:
-        blocks: list[Block] = []
+        blocks: list[Block | None] = []
         if isinstance(content, str):
             self._text(blocks, role, content)
-            return blocks
         for part in as_list(content) or []:
             if isinstance(part, str):
                 self._text(blocks, role, part)
@@ -370,38 +356,31 @@ class ClaudeParser(LineParser):
                 if text is not None:
                     self._text(blocks, role, text)
             elif kind == "thinking":
-                _add(blocks, make_block("thinking", as_str(p.get("thinking")) or ""))
+                blocks.append(make_block("thinking", as_str(p.get("thinking")) or ""))
             elif kind in ("tool_use", "server_tool_use"):
                 name = as_str(p.get("name"))
                 call_id = as_str(p.get("id"))
                 self.remember_tool(call_id, name)
-                _add(
-                    blocks,
-                    make_block(
-                        "tool_use",
-                        render_json(p.get("input", {})),
-                        tool_name=name,
-                        tool_call_id=call_id,
-                    ),
-                )
+                blocks.append(make_block("tool_use", render_json(p.get("input", {})),
+                                         tool_name=name, tool_call_id=call_id))
             elif kind == "tool_result" or (
                 isinstance(kind, str) and kind.endswith("_tool_result")
             ):
                 self._tool_result(blocks, record, p)
             elif kind in ("image", "document"):
-                _add(blocks, make_block("text", _image_text(p), noise=noise.IMAGE))
+                blocks.append(make_block("text", _image_text(p), noise=noise.IMAGE))
             # redacted_thinking and unknown part types carry nothing readable: skipped.
-        return blocks
+        return [b for b in blocks if b is not None]
 
-    def _text(self, blocks: list[Block], role: str, text: str) -> None:
+    def _text(self, blocks: list[Block | None], role: str, text: str) -> None:
         if role != "user":
-            _add(blocks, make_block("text", text))
+            blocks.append(make_block("text", text))
             return
         for segment, reason in noise.claude_user_text(text):
-            _add(blocks, make_block("text", segment, noise=reason))
+            blocks.append(make_block("text", segment, noise=reason))
 
     def _tool_result(
-        self, blocks: list[Block], record: dict[str, Any], part: dict[str, Any]
+        self, blocks: list[Block | None], record: dict[str, Any], part: dict[str, Any]
     ) -> None:
         call_id = as_str(part.get("tool_use_id")) or as_str(record.get("sourceToolUseID"))
         name = self.tool_name_for(call_id)
@@ -417,33 +396,17 @@ class ClaudeParser(LineParser):
         text, only_images = _tool_result_text(content)
         for segment, reason in noise.claude_tool_result_text(text):
             if reason is None:
-                _add(
-                    blocks,
-                    make_block(
-                        "tool_result",
-                        segment,
-                        tool_name=name,
-                        tool_call_id=call_id,
-                        noise=noise.IMAGE if only_images else None,
-                    ),
-                )
+                blocks.append(make_block("tool_result", segment, tool_name=name,
+                                         tool_call_id=call_id,
+                                         noise=noise.IMAGE if only_images else None))
             else:
-                _add(blocks, make_block("text", segment, noise=reason))
-
-
-def _add(blocks: list[Block], block: Block | None) -> None:
-    if block is not None:
-        blocks.append(block)
+                blocks.append(make_block("text", segment, noise=reason))
 
 
 def _retag(block: Block, reason: str) -> Block:
     if block.noise == reason:
         return block
     return Block(block.type, block.text, block.tool_name, block.tool_call_id, reason)
-
-
-def _parse(path: Path, start: int, state: dict[str, Any] | None, final: bool) -> ParseResult:
-    return ClaudeParser(path, state).run(start, final)
 
 
 def _sniff(path: Path, records: list[Any] | None) -> bool:
@@ -466,4 +429,19 @@ def _sniff(path: Path, records: list[Any] | None) -> bool:
     return False
 
 
-SPEC = ParserSpec("claude", _parse, _sniff, priority=20)
+def locate(settings: Settings) -> list[Path]:
+    """Sessions and subagent transcripts under ``<CLAUDE_CONFIG_DIR or ~/.claude>/projects``."""
+    projects = settings.claude_config_dir / "projects"
+    found: list[Path] = []
+    for path in walk_files(projects):
+        if path.suffix != ".jsonl":
+            continue
+        rel = path.relative_to(projects).parts
+        if len(rel) == 2:
+            found.append(path)  # <project>/<session>.jsonl (or an old agent-<id>.jsonl)
+        elif len(rel) == 4 and rel[2] == "subagents" and rel[3].startswith("agent-"):
+            found.append(path)  # <project>/<session>/subagents/agent-<id>.jsonl
+    return sorted(found)
+
+
+SPEC = parser_spec("claude", _sniff, Shape(ClaudeParser), priority=20, locate=locate)

@@ -33,30 +33,26 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from funes._env import Settings
 from funes.ingest import noise
 from funes.ingest.parsers.base import (
-    LineParser,
-    ParseResult,
-    ParserSpec,
     as_dict,
-    as_list,
     as_str,
     bounded_put,
+    dicts,
     make_block,
     render_json,
     state_map,
     type_label,
+    uuid_in_name,
+    walk_files,
 )
+from funes.ingest.parsers.skeleton import Parser, Shape, parser_spec
 from funes.model.turns import Block, BlockType
 
-_UUID_RE = re.compile(
-    r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})", re.IGNORECASE
-)
 _ENVELOPES = frozenset(
     {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
 )
@@ -84,20 +80,12 @@ _EVENT_TURNS = frozenset({"user_message", "agent_message", "agent_reasoning"})
 _DEDUPE_WINDOW = 64
 
 
-def _session_from_name(path: Path) -> str:
-    matches = _UUID_RE.findall(path.stem)
-    return matches[-1].lower() if matches else path.stem
-
-
 def _parts_text(content: object) -> list[tuple[str, str]]:
     """(kind, text) per content part: kind ``text`` or ``image``."""
     if isinstance(content, str):
         return [("text", content)]
     out: list[tuple[str, str]] = []
-    for part in as_list(content) or []:
-        p = as_dict(part)
-        if p is None:
-            continue
+    for p in dicts(content):
         kind = p.get("type")
         if kind in ("input_text", "output_text", "text", "summary_text", "reasoning_text"):
             text = as_str(p.get("text"))
@@ -135,19 +123,15 @@ def _output_text(output: object) -> str:
     return "\n".join(text for _, text in _parts_text(output))
 
 
-class CodexParser(LineParser):
+class CodexParser(Parser):
     """Codex rollouts, current and legacy."""
 
     harness = "codex"
+    chain = "file"  # rollouts are linear: each turn follows the one before
 
-    # -- session ----------------------------------------------------------------------------
-
-    def _session(self) -> str:
-        session = as_str(self.state.get("session"))
-        if not session:
-            session = _session_from_name(self.path)
-            self.state["session"] = session
-        return session
+    def default_session(self) -> str:
+        """The uuid in the rollout's file name."""
+        return uuid_in_name(self.path)
 
     def handle(self, record: dict[str, Any], index: int, start: int, end: int) -> None:
         """Dispatch one rollout line by its envelope (or, for legacy files, item) type."""
@@ -156,7 +140,7 @@ class CodexParser(LineParser):
             self.skip(f"unknown-type:{type_label(kind)}")
             return
         if kind in _ENVELOPES:
-            self._envelope(kind, record, index, start, end)
+            self._envelope(kind, record)
             return
         if kind is None:
             if "record_type" in record:
@@ -168,7 +152,7 @@ class CodexParser(LineParser):
             return
         if kind in _LEGACY_ITEMS:
             self.state["legacy"] = True
-            self._item(kind, record, record.get("timestamp"), index, start, end)
+            self._item(kind, record, record.get("timestamp"))
             return
         self.skip(f"unknown-type:{type_label(kind)}")
 
@@ -180,9 +164,7 @@ class CodexParser(LineParser):
         self.state["legacy"] = True
         self.skip("ignored:legacy-meta")
 
-    def _envelope(
-        self, kind: str, record: dict[str, Any], index: int, start: int, end: int
-    ) -> None:
+    def _envelope(self, kind: str, record: dict[str, Any]) -> None:
         payload = as_dict(record.get("payload"))
         if payload is None:
             self.skip("missing-field")
@@ -197,18 +179,12 @@ class CodexParser(LineParser):
             self.skip("ignored:turn_context")
         elif kind == "response_item":
             item_type = payload.get("type")
-            self._item(
-                item_type if isinstance(item_type, str) else "",
-                payload,
-                record.get("timestamp"),
-                index,
-                start,
-                end,
-            )
+            self._item(item_type if isinstance(item_type, str) else "", payload,
+                       record.get("timestamp"))
         elif kind == "event_msg":
-            self._event(payload, record.get("timestamp"), index, start, end)
+            self._event(payload, record.get("timestamp"))
         else:  # compacted
-            self._compacted(payload, record.get("timestamp"), index, start, end)
+            self._compacted(payload, record.get("timestamp"))
 
     def _session_meta(self, payload: dict[str, Any], record: dict[str, Any]) -> None:
         if not self.state.get("session"):
@@ -233,28 +209,18 @@ class CodexParser(LineParser):
 
     # -- items -------------------------------------------------------------------------------
 
-    def _item(
-        self,
-        item_type: str,
-        item: dict[str, Any],
-        timestamp: object,
-        index: int,
-        start: int,
-        end: int,
-    ) -> None:
+    def _item(self, item_type: str, item: dict[str, Any], timestamp: object) -> None:
         if item_type == "message":
-            self._message(item, timestamp, index, start, end)
+            self._message(item, timestamp)
         elif item_type == "reasoning":
             texts = [t for _, t in _parts_text(item.get("summary"))]
             texts += [t for _, t in _parts_text(item.get("content"))]
             text = "\n\n".join(t for t in texts if t.strip())
             if text and self._is_duplicate("response", "thinking", text):
                 return
-            self._emit(
-                "assistant", [make_block("thinking", text)], timestamp, index, start, end
-            )
+            self.turn("assistant", [make_block("thinking", text)], ts=timestamp)
         elif item_type in _CALL_TYPES or item_type == "web_search_call":
-            self._call(item_type, item, timestamp, index, start, end)
+            self._call(item_type, item, timestamp)
         elif item_type in _OUTPUT_TYPES:
             call_id = as_str(item.get("call_id"))
             block = make_block(
@@ -263,23 +229,19 @@ class CodexParser(LineParser):
                 tool_name=self.tool_name_for(call_id),
                 tool_call_id=call_id,
             )
-            self._emit("tool", [block], timestamp, index, start, end)
+            self.turn("tool", [block], ts=timestamp)
         elif item_type == "agent_message":
             text = "\n".join(t for k, t in _parts_text(item.get("content")) if k == "text")
             extra = {
                 k: v for k in ("author", "recipient") if (v := as_str(item.get(k))) is not None
             }
-            self._emit(
-                "assistant", [make_block("text", text)], timestamp, index, start, end, extra
-            )
+            self.turn("assistant", [make_block("text", text)], ts=timestamp, extra=extra)
         elif item_type in _IGNORED_ITEMS:
             self.skip(f"ignored:response_item:{item_type}")
         else:
             self.skip(f"unknown-type:response_item:{type_label(item_type)}")
 
-    def _message(
-        self, item: dict[str, Any], timestamp: object, index: int, start: int, end: int
-    ) -> None:
+    def _message(self, item: dict[str, Any], timestamp: object) -> None:
         role = as_str(item.get("role")) or ""
         parts = _parts_text(item.get("content"))
         text_only = "\n".join(t for k, t in parts if k == "text")
@@ -304,17 +266,9 @@ class CodexParser(LineParser):
             role, "user"
         )
         extra = {"phase": phase} if (phase := as_str(item.get("phase"))) else None
-        self._emit(turn_role, blocks, timestamp, index, start, end, extra)
+        self.turn(turn_role, blocks, ts=timestamp, extra=extra)
 
-    def _call(
-        self,
-        item_type: str,
-        item: dict[str, Any],
-        timestamp: object,
-        index: int,
-        start: int,
-        end: int,
-    ) -> None:
+    def _call(self, item_type: str, item: dict[str, Any], timestamp: object) -> None:
         call_id = as_str(item.get("call_id"))
         if item_type == "web_search_call":
             name: str | None = "web_search"
@@ -334,11 +288,9 @@ class CodexParser(LineParser):
         self.remember_tool(call_id, name)
         text = render_json(body) if body is not None else ""
         block = make_block("tool_use", text, tool_name=name, tool_call_id=call_id)
-        self._emit("assistant", [block], timestamp, index, start, end)
+        self.turn("assistant", [block], ts=timestamp)
 
-    def _event(
-        self, payload: dict[str, Any], timestamp: object, index: int, start: int, end: int
-    ) -> None:
+    def _event(self, payload: dict[str, Any], timestamp: object) -> None:
         sub = as_str(payload.get("type"))
         if sub not in _EVENT_TURNS:
             self.skip(f"ignored:event_msg:{type_label(sub)}")
@@ -357,17 +309,15 @@ class CodexParser(LineParser):
         if self._is_duplicate("event", role, text):
             return
         turn_role = "user" if role == "user" else "assistant"
-        self._emit(turn_role, [make_block(block_type, text)], timestamp, index, start, end)
+        self.turn(turn_role, [make_block(block_type, text)], ts=timestamp)
 
-    def _compacted(
-        self, payload: dict[str, Any], timestamp: object, index: int, start: int, end: int
-    ) -> None:
+    def _compacted(self, payload: dict[str, Any], timestamp: object) -> None:
         text = as_str(payload.get("message")) or ""
         if not text.strip():
             self.skip("ignored:compacted")
             return
         block = make_block("text", text, noise=noise.COMPACTION)
-        self._emit("system", [block], timestamp, index, start, end)
+        self.turn("system", [block], ts=timestamp)
 
     # -- shared ------------------------------------------------------------------------------
 
@@ -384,39 +334,6 @@ class CodexParser(LineParser):
             return True
         bounded_put(window, digest, [source], _DEDUPE_WINDOW)
         return False
-
-    def _emit(
-        self,
-        role: str,
-        blocks: Sequence[Block | None],
-        timestamp: object,
-        index: int,
-        start: int,
-        end: int,
-        extra: dict[str, str] | None = None,
-    ) -> None:
-        session = self._session()
-        turn_id = f"{session}#{index}"
-        parent = as_str(self.state.get("last_turn"))
-        turn = self.emit(
-            session_id=session,
-            turn_id=turn_id,
-            ts=self.ts(timestamp),
-            role=role,
-            blocks=[b for b in blocks if b is not None],
-            start=start,
-            end=end,
-            parent_turn_id=parent,
-            workdir=as_str(self.state.get("cwd")),
-            parent_session_id=as_str(self.state.get("parent_session")),
-            extra=extra,
-        )
-        if turn is not None:
-            self.state["last_turn"] = turn_id
-
-
-def _parse(path: Path, start: int, state: dict[str, Any] | None, final: bool) -> ParseResult:
-    return CodexParser(path, state).run(start, final)
 
 
 def _sniff(path: Path, records: list[Any] | None) -> bool:
@@ -435,4 +352,10 @@ def _sniff(path: Path, records: list[Any] | None) -> bool:
     return False
 
 
-SPEC = ParserSpec("codex", _parse, _sniff, priority=30)
+def locate(settings: Settings) -> list[Path]:
+    """Rollouts under ``<CODEX_HOME or ~/.codex>/sessions`` (any depth, ``rollout-*.jsonl``)."""
+    return sorted(p for p in walk_files(settings.codex_home / "sessions")
+                  if p.name.startswith("rollout-") and p.suffix == ".jsonl")
+
+
+SPEC = parser_spec("codex", _sniff, Shape(CodexParser), priority=30, locate=locate)

@@ -34,21 +34,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+from funes._env import Settings
 from funes.ingest import noise
 from funes.ingest.parsers.base import (
-    LINK_MAP_LIMIT,
-    LineParser,
-    ParseResult,
-    ParserSpec,
     as_dict,
-    as_list,
     as_str,
-    bounded_put,
+    dicts,
     make_block,
     render_json,
-    state_map,
     type_label,
+    walk_files,
 )
+from funes.ingest.parsers.skeleton import Parser, Shape, parser_spec
 from funes.model.turns import Block
 
 #: Events that carry no conversation: lifecycle, telemetry, hooks.
@@ -64,22 +61,18 @@ def session_from_path(path: Path) -> str:
     return path.parent.name if path.name == "events.jsonl" else path.stem
 
 
-class CopilotParser(LineParser):
+class CopilotParser(Parser):
     """Copilot CLI ``events.jsonl`` (per-session directory) and the older flat files."""
 
     harness = "copilot"
-    _index = 0
+    repeats_ids = True  # trimmed and anonymised event files repeat event ids
 
-    def _session(self) -> str:
-        session = as_str(self.state.get("session"))
-        if not session:
-            session = session_from_path(self.path)
-            self.state["session"] = session
-        return session
+    def default_session(self) -> str:
+        """The session directory's name (or the flat file's)."""
+        return session_from_path(self.path)
 
     def handle(self, record: dict[str, Any], index: int, start: int, end: int) -> None:
         """Turn one event into a turn, or remember it as a link and count it."""
-        self._index = index
         kind = record.get("type")
         data = as_dict(record.get("data"))
         if not isinstance(kind, str) or data is None:
@@ -90,29 +83,28 @@ class CopilotParser(LineParser):
             self._header(data)
         elif kind == "user.message":
             text = as_str(data.get("content")) or as_str(data.get("transformedContent")) or ""
-            self._emit(record, "user", [make_block("text", text)], start, end)
+            self._event(record, "user", [make_block("text", text)])
             return
         elif kind == "assistant.message":
-            self._emit(record, "assistant", self._assistant(data), start, end,
-                       {"model": m} if (m := as_str(data.get("model"))) else None)
+            self._event(record, "assistant", self._assistant(data),
+                        {"model": m} if (m := as_str(data.get("model"))) else None)
             return
         elif kind == "tool.execution_complete":
-            self._emit(record, "tool", [self._result(data)], start, end)
+            self._event(record, "tool", [self._result(data)])
             return
         elif kind == "assistant.reasoning":
             text = as_str(data.get("content")) or ""
-            self._emit(record, "assistant", [make_block("thinking", text)], start, end)
+            self._event(record, "assistant", [make_block("thinking", text)])
             return
         elif kind in ("system.message", "system.notification"):
             text = as_str(data.get("content")) or ""
             reason = noise.SYSTEM if kind == "system.message" else noise.META
-            self._emit(record, "system", [make_block("text", text, noise=reason)], start, end)
+            self._event(record, "system", [make_block("text", text, noise=reason)])
             return
         elif kind in _SUMMARY_EVENTS:
             text = as_str(data.get("summary")) or as_str(data.get("summaryContent")) or ""
             if text:
-                self._emit(record, "system", [make_block("text", text, noise=noise.COMPACTION)],
-                           start, end)
+                self._event(record, "system", [make_block("text", text, noise=noise.COMPACTION)])
                 return
         if kind == "tool.execution_start":
             self.remember_tool(as_str(data.get("toolCallId")), as_str(data.get("toolName")))
@@ -121,6 +113,10 @@ class CopilotParser(LineParser):
             self.skip(f"ignored:{type_label(kind)}")
         else:
             self.skip(f"unknown-type:{type_label(kind)}")
+
+    def _event(self, record: dict[str, Any], role: str, blocks: list[Block | None],
+               extra: dict[str, str] | None = None) -> None:
+        self.node_turn(record, role, blocks, ts=record.get("timestamp"), extra=extra)
 
     def _header(self, data: dict[str, Any]) -> None:
         session = as_str(data.get("sessionId"))
@@ -139,10 +135,7 @@ class CopilotParser(LineParser):
             make_block("thinking", as_str(data.get("reasoningText")) or ""),
             make_block("text", as_str(data.get("content")) or ""),
         ]
-        for raw in as_list(data.get("toolRequests")) or []:
-            request = as_dict(raw)
-            if request is None:
-                continue
+        for request in dicts(data.get("toolRequests")):
             call_id = as_str(request.get("toolCallId"))
             name = as_str(request.get("name"))
             self.remember_tool(call_id, name)
@@ -168,41 +161,6 @@ class CopilotParser(LineParser):
         name = self.tool_name_for(call_id) or as_str(properties.get("tool"))
         return make_block("tool_result", text or "", tool_name=name, tool_call_id=call_id)
 
-    def _emit(
-        self,
-        record: dict[str, Any],
-        role: str,
-        blocks: list[Block | None],
-        start: int,
-        end: int,
-        extra: dict[str, str] | None = None,
-    ) -> None:
-        session = self._session()
-        event_id = as_str(record.get("id"))
-        index = self._index
-        seen = state_map(self.state, "ids")
-        turn_id = event_id if event_id and event_id not in seen else f"{session}#{index}"
-        turn = self.emit(
-            session_id=session,
-            turn_id=turn_id,
-            ts=self.ts(record.get("timestamp")),
-            role=role,
-            blocks=[b for b in blocks if b is not None],
-            start=start,
-            end=end,
-            parent_turn_id=self.resolve_parent(record.get("parentId")),
-            workdir=as_str(self.state.get("cwd")),
-            extra=extra,
-        )
-        if turn is None:
-            self.link_record(record)
-        elif event_id:
-            bounded_put(seen, event_id, 1, LINK_MAP_LIMIT)
-
-
-def _parse(path: Path, start: int, state: dict[str, Any] | None, final: bool) -> ParseResult:
-    return CopilotParser(path, state).run(start, final)
-
 
 def _sniff(path: Path, records: list[Any] | None) -> bool:
     if not records:
@@ -218,4 +176,17 @@ def _sniff(path: Path, records: list[Any] | None) -> bool:
     return False
 
 
-SPEC = ParserSpec("copilot", _parse, _sniff, priority=30)
+def locate(settings: Settings) -> list[Path]:
+    """``session-state/<id>/events.jsonl`` and the older flat ``session-state/<id>.jsonl``."""
+    state = settings.copilot_dir / "session-state"
+    out = []
+    for path in walk_files(state):
+        rel = path.relative_to(state).parts
+        if (len(rel) == 2 and rel[1] == "events.jsonl") or (
+            len(rel) == 1 and path.suffix == ".jsonl"
+        ):
+            out.append(path)
+    return sorted(out)
+
+
+SPEC = parser_spec("copilot", _sniff, Shape(CopilotParser), priority=30, locate=locate)

@@ -32,21 +32,21 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from funes._env import Settings
 from funes.ingest import noise
 from funes.ingest.parsers.base import (
-    LineParser,
     ParseError,
-    ParseResult,
-    ParserSpec,
     as_dict,
     as_list,
     as_str,
+    connect_readonly,
     make_block,
     norm_ts,
     render_json,
     type_label,
+    walk_files,
 )
-from funes.ingest.parsers.hermes import connect_readonly
+from funes.ingest.parsers.skeleton import Parser, Shape, parser_spec
 from funes.model.turns import Block
 
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "tool": "tool"}
@@ -158,10 +158,11 @@ def _cursor_home(path: Path) -> Path | None:
     return root.parent.parent.parent if root is not None else None
 
 
-class CursorParser(LineParser):
+class CursorParser(Parser):
     """Cursor agent transcripts (JSONL)."""
 
     harness = "cursor"
+    chain = "file"  # lines carry no ids: each turn follows the one before
 
     def _init_session(self) -> None:
         if self.state.get("session"):
@@ -195,28 +196,12 @@ class CursorParser(LineParser):
         message = as_dict(record.get("message")) or {}
         content = message.get("content", record.get("content"))
         blocks = self._blocks(content, role)
-        session = str(self.state["session"])
-        turn_id = f"{session}#{index}"
         extra = {"model": m} if (m := as_str(record.get("model"))) else {}
         if title := as_str(self.state.get("title")):
             extra["title"] = title
-        turn = self.emit(
-            session_id=session,
-            turn_id=turn_id,
-            ts=self.ts(record.get("timestamp")),
-            role=_ROLES[role],
-            blocks=blocks,
-            start=start,
-            end=end,
-            parent_turn_id=as_str(self.state.get("last_turn")),
-            workdir=as_str(self.state.get("cwd")),
-            parent_session_id=as_str(self.state.get("parent_session")),
-            extra=extra,
-        )
-        if turn is not None:
-            self.state["last_turn"] = turn_id
+        self.turn(_ROLES[role], blocks, ts=record.get("timestamp"), extra=extra)
 
-    def _blocks(self, content: object, role: str) -> list[Block]:
+    def _blocks(self, content: object, role: str) -> list[Block | None]:
         blocks: list[Block | None] = []
         parts = content if isinstance(content, list) else [content]
         for raw in parts:
@@ -247,7 +232,7 @@ class CursorParser(LineParser):
                 blocks.append(make_block("text", part["text"]))
             else:
                 self.skip(f"unknown-type:part:{type_label(kind)}")
-        return [b for b in blocks if b is not None]
+        return blocks
 
     def _text(self, text: str, role: str) -> list[Block | None]:
         if role != "user" or "<" not in text:
@@ -275,10 +260,6 @@ def _result_text(content: object) -> str:
     return "\n".join(texts)
 
 
-def _parse(path: Path, start: int, state: dict[str, Any] | None, final: bool) -> ParseResult:
-    return CursorParser(path, state).run(start, final)
-
-
 def _sniff(path: Path, records: list[Any] | None) -> bool:
     if not records:
         return False
@@ -289,4 +270,11 @@ def _sniff(path: Path, records: list[Any] | None) -> bool:
         first.get("message"), dict)
 
 
-SPEC = ParserSpec("cursor", _parse, _sniff, priority=45)
+def locate(settings: Settings) -> list[Path]:
+    """Agent transcripts under ``~/.cursor/projects/<project>/agent-transcripts`` (JSONL)."""
+    projects = settings.cursor_dir / "projects"
+    return sorted(p for p in walk_files(projects)
+                  if p.suffix == ".jsonl" and "agent-transcripts" in p.relative_to(projects).parts)
+
+
+SPEC = parser_spec("cursor", _sniff, Shape(CursorParser), priority=45, locate=locate)

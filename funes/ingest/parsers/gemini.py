@@ -44,26 +44,26 @@ import os
 from pathlib import Path
 from typing import Any
 
+from funes._env import Settings
 from funes.ingest import noise
 from funes.ingest.parsers.base import (
-    RECORD_ERRORS,
-    STATE_VERSION,
-    CursorKind,
-    LineParser,
     ParseError,
     ParseResult,
-    ParserSpec,
     as_dict,
     as_list,
     as_str,
     bounded_put,
+    dicts,
     iter_complete_lines,
     make_block,
+    read_json_file,
     render_json,
     state_int,
     state_map,
     type_label,
+    walk_files,
 )
+from funes.ingest.parsers.skeleton import Parser, Shape, parser_spec
 from funes.model.turns import Block
 
 #: Largest legacy ``.json`` session read whole (they are rewritten whole, so cannot be resumed).
@@ -155,17 +155,11 @@ def _finished(message: dict[str, Any]) -> bool:
     )
 
 
-class _Turns(LineParser):
+class _Turns(Parser):
     """What the JSONL reader and the JSON reader share: message → turn."""
 
     harness = "gemini"
-
-    def _session(self) -> str:
-        session = as_str(self.state.get("session"))
-        if not session:
-            session = self.path.stem
-            self.state["session"] = session
-        return session
+    chain = "file"
 
     def _meta(self, record: dict[str, Any]) -> None:
         session = as_str(record.get("sessionId"))
@@ -179,7 +173,8 @@ class _Turns(LineParser):
             self.state["dirs0"] = dirs[0]
         self.ts(record.get("startTime"))
 
-    def _workdir(self) -> str | None:
+    def workdir(self) -> str | None:
+        """The project root the chat file's folder stands for (see the module docstring)."""
         if "cwd" not in self.state:
             found = resolve_workdir(self.path, as_str(self.state.get("project_hash")))
             self.state["cwd"] = found or as_str(self.state.get("dirs0"))
@@ -210,30 +205,14 @@ class _Turns(LineParser):
         else:
             self.skip(f"unknown-type:message:{type_label(kind)}")
             return
-        session = self._session()
-        turn_id = msg_id or f"{session}#{index}"
-        turn = self.emit(
-            session_id=session,
-            turn_id=turn_id,
-            ts=self.ts(message.get("timestamp") or message.get("ts")),
-            role=role,
-            blocks=[b for b in blocks if b is not None],
-            start=start,
-            end=end,
-            parent_turn_id=as_str(self.state.get("last_turn")),
-            workdir=self._workdir(),
-            parent_session_id=as_str(self.state.get("parent_session")),
-            extra=extra,
-        )
-        if turn is not None:
-            self.state["last_turn"] = turn_id
-            if msg_id:
-                bounded_put(emitted, msg_id, 1, _EMITTED_LIMIT)
+        turn = self.turn(role, blocks, ts=message.get("timestamp") or message.get("ts"),
+                         turn_id=msg_id, extra=extra, at=(index, start, end))
+        if turn is not None and msg_id:
+            bounded_put(emitted, msg_id, 1, _EMITTED_LIMIT)
 
     def _blocks(self, message: dict[str, Any], role: str) -> list[Block | None]:
         blocks: list[Block | None] = []
-        for raw in as_list(message.get("thoughts")) or []:
-            thought = as_dict(raw) or {}
+        for thought in dicts(message.get("thoughts")):
             subject = as_str(thought.get("subject")) or ""
             description = as_str(thought.get("description")) or ""
             text = f"{subject}: {description}" if subject and description \
@@ -247,10 +226,7 @@ class _Turns(LineParser):
                 blocks.append(make_block("text", text, noise=noise.IMAGE))
             else:
                 blocks.append(make_block("thinking" if kind == "thinking" else "text", text))
-        for raw in as_list(message.get("toolCalls")) or []:
-            call = as_dict(raw)
-            if call is None:
-                continue
+        for call in dicts(message.get("toolCalls")):
             call_id = as_str(call.get("id"))
             name = as_str(call.get("name"))
             blocks.append(make_block("tool_use", render_json(call.get("args", {})),
@@ -278,7 +254,7 @@ class GeminiJsonlParser(_Turns):
             index = state_int(self.state, "n")
             self.state["n"] = index + 1
             end = line_end
-            record = self._decode(line)
+            record = self.decode(line)
             if record is None:
                 continue
             msg_id = as_str(record.get("id"))
@@ -301,85 +277,57 @@ class GeminiJsonlParser(_Turns):
             else:  # forget what was read after it: the next call reads it again
                 end, self.state, self.skipped = resume
         self.finish()
-        return ParseResult(self.turns, self.skipped, end, self.state)
-
-    def _decode(self, line: bytes) -> dict[str, Any] | None:
-        if not line.strip():
-            self.skip("blank-line")
-            return None
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):
-            self.skip("invalid-json")
-            return None
-        if not isinstance(record, dict):
-            self.skip("not-an-object")
-            return None
-        return record
+        return self.result(end)
 
     def _flush(self, pending: tuple[dict[str, Any], int, int, int]) -> None:
-        record, index, start, end = pending
-        before = len(self.turns)
-        try:
-            self.message(record, index, start, end)
-        except RECORD_ERRORS:
-            del self.turns[before:]
-            self.skip("malformed-record")
+        self.guard(self.message, *pending)
 
     def _other(self, record: dict[str, Any]) -> None:
-        try:
-            if "$set" in record:
-                update = as_dict(record.get("$set")) or {}
-                self._meta(update)
-                self.skip("ignored:$set")
-            elif "$rewindTo" in record:
-                self.skip("ignored:$rewindTo")
-            elif "sessionId" in record:
-                self._meta(record)
-                self.skip("ignored:metadata")
-            else:
-                self.skip("missing-field")
-        except RECORD_ERRORS:
-            self.skip("malformed-record")
+        self.guard(self._metadata, record)
+
+    def _metadata(self, record: dict[str, Any]) -> None:
+        if "$set" in record:
+            update = as_dict(record.get("$set")) or {}
+            self._meta(update)
+            self.skip("ignored:$set")
+        elif "$rewindTo" in record:
+            self.skip("ignored:$rewindTo")
+        elif "sessionId" in record:
+            self._meta(record)
+            self.skip("ignored:metadata")
+        else:
+            self.skip("missing-field")
 
 
-def _parse_json(path: Path, state: dict[str, Any] | None) -> ParseResult:
+class GeminiJsonParser(_Turns):
     """A whole legacy ``.json`` session (rows cursor: the number of messages read)."""
-    parser = _Turns(path, None)
-    try:
-        size = os.path.getsize(path)
-        if size > MAX_JSON_BYTES:
-            raise ParseError(f"{path} is {size} bytes, more than a Gemini session can be",
+
+    rereads_whole = True
+
+    def run(self, start: int, final: bool = False) -> ParseResult:
+        """Read every message of the session again (the file is rewritten whole)."""
+        doc, reason = read_json_file(self.path, MAX_JSON_BYTES)
+        if reason == "too-large":
+            raise ParseError(f"{self.path} is {os.path.getsize(self.path)} bytes, more than a "
+                             "Gemini session can be",
                              hint="move it aside; funes reads sessions up to 256 MiB")
-        with open(path, "rb") as fh:
-            doc = json.loads(fh.read())
-    except OSError as exc:
-        raise ParseError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    except (ValueError, RecursionError):
-        parser.skip("invalid-json")
-        return ParseResult([], parser.skipped, 0, parser.state)
-    if not isinstance(doc, dict):
-        parser.skip("not-an-object")
-        return ParseResult([], parser.skipped, 0, parser.state)
-    parser._meta(doc)
-    if not parser.state.get("session") and isinstance(doc.get("start_time"), str):
-        parser.ts(doc.get("start_time"))
-    messages = as_list(doc.get("messages"))
-    if messages is None:
-        messages = as_list(doc.get("history")) or []
-    for index, raw in enumerate(messages):
-        message = as_dict(raw)
-        if message is None:
-            parser.skip("not-an-object")
-            continue
-        before = len(parser.turns)
-        try:
-            parser.message(message, index, index, index + 1)
-        except RECORD_ERRORS:
-            del parser.turns[before:]
-            parser.skip("malformed-record")
-    parser.state["v"] = STATE_VERSION
-    return ParseResult(parser.turns, parser.skipped, len(messages), parser.state)
+        if reason == "unreadable":
+            raise ParseError(f"cannot read {self.path}")
+        if reason is not None or not isinstance(doc, dict):
+            self.skip(reason or "not-an-object")
+            return self.result(0)
+        self._meta(doc)
+        if not self.state.get("session") and isinstance(doc.get("start_time"), str):
+            self.ts(doc.get("start_time"))
+        messages = as_list(doc.get("messages"))
+        if messages is None:
+            messages = as_list(doc.get("history")) or []
+        self.feed((i, i, i + 1, m) for i, m in enumerate(messages))
+        return self.result(len(messages))
+
+    def handle(self, record: dict[str, Any], index: int, start: int, end: int) -> None:
+        """One message of the session."""
+        self.message(record, index, start, end)
 
 
 def _is_json_session(path: Path) -> bool:
@@ -397,16 +345,6 @@ def _is_json_session(path: Path) -> bool:
     )
 
 
-def _parse(path: Path, start: int, state: dict[str, Any] | None, final: bool) -> ParseResult:
-    if path.suffix == ".json":
-        return _parse_json(path, state)
-    return GeminiJsonlParser(path, state).run(start, final)
-
-
-def _cursor(path: Path) -> CursorKind:
-    return "rows" if path.suffix == ".json" else "bytes"
-
-
 def _sniff(path: Path, records: list[Any] | None) -> bool:
     if path.suffix == ".json":
         return _is_json_session(path)
@@ -420,6 +358,25 @@ def _sniff(path: Path, records: list[Any] | None) -> bool:
     )
 
 
-__all__ = ["GeminiJsonlParser", "resolve_workdir"]
+def locate(settings: Settings) -> list[Path]:
+    """Chat logs under ``tmp/<project>/chats`` (``.jsonl``, and ``.json`` not yet migrated)."""
+    out: list[Path] = []
+    tmp = settings.gemini_dir / "tmp"
+    for path in walk_files(tmp):
+        rel = path.relative_to(tmp).parts
+        if len(rel) < 3 or rel[1] != "chats" or path.suffix not in (".jsonl", ".json"):
+            continue
+        if path.suffix == ".json" and path.with_suffix(".jsonl").exists():
+            continue  # Gemini migrated it to JSONL on resume: read that one only
+        out.append(path)
+    return sorted(out)
 
-SPEC = ParserSpec("gemini", _parse, _sniff, priority=35, cursor=_cursor)
+
+__all__ = ["GeminiJsonParser", "GeminiJsonlParser", "resolve_workdir"]
+
+SPEC = parser_spec(
+    "gemini", _sniff,
+    Shape(GeminiJsonParser, lambda path: path.suffix == ".json", "rows"),
+    Shape(GeminiJsonlParser),
+    priority=35, locate=locate,
+)

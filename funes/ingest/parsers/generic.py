@@ -31,27 +31,17 @@ from typing import Any
 
 from funes.ingest import noise
 from funes.ingest.parsers.base import (
-    RECORD_ERRORS,
-    STATE_VERSION,
-    CursorKind,
-    LineParser,
     ParseError,
     ParseResult,
-    ParserSpec,
     as_dict,
     as_list,
     as_str,
     bounded_put,
-    make_block,
+    has_magic,
     state_map,
 )
-from funes.ingest.parsers.hermes import (
-    content_blocks,
-    content_text,
-    sharegpt_messages,
-    tool_call_blocks,
-)
-from funes.model.turns import Block
+from funes.ingest.parsers.chat import emit_conversation, message_blocks
+from funes.ingest.parsers.skeleton import FOLLOW, Parser, Shape, parser_spec
 
 _ROLES = {
     "user": "user",
@@ -64,6 +54,8 @@ _ROLES = {
     "tool": "tool",
     "function": "tool",
 }
+#: Messages that are scaffolding by their role: a system prompt, developer instructions.
+_ROLE_NOISE = {"system": noise.SYSTEM, "developer": noise.INSTRUCTIONS}
 _SESSION_KEYS = ("session_id", "conversation_id", "thread_id")
 _CWD_KEYS = ("cwd", "workdir")
 _TS_KEYS = ("timestamp", "created_at", "ts", "time")
@@ -86,12 +78,13 @@ def _first(record: dict[str, Any], keys: tuple[str, ...]) -> object:
     return None
 
 
-class ImportParser(LineParser):
-    """JSONL of OpenAI-style messages or conversations (and rows decoded from Parquet)."""
+class ImportParser(Parser):
+    """JSONL of OpenAI-style messages or conversations."""
 
     harness = "import"
+    chain = "session"  # a message answers the previous message of its session
 
-    def default_session(self, raw: bytes) -> str:
+    def file_session(self, raw: bytes) -> str:
         """The file's default session id, fixed by its first line's bytes."""
         session = as_str(self.state.get("default_session"))
         if not session:
@@ -100,7 +93,7 @@ class ImportParser(LineParser):
         return session
 
     def run(self, start: int, final: bool = False) -> ParseResult:
-        """Like :meth:`LineParser.run`, but fixes the default session from the first line."""
+        """Like :meth:`Parser.run`, but fixes the default session from the first line."""
         if start == 0 and "default_session" not in self.state:
             try:
                 with open(self.path, "rb") as f:
@@ -108,7 +101,7 @@ class ImportParser(LineParser):
             except OSError as exc:
                 raise ParseError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
             if first.endswith(b"\n") or (final and first):
-                self.default_session(first.rstrip(b"\r\n"))
+                self.file_session(first.rstrip(b"\r\n"))
         return super().run(start, final)
 
     def handle(self, record: dict[str, Any], index: int, start: int, end: int) -> None:
@@ -121,7 +114,7 @@ class ImportParser(LineParser):
         if as_str(record.get("role")) is None:
             self.skip("missing-field")
             return
-        session = _first_str(record, _SESSION_KEYS) or self.default_session(b"")
+        session = _first_str(record, _SESSION_KEYS) or self.file_session(b"")
         self._message(record, session, f"{session}#{index}", start, end, {})
 
     def _message(
@@ -145,62 +138,20 @@ class ImportParser(LineParser):
         else:
             known = state_map(self.state, "cwd").get(session)
             cwd = known if isinstance(known, str) else None
-        blocks = self._blocks(role, raw_role, msg)
-        turn_id = _first_str(msg, ("id", "message_id")) or fallback_id
-        last = state_map(self.state, "last")
-        parent = _first_str(msg, ("parent_id", "parent_message_id"))
-        if parent is None:
-            prev = last.get(session)
-            parent = prev if isinstance(prev, str) else None
         turn = self.emit(
             session_id=session,
-            turn_id=turn_id,
+            turn_id=_first_str(msg, ("id", "message_id")) or fallback_id,
             ts=self.ts(_first(msg, _TS_KEYS) or context.get("timestamp")),
             role=role,
-            blocks=blocks,
+            blocks=message_blocks(self, msg, role, _ROLE_NOISE.get(raw_role)),
             start=start,
             end=end,
-            parent_turn_id=parent,
+            parent=_first_str(msg, ("parent_id", "parent_message_id")) or FOLLOW,
             workdir=cwd,
             parent_session_id=as_str(msg.get("parent_session_id"))
             or as_str(context.get("parent_session_id")),
         )
-        if turn is not None:
-            bounded_put(last, session, turn_id, 64)
         return turn is not None
-
-    def _blocks(self, role: str, raw_role: str, msg: dict[str, Any]) -> list[Block]:
-        blocks: list[Block | None] = []
-        for key in ("reasoning", "reasoning_content", "thinking"):
-            if isinstance(msg.get(key), str):
-                blocks.append(make_block("thinking", msg[key]))
-                break
-        content = msg.get("content")
-        if role == "tool":
-            call_id = as_str(msg.get("tool_call_id"))
-            name = as_str(msg.get("name")) or as_str(msg.get("tool_name"))
-            blocks.append(
-                make_block(
-                    "tool_result",
-                    content_text(content) if not isinstance(content, dict | int | float)
-                    else json.dumps(content),
-                    tool_name=name or self.tool_name_for(call_id),
-                    tool_call_id=call_id,
-                )
-            )
-        else:
-            reason = noise.SYSTEM if role == "system" and raw_role != "developer" else None
-            if raw_role == "developer":
-                reason = noise.INSTRUCTIONS
-            blocks.extend(content_blocks(content, reason))
-        calls = tool_call_blocks(msg.get("tool_calls"))
-        legacy = as_dict(msg.get("function_call"))
-        if legacy is not None:
-            calls += tool_call_blocks([{"function": legacy}])
-        for block, call_id, name in calls:
-            self.remember_tool(call_id, name)
-            blocks.append(block)
-        return [b for b in blocks if b is not None]
 
     def _conversation(
         self,
@@ -230,24 +181,8 @@ class ImportParser(LineParser):
                     continue
                 self._message(msg, session, f"{session}#{i}", start, end, context)
             return
-        previous: str | None = None
-        for i, (role, blocks, reason) in enumerate(sharegpt_messages(conversations or [])):
-            if reason is not None:
-                self.skip(reason)
-                continue
-            turn_id = f"{session}#{i}"
-            if self.emit(
-                session_id=session,
-                turn_id=turn_id,
-                ts=self.ts(context["timestamp"]),
-                role=role,
-                blocks=blocks,
-                start=start,
-                end=end,
-                parent_turn_id=previous,
-                workdir=as_str(context["cwd"]),
-            ):
-                previous = turn_id
+        emit_conversation(self, session, conversations or [], ts=self.ts(context["timestamp"]),
+                          workdir=as_str(context["cwd"]), start=start, end=end)
 
 
 # --------------------------------------------------------------------------------------------
@@ -257,11 +192,7 @@ class ImportParser(LineParser):
 
 def is_parquet(path: Path) -> bool:
     """True if the file starts with Parquet's magic bytes."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == b"PAR1"
-    except OSError:
-        return False
+    return has_magic(path, b"PAR1")
 
 
 def _decode_cells(row: dict[str, Any]) -> dict[str, Any]:
@@ -275,52 +206,38 @@ def _decode_cells(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _parse_parquet(path: Path, start: int, state: dict[str, Any] | None) -> ParseResult:
-    try:
-        import pyarrow.parquet as pq
-    except ImportError as exc:  # pragma: no cover - pyarrow is a dependency
-        raise ParseError("reading Parquet needs pyarrow", hint="pip install pyarrow") from exc
-    try:
-        pf = pq.ParquetFile(path)
-    except (OSError, ValueError) as exc:
-        raise ParseError(f"cannot read {path} as Parquet: {exc}") from exc
-    parser = ImportParser(path, state)
-    parser.state["v"] = STATE_VERSION
-    row_index = 0
-    end = start
-    for batch in pf.iter_batches(batch_size=1024):
-        rows: list[dict[str, Any]] = batch.to_pylist()
-        for row in rows:
-            if row_index == 0 and "default_session" not in parser.state:
-                first = json.dumps(row, sort_keys=True, ensure_ascii=False, default=str).encode()
-                parser.default_session(first)
-            if row_index >= start:
-                parser.state["n"] = row_index + 1
-                record = _decode_cells(row)
-                before = len(parser.turns)
-                try:
-                    parser.handle(record, row_index, row_index, row_index + 1)
-                except RECORD_ERRORS:
-                    del parser.turns[before:]
-                    parser.skip("malformed-record")
-                end = row_index + 1
-            row_index += 1
-    return ParseResult(parser.turns, parser.skipped, end, parser.state)
+class ParquetImportParser(ImportParser):
+    """A Parquet export: one message (or conversation) per row; offsets are row indexes."""
+
+    def run(self, start: int, final: bool = False) -> ParseResult:
+        """Handle the rows from index ``start``; the default session comes from row 0."""
+        try:
+            import pyarrow.parquet as pq
+        except ImportError as exc:  # pragma: no cover - pyarrow is a dependency
+            raise ParseError("reading Parquet needs pyarrow", hint="pip install pyarrow") from exc
+        try:
+            pf = pq.ParquetFile(self.path)
+        except (OSError, ValueError) as exc:
+            raise ParseError(f"cannot read {self.path} as Parquet: {exc}") from exc
+        row_index = 0
+        end = start
+        for batch in pf.iter_batches(batch_size=1024):
+            rows: list[dict[str, Any]] = batch.to_pylist()
+            for row in rows:
+                if row_index == 0 and "default_session" not in self.state:
+                    first = json.dumps(row, sort_keys=True, ensure_ascii=False, default=str)
+                    self.file_session(first.encode())
+                if row_index >= start:
+                    self.state["n"] = row_index + 1
+                    self.feed([(row_index, row_index, row_index + 1, _decode_cells(row))])
+                    end = row_index + 1
+                row_index += 1
+        return self.result(end)
 
 
 # --------------------------------------------------------------------------------------------
 # Registration
 # --------------------------------------------------------------------------------------------
-
-
-def _parse(path: Path, start: int, state: dict[str, Any] | None, final: bool) -> ParseResult:
-    if is_parquet(path):
-        return _parse_parquet(path, start, state)
-    return ImportParser(path, state).run(start, final)
-
-
-def _cursor(path: Path) -> CursorKind:
-    return "rows" if is_parquet(path) else "bytes"
 
 
 def _sniff(path: Path, records: list[Any] | None) -> bool:
@@ -338,4 +255,7 @@ def _sniff(path: Path, records: list[Any] | None) -> bool:
     return False
 
 
-SPEC = ParserSpec("import", _parse, _sniff, priority=90, cursor=_cursor)
+SPEC = parser_spec(
+    "import", _sniff, Shape(ParquetImportParser, is_parquet, "rows"), Shape(ImportParser),
+    priority=90,
+)

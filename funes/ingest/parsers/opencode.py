@@ -38,23 +38,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+from funes._env import Settings
 from funes.ingest import noise
 from funes.ingest.parsers.base import (
-    STATE_VERSION,
-    CursorKind,
     ParseError,
     ParseResult,
-    ParserSpec,
     as_dict,
     as_str,
-    harness_literal,
+    is_sqlite,
     make_block,
     norm_ts,
+    read_json_file,
     render_json,
+    sqlite_schema,
+    store_and_older,
     type_label,
+    walk_files,
 )
-from funes.ingest.parsers.hermes import connect_readonly, is_sqlite
-from funes.model.turns import Block, Source, Turn
+from funes.ingest.parsers.skeleton import Parser, Shape, SqliteParser, parser_spec
+from funes.model.turns import Block, Source
 
 #: A message untouched for this long is read even if it never completed (a crash, a kill).
 SETTLE_MS = 10 * 60 * 1000
@@ -106,65 +108,59 @@ def part_blocks(part: dict[str, Any], skipped: collections.Counter[str]) -> list
     return []
 
 
-def message_turn(
-    info: dict[str, Any],
-    parts: list[dict[str, Any]],
-    *,
-    message_id: str,
-    session_id: str,
-    session: dict[str, Any],
-    previous: str | None,
-    seq: int,
-    source: Source,
-    skipped: collections.Counter[str],
-    projects: dict[str | None, str | None],
-) -> Turn | None:
-    """One OpenCode message and its parts as a turn (None when nothing is left)."""
-    role = as_str(info.get("role")) or ""
-    if role not in ("user", "assistant"):
-        skipped[f"unknown-type:message:{type_label(role)}"] += 1
-        return None
-    blocks: list[Block] = []
-    for part in parts:
-        blocks += [b for b in part_blocks(part, skipped) if b is not None]
-    error = as_dict(info.get("error"))
-    if error is not None and role == "assistant":
-        data = as_dict(error.get("data")) or {}
-        text = as_str(data.get("message")) or as_str(error.get("name")) or ""
-        block = make_block("text", text, noise=noise.API_ERROR)
-        if block is not None:
-            blocks.append(block)
-    if not blocks:
-        skipped["empty"] += 1
-        return None
-    times = as_dict(info.get("time")) or {}
-    path = as_dict(info.get("path")) or {}
-    workdir = as_str(path.get("cwd")) or as_str(session.get("directory"))
-    if workdir not in projects:
-        from funes.ingest.project import project_identity
+class _Messages(Parser):
+    """What both OpenCode readers share: one message and its parts → one turn."""
 
-        projects[workdir] = project_identity(workdir)
-    extra: dict[str, str] = {}
-    if model := as_str(info.get("modelID")):
-        extra["model"] = model
-    if title := as_str(session.get("title")):
-        extra["title"] = title
-    parent = as_str(info.get("parentID")) if role == "assistant" else None
-    return Turn(
-        harness=harness_literal("opencode"),
-        session_id=session_id,
-        turn_id=message_id,
-        seq=seq,
-        ts=norm_ts(times.get("created")) or "",
-        role=role,
-        blocks=tuple(blocks),
-        parent_turn_id=parent or previous,
-        workdir=workdir,
-        project=projects[workdir],
-        source=source,
-        parent_session_id=as_str(session.get("parent_id")) or as_str(session.get("parentID")),
-        extra=extra,
-    )
+    harness = "opencode"
+
+    def message(
+        self,
+        info: dict[str, Any],
+        parts: list[dict[str, Any]],
+        *,
+        message_id: str,
+        session_id: str,
+        session: dict[str, Any],
+        previous: str | None,
+        seq: int,
+        source: Source,
+    ) -> None:
+        """Emit the turn of one message (nothing, with the reason counted, when none is left)."""
+        role = as_str(info.get("role")) or ""
+        if role not in ("user", "assistant"):
+            self.skip(f"unknown-type:message:{type_label(role)}")
+            return
+        blocks: list[Block | None] = []
+        for part in parts:
+            blocks += part_blocks(part, self.skipped)
+        error = as_dict(info.get("error"))
+        if error is not None and role == "assistant":
+            data = as_dict(error.get("data")) or {}
+            text = as_str(data.get("message")) or as_str(error.get("name")) or ""
+            blocks.append(make_block("text", text, noise=noise.API_ERROR))
+        times = as_dict(info.get("time")) or {}
+        path = as_dict(info.get("path")) or {}
+        extra: dict[str, str] = {}
+        if model := as_str(info.get("modelID")):
+            extra["model"] = model
+        if title := as_str(session.get("title")):
+            extra["title"] = title
+        parent = as_str(info.get("parentID")) if role == "assistant" else None
+        self.emit(
+            session_id=session_id,
+            turn_id=message_id,
+            ts=norm_ts(times.get("created")) or "",
+            role=role,
+            blocks=blocks,
+            start=source.start,
+            end=source.end,
+            parent=parent or previous,
+            workdir=as_str(path.get("cwd")) or as_str(session.get("directory")),
+            parent_session_id=as_str(session.get("parent_id")) or as_str(session.get("parentID")),
+            extra=extra,
+            seq=seq,
+            source=source,
+        )
 
 
 def _unsettled(info: dict[str, Any], parts: int, updated: object, now_ms: int) -> bool:
@@ -195,33 +191,26 @@ def _loads(raw: object) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _parse_db(path: Path, start: int, state: dict[str, Any] | None) -> ParseResult:
-    st: dict[str, Any] = dict(state) if state else {}
-    st.update(parser="opencode", v=STATE_VERSION, db=True)
-    turns: list[Turn] = []
-    skipped: collections.Counter[str] = collections.Counter()
-    projects: dict[str | None, str | None] = {}
-    source_path = os.path.abspath(path)
-    last = start
-    now_ms = int(time.time() * 1000)
-    conn = connect_readonly(path)
-    try:
+class OpencodeDbParser(SqliteParser, _Messages):
+    """``opencode.db``, resumed by the message table's rowid."""
+
+    def read(self, conn: sqlite3.Connection, start: int) -> int:
+        """The messages after rowid ``start``, stopping before one still being written."""
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if not {"session", "message", "part"} <= tables:
-            raise ParseError(f"{path} has no OpenCode session tables")
+            raise ParseError(f"{self.path} has no OpenCode session tables")
+        last = start
+        now_ms = int(time.time() * 1000)
         sessions: dict[str, dict[str, Any]] = {}
         previous: dict[str, str | None] = {}
-        done = False
-        while not done:
+        while True:
             rows = conn.execute(
                 "SELECT rowid, id, session_id, time_updated, data FROM message "
                 "WHERE rowid > ? ORDER BY rowid LIMIT ?", (last, _BATCH)).fetchall()
-            if not rows:
-                break
             for rowid, msg_id, session_id, updated, data in rows:
                 info = _loads(data)
                 if info is None or not isinstance(msg_id, str) or not isinstance(session_id, str):
-                    skipped["invalid-json" if info is None else "missing-field"] += 1
+                    self.skip("invalid-json" if info is None else "missing-field")
                     last = rowid
                     continue
                 parts = [p for p in (_loads(r[0]) for r in conn.execute(
@@ -231,8 +220,7 @@ def _parse_db(path: Path, start: int, state: dict[str, Any] | None) -> ParseResu
                     "SELECT 1 FROM message WHERE session_id = ? AND rowid > ? LIMIT 1",
                     (session_id, rowid)).fetchone() is None
                 if newest and _unsettled(info, len(parts), updated, now_ms):
-                    done = True
-                    break
+                    return last
                 last = rowid
                 if session_id not in sessions:
                     sessions[session_id] = _db_session(conn, session_id)
@@ -240,22 +228,12 @@ def _parse_db(path: Path, start: int, state: dict[str, Any] | None) -> ParseResu
                         "SELECT id FROM message WHERE session_id = ? AND rowid < ? "
                         "ORDER BY rowid DESC LIMIT 1", (session_id, rowid)).fetchone()
                     previous[session_id] = row[0] if row else None
-                turn = message_turn(
-                    info, parts, message_id=msg_id, session_id=session_id,
-                    session=sessions[session_id], previous=previous[session_id], seq=rowid,
-                    source=Source(source_path, rowid, rowid + 1), skipped=skipped,
-                    projects=projects)
+                self.message(info, parts, message_id=msg_id, session_id=session_id,
+                             session=sessions[session_id], previous=previous[session_id],
+                             seq=rowid, source=Source(self.source_path, rowid, rowid + 1))
                 previous[session_id] = msg_id
-                if turn is not None:
-                    turns.append(turn)
             if len(rows) < _BATCH:
-                break
-    except sqlite3.Error as exc:
-        raise ParseError(f"cannot read {path}: {exc}") from exc
-    finally:
-        conn.close()
-    st["last_id"] = last
-    return ParseResult(turns, skipped, last, st)
+                return last
 
 
 def _db_session(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
@@ -268,38 +246,17 @@ def _db_session(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
     return dict(zip(wanted, row, strict=True)) if row else {}
 
 
-def db_session_ids(db: Path) -> set[str]:
-    """Session ids an ``opencode.db`` holds (empty when it cannot be read)."""
-    try:
-        conn = connect_readonly(db, attempts=1)
-    except ParseError:
-        return set()
-    try:
-        return {str(r[0]) for r in conn.execute("SELECT id FROM session")}
-    except sqlite3.Error:
-        return set()
-    finally:
-        conn.close()
-
-
 # --------------------------------------------------------------------------------------------
 # The JSON tree (before 1.2)
 # --------------------------------------------------------------------------------------------
 
 
 def _read_json(path: Path, skipped: collections.Counter[str]) -> dict[str, Any] | None:
-    try:
-        if path.stat().st_size > MAX_JSON_BYTES:
-            skipped["too-large"] += 1
-            return None
-        data = path.read_bytes()
-    except OSError:
-        skipped["unreadable"] += 1
-        return None
-    value = _loads(data)
-    if value is None:
-        skipped["invalid-json"] += 1
-    return value
+    value, reason = read_json_file(path, MAX_JSON_BYTES)
+    if isinstance(value, dict):
+        return value
+    skipped[reason or "invalid-json"] += 1
+    return None
 
 
 def storage_root(session_file: Path) -> Path | None:
@@ -309,46 +266,45 @@ def storage_root(session_file: Path) -> Path | None:
     return None
 
 
-def _parse_tree(path: Path) -> ParseResult:
-    skipped: collections.Counter[str] = collections.Counter()
-    st: dict[str, Any] = {"parser": "opencode", "v": STATE_VERSION}
-    session = _read_json(path, skipped)
-    root = storage_root(path)
-    if session is None or root is None:
-        if root is None:
-            skipped["missing-field"] += 1
-        return ParseResult([], skipped, 0, st)
-    session_id = as_str(session.get("id")) or path.stem
-    infos: list[tuple[str, dict[str, Any], Path]] = []
-    for file in sorted((root / "message" / session_id).glob("*.json")):
-        info = _read_json(file, skipped)
-        if info is not None:
-            infos.append((as_str(info.get("id")) or file.stem, info, file))
-    infos.sort(key=lambda m: (_created(m[1]), m[0]))
-    turns: list[Turn] = []
-    projects: dict[str | None, str | None] = {}
-    previous: str | None = None
-    now_ms = int(time.time() * 1000)
-    flat: dict[str, list[dict[str, Any]]] | None = None
-    for seq, (msg_id, info, file) in enumerate(infos):
-        part_files = sorted((root / "part" / msg_id).glob("*.json")) or sorted(
-            (root / "part" / session_id / msg_id).glob("*.json"))
-        parts = [p for p in (_read_json(f, skipped) for f in part_files) if p is not None]
-        if not part_files:
-            if flat is None:
-                flat = _flat_parts(root, skipped)
-            parts = flat.get(msg_id, [])
-        parts.sort(key=lambda p: as_str(p.get("id")) or "")
-        if seq == len(infos) - 1 and _unsettled(info, len(parts), _updated(info, parts), now_ms):
-            break
-        turn = message_turn(
-            info, parts, message_id=msg_id, session_id=session_id, session=session,
-            previous=previous, seq=seq, source=Source(os.path.abspath(file), 0, 0),
-            skipped=skipped, projects=projects)
-        previous = msg_id
-        if turn is not None:
-            turns.append(turn)
-    return ParseResult(turns, skipped, len(infos), st)
+class OpencodeTreeParser(_Messages):
+    """A session of the JSON tree, read whole whenever it changes (``rows`` cursor)."""
+
+    rereads_whole = True
+
+    def run(self, start: int, final: bool = False) -> ParseResult:
+        """Every settled message of the session; the count of messages as the offset."""
+        session = _read_json(self.path, self.skipped)
+        root = storage_root(self.path)
+        if session is None or root is None:
+            if root is None:
+                self.skip("missing-field")
+            return self.result(0)
+        session_id = as_str(session.get("id")) or self.path.stem
+        infos: list[tuple[str, dict[str, Any], Path]] = []
+        for file in sorted((root / "message" / session_id).glob("*.json")):
+            info = _read_json(file, self.skipped)
+            if info is not None:
+                infos.append((as_str(info.get("id")) or file.stem, info, file))
+        infos.sort(key=lambda m: (_created(m[1]), m[0]))
+        previous: str | None = None
+        now_ms = int(time.time() * 1000)
+        flat: dict[str, list[dict[str, Any]]] | None = None
+        for seq, (msg_id, info, file) in enumerate(infos):
+            part_files = sorted((root / "part" / msg_id).glob("*.json")) or sorted(
+                (root / "part" / session_id / msg_id).glob("*.json"))
+            parts = [p for p in (_read_json(f, self.skipped) for f in part_files) if p is not None]
+            if not part_files:
+                if flat is None:
+                    flat = _flat_parts(root, self.skipped)
+                parts = flat.get(msg_id, [])
+            parts.sort(key=lambda p: as_str(p.get("id")) or "")
+            if seq == len(infos) - 1 and _unsettled(info, len(parts), _updated(info, parts),
+                                                    now_ms):
+                break
+            self.message(info, parts, message_id=msg_id, session_id=session_id, session=session,
+                         previous=previous, seq=seq, source=Source(os.path.abspath(file), 0, 0))
+            previous = msg_id
+        return self.result(len(infos))
 
 
 def _flat_parts(root: Path, skipped: collections.Counter[str]) -> dict[str, list[dict[str, Any]]]:
@@ -387,32 +343,11 @@ def _created(info: dict[str, Any]) -> float:
 # --------------------------------------------------------------------------------------------
 
 
-def _parse(path: Path, start: int, state: dict[str, Any] | None, final: bool) -> ParseResult:
-    if is_sqlite(path):
-        return _parse_db(path, start, state)
-    return _parse_tree(path)
-
-
-def _cursor(path: Path) -> CursorKind:
-    return "rowid" if is_sqlite(path) else "rows"
-
-
 def _sniff(path: Path, records: list[Any] | None) -> bool:
     if is_sqlite(path):
-        try:
-            conn = connect_readonly(path, attempts=1)
-        except ParseError:
-            return False
-        try:
-            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-            if not {"session", "message", "part"} <= names:
-                return False
-            cols = {str(r[1]) for r in conn.execute("PRAGMA table_info(message)")}
-            return {"session_id", "data"} <= cols
-        except sqlite3.Error:
-            return False
-        finally:
-            conn.close()
+        tables = sqlite_schema(path)
+        return {"session", "message", "part"} <= set(tables) and {"session_id", "data"} <= \
+            tables["message"]
     if path.suffix != ".json" or storage_root(path) is None:
         return False
     try:
@@ -423,4 +358,16 @@ def _sniff(path: Path, records: list[Any] | None) -> bool:
     return '"id"' in head and ('"projectID"' in head or '"directory"' in head)
 
 
-SPEC = ParserSpec("opencode", _parse, _sniff, priority=20, cursor=_cursor)
+def locate(settings: Settings) -> list[Path]:
+    """``opencode.db`` and the older JSON sessions it does not already hold."""
+    sessions = settings.opencode_data_dir / "storage" / "session"
+    older = [p for p in walk_files(sessions) if p.suffix == ".json" and p.parent.parent == sessions]
+    return store_and_older(settings.opencode_data_dir / "opencode.db",
+                           "SELECT id FROM session", sorted(older))
+
+
+SPEC = parser_spec(
+    "opencode", _sniff,
+    Shape(OpencodeDbParser, is_sqlite, "rowid"), Shape(OpencodeTreeParser, cursor="rows"),
+    priority=20, locate=locate,
+)

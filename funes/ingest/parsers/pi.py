@@ -24,28 +24,25 @@ Decisions:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from funes._env import Settings
 from funes.ingest import noise
 from funes.ingest.parsers.base import (
-    LineParser,
-    ParseResult,
-    ParserSpec,
     as_dict,
-    as_list,
     as_str,
+    dicts,
     make_block,
     render_json,
     type_label,
+    uuid_in_name,
+    walk_files,
 )
+from funes.ingest.parsers.skeleton import Parser, Shape, parser_spec
 from funes.model.turns import Block
 
-_UUID_RE = re.compile(
-    r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})", re.IGNORECASE
-)
 _IGNORED = frozenset(
     {"model_change", "thinking_level_change", "custom", "label", "session_info"}
 )
@@ -61,32 +58,20 @@ _ROLE_MAP = {
 }
 
 
-def _session_from_name(path: Path) -> str:
-    matches = _UUID_RE.findall(path.stem)
-    return matches[-1].lower() if matches else path.stem
-
-
-class PiParser(LineParser):
+class PiParser(Parser):
     """pi session files, format v1 (linear) and v2/v3 (trees)."""
 
     harness = "pi"
+    chain = "file"  # v1 is linear; v2/v3 entries name their parent
 
-    def _session(self) -> str:
-        session = as_str(self.state.get("session"))
-        if not session:
-            session = _session_from_name(self.path)
-            self.state["session"] = session
-        return session
+    def default_session(self) -> str:
+        """The uuid in the session file's name."""
+        return uuid_in_name(self.path)
 
     def handle(self, record: dict[str, Any], index: int, start: int, end: int) -> None:
         """Turn one pi entry into a turn, or remember it as a tree link and skip it."""
-        kind = record.get("type")
+        kind = self.kind(record)
         if kind is None:
-            self.skip("missing-field")
-            return
-        if not isinstance(kind, str):
-            self.link_record(record)
-            self.skip(f"unknown-type:{type_label(kind)}")
             return
         if kind == "session":
             self._header(record)
@@ -97,16 +82,16 @@ class PiParser(LineParser):
                 self.link_record(record)
                 self.skip("missing-field")
                 return
-            self._message(record, message, index, start, end)
+            self._message(record, message)
         elif kind in ("compaction", "branch_summary"):
             reason = noise.COMPACTION if kind == "compaction" else noise.BRANCH_SUMMARY
             text = as_str(record.get("summary")) or ""
             block = make_block("text", text, noise=reason)
-            self._emit(record, "system", [block], index, start, end)
+            self._emit(record, "system", [block])
         elif kind == "custom_message":
             blocks = self._content_blocks(record.get("content"), noise.EXTENSION)
             extra = {"custom_type": ct} if (ct := as_str(record.get("customType"))) else None
-            self._emit(record, "system", blocks, index, start, end, extra)
+            self._emit(record, "system", blocks, extra)
         else:
             self.link_record(record)
             label = type_label(kind)
@@ -121,7 +106,7 @@ class PiParser(LineParser):
             self.state["version"] = version if isinstance(version, int) else 1
             parent = as_str(record.get("parentSession"))
             if parent:
-                self.state["parent_session"] = _session_from_name(Path(parent))
+                self.state["parent_session"] = uuid_in_name(Path(parent))
         cwd = as_str(record.get("cwd"))
         if cwd:
             self.state["cwd"] = cwd
@@ -130,9 +115,7 @@ class PiParser(LineParser):
 
     # -- messages -----------------------------------------------------------------------------
 
-    def _message(
-        self, record: dict[str, Any], message: dict[str, Any], index: int, start: int, end: int
-    ) -> None:
+    def _message(self, record: dict[str, Any], message: dict[str, Any]) -> None:
         role = as_str(message.get("role")) or ""
         turn_role = _ROLE_MAP.get(role)
         if turn_role is None:
@@ -164,16 +147,13 @@ class PiParser(LineParser):
             blocks = list(self._content_blocks(message.get("content"), None))
         if role == "assistant" and (model := as_str(message.get("model"))):
             extra = {"model": model}
-        self._emit(record, turn_role, blocks, index, start, end, extra)
+        self._emit(record, turn_role, blocks, extra)
 
     def _content_texts(self, content: object) -> list[str]:
         if isinstance(content, str):
             return [content]
         texts: list[str] = []
-        for part in as_list(content) or []:
-            p = as_dict(part)
-            if p is None:
-                continue
+        for p in dicts(content):
             if p.get("type") == "text" and isinstance(p.get("text"), str):
                 texts.append(p["text"])
             elif p.get("type") == "image":
@@ -186,10 +166,7 @@ class PiParser(LineParser):
         blocks: list[Block | None] = []
         if isinstance(content, str):
             blocks.append(make_block("text", content, noise=reason))
-        for part in as_list(content) or []:
-            p = as_dict(part)
-            if p is None:
-                continue
+        for p in dicts(content):
             kind = p.get("type")
             if kind == "text":
                 blocks.append(make_block("text", as_str(p.get("text")) or "", noise=reason))
@@ -212,47 +189,11 @@ class PiParser(LineParser):
                 blocks.append(make_block("text", text, noise=noise.IMAGE))
         return [b for b in blocks if b is not None]
 
-    def _emit(
-        self,
-        record: dict[str, Any],
-        role: str,
-        blocks: Sequence[Block | None],
-        index: int,
-        start: int,
-        end: int,
-        extra: dict[str, str] | None = None,
-    ) -> None:
-        session = self._session()
-        entry_id = as_str(record.get("id"))
-        if entry_id:
-            turn_id = entry_id
-            parent = self.resolve_parent(record.get("parentId"))
-        else:
-            turn_id = f"{session}#{index}"
-            parent = as_str(self.state.get("last_turn"))
+    def _emit(self, record: dict[str, Any], role: str, blocks: Sequence[Block | None],
+              extra: dict[str, str] | None = None) -> None:
         message = as_dict(record.get("message")) or {}
-        turn = self.emit(
-            session_id=session,
-            turn_id=turn_id,
-            ts=self.ts(record.get("timestamp") or message.get("timestamp")),
-            role=role,
-            blocks=[b for b in blocks if b is not None],
-            start=start,
-            end=end,
-            parent_turn_id=parent,
-            workdir=as_str(self.state.get("cwd")),
-            parent_session_id=as_str(self.state.get("parent_session")),
-            extra=extra,
-        )
-        if turn is not None:
-            self.state["last_turn"] = turn_id
-        elif entry_id:
-            # An empty message is still a node of the tree: children resolve through it.
-            self.link_record(record)
-
-
-def _parse(path: Path, start: int, state: dict[str, Any] | None, final: bool) -> ParseResult:
-    return PiParser(path, state).run(start, final)
+        ts = record.get("timestamp") or message.get("timestamp")
+        self.node_turn(record, role, blocks, ts=ts, extra=extra)
 
 
 def _sniff(path: Path, records: list[Any] | None) -> bool:
@@ -275,4 +216,9 @@ def _sniff(path: Path, records: list[Any] | None) -> bool:
     return False
 
 
-SPEC = ParserSpec("pi", _parse, _sniff, priority=40)
+def locate(settings: Settings) -> list[Path]:
+    """Sessions under ``<PI_CODING_AGENT_DIR or ~/.pi/agent>/sessions`` (any depth)."""
+    return sorted(p for p in walk_files(settings.pi_home / "sessions") if p.suffix == ".jsonl")
+
+
+SPEC = parser_spec("pi", _sniff, Shape(PiParser), priority=40, locate=locate)

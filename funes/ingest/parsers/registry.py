@@ -33,7 +33,12 @@ BUILTIN: dict[str, str] = {
     "cursor": "funes.ingest.parsers.cursor",
     "copilot": "funes.ingest.parsers.copilot",
     "import": "funes.ingest.parsers.generic",
+    "funes-jsonl": "funes.ingest.parsers.turnfile",
 }
+
+#: Every built-in format `funes index --agent` can name: the agents, the generic import and
+#: turn files.
+FORMATS: tuple[str, ...] = tuple(BUILTIN)
 
 _EXTRA: dict[str, ParserSpec] = {}
 _LOADED: dict[str, ParserSpec] = {}
