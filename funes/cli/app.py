@@ -55,8 +55,10 @@ class App:
         """The repository this command works on (discovered, or `--memory`)."""
         return self.choice().repo
 
-    def choice(self) -> Any:
+    def choice(self, made: Any = None) -> Any:
         """The memory, its label and whether it is the user's (funes.api.memory), once.
+
+        `made` is that choice when the caller made it already (a recall choosing its memories).
 
         `--memory org/name` reads a remote memory; when it cannot be reached, the last copy
         of it (or the local memory) is read instead and a warning says so.
@@ -64,10 +66,15 @@ class App:
         from funes import api
 
         if self._choice is None:
-            self._choice = api.choose_memory(self.settings, self.memory)
-            if self._choice.warning:
-                click.echo(f"funes: warning: {self._choice.warning}", err=True)
+            self._choice = made if made is not None else \
+                api.choose_memory(self.settings, self.memory)
+            self.warn(self._choice)
         return self._choice
+
+    def warn(self, choice: Any) -> None:
+        """Say on stderr that a memory is read from a fallback (an unreachable remote)."""
+        if choice.warning:
+            click.echo(f"funes: warning: {choice.warning}", err=True)
 
 
 #: `@pass_app` hands a command the typed `App` instead of a click context.

@@ -352,8 +352,8 @@ def retrieve(
     lexical: list[dict[str, Any]] = []
     # an empty table has no full-text index to search (and nothing to find)
     if opts.bm25 and repo.chunks.exists() and indexes.ensure(repo).fts:
-        lexical = [r for r in bm25(repo, query, opts, opts.filters.sql(chunks=True))
-                   if r["id"] not in hidden and opts.filters.admits(r)]
+        lexical = [r for r in bm25(repo, query, opts, filters.sql(chunks=True))
+                   if r["id"] not in hidden and filters.admits(r)]
         signals.append("bm25")
     semantic: list[tuple[str, float]] = []
     cosines: dict[str, float] = {}

@@ -65,7 +65,7 @@ def test_thin_client_answers_through_the_server(memory: Repository, settings: An
                    ["recall", "x", "--harness", "No Body"], ["recall", "x", "-k3"],
                    ["--format", "human", "recall", "x"], ["recall", "x", "--memory", "org/name"],
                    ["get"], ["get", "s", "t", "--from", "1"], ["sessions", "extra"],
-                   ["sessions", "--harness", "nobody"], ["sketch"], ["scan"],
-                   ["recall", "x", "--role", "nobody"], ["scan", "x", "--memory", "a",
+                   ["sessions", "--harness", "No Body!"], ["sketch"], ["scan"],
+                   ["recall", "x", "--role", "\x01"], ["scan", "x", "--memory", "a",
                                                          "--memory", "b"]):
         assert thin.run(unsure) is None, unsure

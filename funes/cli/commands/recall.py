@@ -144,11 +144,12 @@ def recall(app: App, /, query: tuple[str, ...], **options: Any) -> None:
       funes recall "retry policy" --memory . --memory acme/team-memory
     """  # noqa: D301 (click\'s \b keeps the example lines as written)
     request = api.RecallRequest(" ".join(query), code=str(Path.cwd()), **options)
+    # Which memories: the single-memory path's choice for each (funes.api.memory), once.
     choices = api.pool_choices(app.settings, app.memories)
     if len(choices) > 1:
         _recall_pooled(app, choices, request)
         return
-    choice = app.choice()
+    choice = app.choice(choices[0])
     repo = choice.repo
     # The warm server answers when it runs (funes.api.warm), else this process does.
     result = api.recall(app.settings, repo, request, via_server=True)
@@ -169,8 +170,7 @@ def recall(app: App, /, query: tuple[str, ...], **options: Any) -> None:
 def _recall_pooled(app: App, choices: list[Any], request: api.RecallRequest) -> None:
     """A recall over several memories, printed like one (each hit names its memory)."""
     for choice in choices:
-        if choice.warning:
-            click.echo(f"funes: warning: {choice.warning}", err=True)
+        app.warn(choice)
     result = api.recall_pooled(app.settings, choices, request)
     memories = {c.label: c.owned for c in choices}
     fmt = "agent" if app.fmt == "human" else app.fmt
