@@ -23,7 +23,6 @@ from funes.api.agents import (
     agents_add,
     agents_remove,
     ask,
-    mcp_serve,
 )
 from funes.api.backfill import (
     BackfillStart,
@@ -31,6 +30,22 @@ from funes.api.backfill import (
     backfill_run,
     backfill_status,
     start_backfill,
+)
+from funes.api.browse import (
+    DEFAULT_RANGE_CHARS,
+    DEFAULT_SKETCH_CHARS,
+    LinkedCommit,
+    ScanHit,
+    ScanPage,
+    SessionInfo,
+    SessionNotFoundError,
+    SessionPage,
+    SketchPage,
+    TurnPage,
+    get_range,
+    scan,
+    sessions,
+    sketch,
 )
 from funes.api.exclusions import ExcludeResult, ExclusionInfo, exclude, exclusion_list
 from funes.api.firstrun import QuickstartResult, quickstart
@@ -60,6 +75,7 @@ from funes.api.ingest import (
     index,
     parse_since,
 )
+from funes.api.mcp_backend import mcp_serve
 from funes.api.memory import (
     MemoryChoice,
     ReadOnlyMemoryError,
@@ -82,6 +98,8 @@ from funes.api.models import (
     models_list,
     models_verify,
 )
+from funes.api.pool import pool_choices, recall_pooled
+from funes.api.printed import browse_json, browse_output, run_browse
 from funes.api.public import (
     PublishCheck,
     PublishRefusedError,
@@ -141,6 +159,7 @@ from funes.api.retraction import Adoption, RetractCheck, RetractResult, retract
 from funes.api.search import (
     BLOCK_TYPES,
     HARNESSES,
+    ROLES,
     TOKENIZERS,
     DrainResult,
     RecallRequest,
@@ -187,9 +206,12 @@ from funes.storage.tables import storage_damage
 
 __all__ = [
     "BLOCK_TYPES",
+    "DEFAULT_RANGE_CHARS",
+    "DEFAULT_SKETCH_CHARS",
     "FORMATS",
     "HARNESSES",
     "REVISITED",
+    "ROLES",
     "TOKENIZERS",
     "UNTRUSTED",
     "UNTRUSTED_PASSAGES",
@@ -217,6 +239,7 @@ __all__ = [
     "LastSync",
     "LiftResult",
     "LinkResult",
+    "LinkedCommit",
     "LogEntry",
     "MemoryChoice",
     "MergeResult",
@@ -239,15 +262,22 @@ __all__ = [
     "ResetResult",
     "RetractCheck",
     "RetractResult",
+    "ScanHit",
+    "ScanPage",
     "SearchStatus",
     "SelectionResult",
+    "SessionInfo",
+    "SessionNotFoundError",
+    "SessionPage",
     "Settings",
     "ShowResult",
+    "SketchPage",
     "StatusResult",
     "SyncResult",
     "TagInfo",
     "Trust",
     "TurnFileCheck",
+    "TurnPage",
     "TurnView",
     "VerifyResult",
     "WhyResult",
@@ -259,6 +289,8 @@ __all__ = [
     "backfill_run",
     "backfill_status",
     "blame",
+    "browse_json",
+    "browse_output",
     "check_turn_files",
     "choose_memory",
     "clone",
@@ -275,6 +307,7 @@ __all__ = [
     "get",
     "get_command",
     "get_output",
+    "get_range",
     "hook_run",
     "hooks_install",
     "hooks_status",
@@ -306,6 +339,7 @@ __all__ = [
     "owned",
     "parse_since",
     "passage_trust",
+    "pool_choices",
     "publish",
     "publish_selection",
     "pull",
@@ -314,6 +348,7 @@ __all__ = [
     "recall",
     "recall_json",
     "recall_output",
+    "recall_pooled",
     "recall_printed",
     "recall_stderr",
     "recall_text",
@@ -328,9 +363,13 @@ __all__ = [
     "remote_status",
     "reset",
     "retract",
+    "run_browse",
+    "scan",
     "search_status",
+    "sessions",
     "show",
     "signature_note",
+    "sketch",
     "start_backfill",
     "status",
     "status_text",

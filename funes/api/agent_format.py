@@ -8,7 +8,7 @@ purpose, and update docs/agents.md with it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +19,8 @@ from funes.api.search import RecallResult, SearchStatus, TurnView
 from funes.api.syncstate import RemoteStatus
 from funes.api.trust import UNTRUSTED, UNTRUSTED_PASSAGES, trust_header
 
-__all__ = ["PARTLY_EMBEDDED", "REVISITED", "UNTRUSTED", "UNTRUSTED_PASSAGES", "get_command",
+__all__ = ["PARTLY_EMBEDDED", "REVISITED", "UNTRUSTED", "UNTRUSTED_PASSAGES", "fresh_lines",
+           "get_command",
            "recall_text", "status_text", "turns_text"]
 
 #: Printed when the recall searched vectors but part of the memory has none yet (the backfill
@@ -65,7 +66,8 @@ def where(row: dict[str, Any]) -> str:
     return f"{place}/{str(row['session_id'])[:8]}"
 
 
-def recall_text(result: RecallResult, label: str, trusted: bool, note: str | None = None) -> str:
+def recall_text(result: RecallResult, label: str, trusted: bool, note: str | None = None,
+                memories: Mapping[str, bool] | None = None) -> str:
     """Recall hits in the stable agent format of docs/design.md §8 (`no results` when empty).
 
     `note` is put first, as `# note: …` lines (the copy of an unreachable remote read
@@ -73,25 +75,35 @@ def recall_text(result: RecallResult, label: str, trusted: bool, note: str | Non
     that searched vectors while part of the memory still waits for them says so next
     (`PARTLY_EMBEDDED`). `trusted` says whether the memory is the user's; each hit and
     neighbour carries its own mark (`row["untrusted"]`, set by funes.api.trust), so the two
-    never disagree.
+    never disagree. `memories` (label → the user's own?) makes it a pooled recall's output
+    (funes.api.pool): each hit's `→` line names the memory in its `row["memory"]`, and each
+    memory that is not the user's gets its own warning line.
     """
     lines = [note] if note else []
     if not result.hits:
         return "\n".join([*lines, "no results"])
     if result.backlog and "vector" in result.signals:
         lines.append(PARTLY_EMBEDDED.format(waiting=result.backlog))
-    marked = any(hit.row.get("untrusted") for hit in result.hits)
-    header = trust_header(label, trusted, marked)
-    if header:
-        lines.append(header)
-    for hit in result.hits:
+    labels = [str(hit.row.get("memory") or label) for hit in result.hits]
+    if memories is not None:
+        mine = {m: memories.get(m, False) for m in labels}
+        lines += [UNTRUSTED.format(label=m) for m, own in mine.items() if not own]
+        if any(mine[m] and hit.row.get("untrusted")
+               for m, hit in zip(labels, result.hits, strict=True)):
+            lines.append(UNTRUSTED_PASSAGES)
+    else:
+        header = trust_header(label, trusted, any(h.row.get("untrusted") for h in result.hits))
+        if header:
+            lines.append(header)
+    for hit, hit_label in zip(result.hits, labels, strict=True):
         r = hit.row
         mark = " untrusted" if r.get("untrusted") else ""
         lines.append(f"[{r.get('ts') or '-'}] {r['harness']} {where(r)} {r['block_type']} "
                      f"score={hit.score:.3f}{mark}")
-        lines.append(f"  → {get_command(r, label)}")
+        lines.append(f"  → {get_command(r, hit_label)}")
         if hit.revisited is not None:
-            lines.append(f"  {REVISITED}: {get_command(hit.revisited, label)}")
+            lines.append(f"  {REVISITED}: {get_command(hit.revisited, hit_label)}")
+        lines += fresh_lines(r)
         lines.append(r["text"])
         for n in hit.neighbors:
             kind = tag(n["block_type"], n.get("tool_name"))
@@ -101,6 +113,33 @@ def recall_text(result: RecallResult, label: str, trusted: bool, note: str | Non
             lines.append(f"  ~ [{n['role']} {kind} seq{n['seq']}{flag}] {first}")
         lines.append("---")
     return "\n".join(lines)
+
+
+#: Most changed files a recall hit lists.
+SHOWN_CHANGES = 3
+
+
+def fresh_lines(row: Mapping[str, Any]) -> list[str]:
+    """`  ! changed since <commit>: <path> (N commits)` for a hit whose files moved on.
+
+    funes.api.freshness puts `row["fresh"]` on hits whose files it checked; only changed or
+    removed files print (a hit about unchanged code reads as before).
+    """
+    fresh = row.get("fresh")
+    if not isinstance(fresh, Mapping):
+        return []
+    changes = list(fresh.get("changes") or [])
+    lines = []
+    for c in changes[:SHOWN_CHANGES]:
+        if c["removed"]:
+            lines.append(f"  ! removed since {c['since'][:12]}: {c['path']}")
+        else:
+            n = c["commits"]
+            lines.append(f"  ! changed since {c['since'][:12]}: {c['path']} "
+                         f"({n} commit{'s' if n != 1 else ''})")
+    if len(changes) > SHOWN_CHANGES:
+        lines.append(f"  ! … and {len(changes) - SHOWN_CHANGES} more changed files")
+    return lines
 
 
 def turns_text(turns: list[TurnView], head: Callable[[str], str] | None = None, *,

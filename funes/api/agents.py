@@ -3,7 +3,7 @@
 - `agents_add` / `agents_remove` wire funes into an agent (funes.agents.<agent> knows where
   and how) and undo it exactly; the global memory is created when there is none, as
   `funes init --global` would, so `funes add claude` is a complete first step.
-- `mcp_serve` runs `funes mcp`: the MCP server whose tools print the agent format.
+- `funes mcp` lives in funes.api.mcp_backend (its tools) and funes.cli.mcprelay.
 - `ask` recalls in-process, then hands the passages to `claude -p` or `codex exec` with their
   tools off and returns the answer.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -33,7 +33,6 @@ from funes.agents.wiring import (
     replace_file,
     which,
 )
-from funes.api.agent_format import recall_text, status_text
 from funes.api.agentsetup import (
     binding,
     ensure_embedder,
@@ -43,17 +42,15 @@ from funes.api.agentsetup import (
 )
 from funes.api.backfill import BackfillStart, start_backfill
 from funes.api.ingest import IndexSummary, index
-from funes.api.memory import MemoryChoice, choose_memory, is_remote_memory, writable_memory
-from funes.api.render import get_output, output_note
-from funes.api.repo import init, status
+from funes.api.memory import choose_memory, is_remote_memory, writable_memory
+from funes.api.repo import init
 from funes.api.routing import project_root
-from funes.api.search import BLOCK_TYPES, HARNESSES, get, is_harness, recall, search_status
+from funes.api.search import recall
 from funes.api.share import AttachResult, attach_remote, attach_target, is_directory_remote
 from funes.errors import UsageError
 from funes.storage.repo import Repository
 
-__all__ = ["MODULES", "AskResult", "WiringResult", "agents_add", "agents_remove", "ask",
-           "mcp_serve"]
+__all__ = ["MODULES", "AskResult", "WiringResult", "agents_add", "agents_remove", "ask"]
 
 MODULES: dict[str, ModuleType] = {
     "claude": claude, "codex": codex, "pi": pi, "hermes": hermes, "opencode": opencode,
@@ -231,67 +228,6 @@ def agents_remove(settings: Settings, agent: str) -> WiringResult:
         with contextlib.suppress(FileNotFoundError):
             hook_path(settings).unlink()
     return WiringResult(agent, memory, edits.changed)
-
-
-# -- the MCP server ----------------------------------------------------------------------------
-
-
-def _choices(kind: str, values: Sequence[str], allowed: Sequence[str]) -> tuple[str, ...]:
-    bad = [v for v in values if v not in allowed]
-    if bad:
-        raise UsageError(f"unknown {kind} {', '.join(map(repr, bad))}",
-                         hint=f"use one of: {', '.join(allowed)}")
-    return tuple(values)
-
-
-def _harnesses(values: Sequence[str]) -> tuple[str, ...]:
-    """Harness filters: a known agent, or any name a turn file's producer may carry."""
-    bad = [v for v in values if not is_harness(v)]
-    if bad:
-        raise UsageError(f"invalid harness {', '.join(map(repr, bad))}",
-                         hint=f"an agent ({', '.join(HARNESSES)}) or a turn file's producer "
-                         "name: lowercase letters, digits, '_' and '-'")
-    return tuple(values)
-
-
-class _Backend:
-    """The MCP tools' work: the CLI's verbs, rendered in the agent format."""
-
-    def __init__(self, settings: Settings, memory: str | None) -> None:
-        self.settings = settings
-        self.memory = memory
-
-    def _choose(self, memory: str | None) -> MemoryChoice:
-        if memory and not is_remote_memory(memory, self.settings.cwd):
-            path = Path(memory).expanduser()
-            memory = str(path if path.is_absolute() else self.settings.cwd / path)
-        return choose_memory(self.settings, memory or self.memory)
-
-    def recall(self, query: str, *, k: int | None, harness: list[str], block_type: list[str],
-               project: list[str], since: str | None, memory: str | None) -> str:
-        agents = _harnesses(harness)
-        types = _choices("type", block_type, BLOCK_TYPES)
-        choice = self._choose(memory)
-        result = recall(self.settings, choice.repo, query, k=k, harness=agents,
-                        block_type=types, project=project, since=since)
-        return recall_text(result, choice.label, choice.owned, output_note(choice))
-
-    def get(self, session_id: str, turn_id: str, *, window: int, memory: str | None) -> str:
-        choice = self._choose(memory)
-        return get_output("agent", get(choice.repo, session_id, turn_id, window), choice)
-
-    def status(self, *, memory: str | None) -> str:
-        choice = self._choose(memory)
-        text = status_text(status(choice.repo, refresh=True),
-                           search_status(self.settings, choice.repo))
-        return f"# note: {choice.warning}\n{text}" if choice.warning else text
-
-
-def mcp_serve(settings: Settings, memory: str | None = None) -> None:
-    """Serve `funes mcp` on stdin/stdout until the client disconnects."""
-    from funes.agents.mcp_server import serve
-
-    serve(_Backend(settings, memory))
 
 
 # -- ask ---------------------------------------------------------------------------------------

@@ -57,14 +57,22 @@ def output_note(choice: MemoryChoice) -> str | None:
     return "\n".join(lines) or None
 
 
-def recall_json(result: RecallResult, label: str, trusted: bool,
-                note: str | None = None) -> dict[str, Any]:
-    """`funes recall --format json`: the hits with every score and the `get` command."""
+def recall_json(result: RecallResult, label: str, trusted: bool, note: str | None = None,
+                memories: dict[str, bool] | None = None) -> dict[str, Any]:
+    """`funes recall --format json`: the hits with every score and the `get` command.
+
+    A pooled recall (`memories`: label → the user's own?) lists its memories, and each hit
+    carries its own `memory` and `trusted`.
+    """
+    extra: dict[str, Any] = {}
+    if memories is not None:
+        extra["memories"] = [{"memory": m, "trusted": t} for m, t in memories.items()]
     return {
         "query": result.query,
         "memory": label,
         "trusted": trusted,
         "note": note,
+        **extra,
         "signals": result.signals,
         "backlog": result.backlog,
         "hits": [
@@ -75,10 +83,13 @@ def recall_json(result: RecallResult, label: str, trusted: bool,
                 "bm25_rank": h.bm25_rank,
                 "vector_rank": h.vector_rank,
                 "rerank": h.rerank,
-                "get": get_command(h.row, label),
+                **({"trusted": memories.get(str(h.row.get("memory")), False)}
+                   if memories is not None else {}),
+                "get": get_command(h.row, h.row.get("memory") or label),
                 "revisited_later": None if h.revisited is None else {
                     "session_id": h.revisited["session_id"], "turn_id": h.revisited["turn_id"],
-                    "ts": h.revisited.get("ts"), "get": get_command(h.revisited, label)},
+                    "ts": h.revisited.get("ts"),
+                    "get": get_command(h.revisited, h.row.get("memory") or label)},
                 "neighbors": [{**{k: n[k] for k in ("session_id", "turn_id", "seq", "role",
                                                     "block_type", "text")},
                                "untrusted": bool(n.get("untrusted"))} for n in h.neighbors],
@@ -90,14 +101,15 @@ def recall_json(result: RecallResult, label: str, trusted: bool,
 
 
 def recall_output(fmt: str, result: RecallResult, label: str, trusted: bool,
-                  note: str | None = None) -> str:
+                  note: str | None = None, memories: dict[str, bool] | None = None) -> str:
     """The text `funes recall` prints on stdout in the `agent` or `json` format.
 
-    `note` (a memory that has not synced for long) is a first line of the agent format.
+    `note` (a memory that has not synced for long) is a first line of the agent format;
+    `memories` makes it a pooled recall's (funes.api.pool).
     """
     if fmt == "json":
-        return to_json(recall_json(result, label, trusted, note))
-    return recall_text(result, label, trusted, note)
+        return to_json(recall_json(result, label, trusted, note, memories))
+    return recall_text(result, label, trusted, note, memories)
 
 
 def recall_stderr(repo: Repository, result: RecallResult, request: RecallRequest) -> str:
@@ -115,12 +127,14 @@ def recall_stderr(repo: Repository, result: RecallResult, request: RecallRequest
 
 
 def recall_printed(fmt: str, choice: MemoryChoice, result: RecallResult,
-                   request: RecallRequest) -> tuple[str, str]:
+                   request: RecallRequest,
+                   memories: dict[str, bool] | None = None) -> tuple[str, str]:
     """(stdout, stderr) of `funes recall` in the `agent` or `json` format, newlines included.
 
     The memory's notes (`output_note`) head the agent format.
     """
-    out = recall_output(fmt, result, choice.label, choice.owned, output_note(choice)) + "\n"
+    out = recall_output(fmt, result, choice.label, choice.owned, output_note(choice),
+                        memories) + "\n"
     return out, recall_stderr(choice.repo, result, request)
 
 

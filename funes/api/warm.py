@@ -24,10 +24,8 @@ starts one; `FUNES_SERVE=off` never connects.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from funes import process, protocol
+from funes import protocol
 from funes._env import Settings
 from funes.errors import FunesError
 from funes.protocol import PROTOCOL, Endpoint, lock_held
@@ -66,7 +64,7 @@ __all__ = [
 #: Seconds a server started on demand stays up without requests.
 DEFAULT_IDLE = 600.0
 #: Seconds after a start attempt during which no client starts another.
-RESPAWN_AFTER = 60.0
+RESPAWN_AFTER = protocol.RESPAWN_AFTER
 
 ServerUnavailable = protocol.Unavailable
 ServerOutdated = protocol.Outdated
@@ -279,20 +277,8 @@ def start_server(settings: Settings, *, idle: float = DEFAULT_IDLE,
     """
     try:
         ep = endpoint(settings)
-        if lock_held(ep):
-            return False  # a server is running or starting; it will answer soon
-        with contextlib.suppress(FileNotFoundError):
-            if time.time() - ep.spawned.stat().st_mtime < RESPAWN_AFTER:
-                return False
-        ep.spawned.touch(mode=0o600)
-        os.utime(ep.spawned)
-        fd = os.open(ep.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # this run's log
-        try:
-            process.detach([sys.executable, "-m", "funes",
-                            *(["--memory", str(warm)] if warm is not None else []),
-                            "serve", "--idle", repr(idle)], cwd="/", stderr=fd)
-        finally:
-            os.close(fd)
-    except (OSError, ServerUnavailable):
+    except ServerUnavailable:
         return False
-    return True
+    return protocol.spawn(ep, [sys.executable, "-m", "funes",
+                               *(["--memory", str(warm)] if warm is not None else []),
+                               "serve", "--idle", repr(idle)])

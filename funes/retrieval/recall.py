@@ -108,10 +108,15 @@ class Filters:
     until: datetime | None = None
     #: (session_id, turn_id) pairs allowed (e.g. the turns linked to a code commit).
     turns: frozenset[tuple[str, str]] | None = None
+    #: Speakers allowed (user, assistant, …). The embedding tables have no role column, so
+    #: vector candidates are filtered after the search (`admits`), chunk queries before it.
+    role: tuple[str, ...] = ()
 
-    def sql(self) -> str | None:
-        """The filter as a Lance SQL predicate over chunk (or vector) columns."""
+    def sql(self, *, chunks: bool = False) -> str | None:
+        """The filter as a Lance SQL predicate over vector columns, or `chunks` columns."""
         parts = []
+        if chunks and self.role:
+            parts.append(f"role IN ({', '.join(_lit(v) for v in self.role)})")
         for column, values in (
             ("harness", self.harness),
             ("block_type", self.block_type),
@@ -132,7 +137,9 @@ class Filters:
         return " AND ".join(parts) if parts else None
 
     def admits(self, row: dict[str, Any]) -> bool:
-        """The part of the filter SQL cannot say exactly (turn pairs)."""
+        """The part of the filter SQL cannot say exactly (turn pairs, roles of vector hits)."""
+        if self.role and row.get("role") not in self.role:
+            return False
         return self.turns is None or (row["session_id"], row["turn_id"]) in self.turns
 
 
@@ -350,8 +357,8 @@ def retrieve(
     lexical: list[dict[str, Any]] = []
     # an empty table has no full-text index to search (and nothing to find)
     if opts.bm25 and repo.chunks.exists() and indexes.ensure(repo).fts:
-        lexical = [r for r in bm25(repo, query, opts, where)
-                   if r["id"] not in hidden and opts.filters.admits(r)]
+        lexical = [r for r in bm25(repo, query, opts, filters.sql(chunks=True))
+                   if r["id"] not in hidden and filters.admits(r)]
         signals.append("bm25")
     semantic: list[tuple[str, float]] = []
     cosines: dict[str, float] = {}
@@ -409,13 +416,7 @@ def retrieve(
     hits = []
     for cid in pool:
         row = rows[cid]
-        score = base[cid] * recency_factor(_age_days(row, now), opts.half_life_days)
-        if row.get("noise"):
-            score *= NOISE_FACTOR
-        if row.get("block_type") == "tool_result":
-            score *= TOOL_RESULT_FACTOR
-        elif about is not None:
-            score *= speaker_factor(row, about)
+        score = base[cid] * passage_factor(row, now, opts.half_life_days, about)
         hits.append(Hit(row, score, seen_bm25.get(cid), seen_vec.get(cid),
                         rerank_scores.get(cid)))
     hits.sort(key=lambda h: h.score, reverse=True)
@@ -426,6 +427,23 @@ def retrieve(
     if opts.neighbors:
         attach_neighbors(repo, chosen, opts.neighbors)
     return RecallResult(query, chosen, signals, backlog, len(pool))
+
+
+def passage_factor(row: dict[str, Any], now: datetime, half_life_days: float,
+                   about: str | None) -> float:
+    """What multiplies a passage's base score: recency, noise, tool output, the speaker.
+
+    One function for a single memory's recall and for a pooled one (funes.api.pool), which
+    re-scores passages of several memories with one reranker.
+    """
+    factor = recency_factor(_age_days(row, now), half_life_days)
+    if row.get("noise"):
+        factor *= NOISE_FACTOR
+    if row.get("block_type") == "tool_result":
+        factor *= TOOL_RESULT_FACTOR
+    elif about is not None:
+        factor *= speaker_factor(row, about)
+    return factor
 
 
 def _select(hits: list[Hit], k: int, repeat: float) -> list[Hit]:

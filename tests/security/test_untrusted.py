@@ -54,9 +54,9 @@ def test_passages_signed_by_an_untrusted_key_are_marked(world: World, run: objec
     assert {h["session_id"]: bool(h.get("untrusted")) for h in data["hits"]} == marks
 
     # MCP's recall tool prints the same agent format.
-    from funes.api.agents import _Backend
+    from funes.api.mcp_backend import Backend
 
-    tools = _Backend(world.settings, str(b.path))
+    tools = Backend(world.settings, str(b.path))
     out = tools.recall(WORD, k=None, harness=[], block_type=[], project=[], since=None,
                        memory=None)
     assert api.UNTRUSTED_PASSAGES in out and " untrusted" in out

@@ -132,13 +132,17 @@ def remove(app: App, agent: str) -> None:
 @click.argument("memory", required=False)
 @pass_app
 def mcp(app: App, memory: str | None) -> None:
-    """Serve the memory to an agent over MCP (stdio): tools recall, get and status.
+    """Serve the memory to an agent over MCP (stdio): recall, get, sessions, sketch, scan, status.
 
-    Each tool returns what `funes recall|get|status --format agent` prints. Models stay loaded
-    between calls. Without MEMORY, each call finds the memory from the agent's working
-    directory, like the CLI. Agents start this command themselves (`funes add`).
+    Each tool returns what `funes <tool> --format agent` prints. The session is answered by
+    the per-user warm server (started on demand, shared by every agent, models loaded once);
+    this process only relays, and serves alone when no server can run (FUNES_SERVE=off).
+    Without MEMORY, each call finds the memory from the agent's working directory, like the
+    CLI. Agents start this command themselves (`funes add`).
     """
-    api.mcp_serve(app.settings, _memory_arg(memory) or app.memory)
+    from funes.cli import mcprelay
+
+    mcprelay.run(_memory_arg(memory) or app.memory)
 
 
 @click.command()
