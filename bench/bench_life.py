@@ -1,8 +1,15 @@
 """The life of a memory: months of per-turn commits, and a heavy first day.
 
 Run:
+    python bench/bench_life.py hooks [--calls 3000] [--session-turns 2] [--step 250]
     python bench/bench_life.py months [--commits 3000] [--step 300] [--pack auto|off]
     python bench/bench_life.py firstday [--chunks 300000] [--batch-chunks N]
+
+`hooks` (bench/life_hooks.py): what a hook pays per finished turn, the whole porcelain `index`
+call with its automatic upkeep, over `--calls` calls: median, p95, max, the first 100 against
+the last 100 (the verdict, a ratio within one run), a paired figure at the end, the `months`
+figure (commit alone) beside it, profiles at call 100 and at the last call, and recall
+against the same transcripts indexed at once, before and after `funes gc`.
 
 `months`: one memory, one small commit per finished turn (a user and an assistant chunk, as
 the agent hook writes them), BM25 only. Every `--step` commits it reports the mean commit time
@@ -36,6 +43,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 WORDS = [
     "parser", "stream", "buffer", "token", "lexer", "schema", "migration", "index",
@@ -313,8 +321,14 @@ def main() -> None:
     f = sub.add_parser("firstday")
     f.add_argument("--chunks", type=int, default=300_000)
     f.add_argument("--batch-chunks", type=int, default=0)
+    from life_hooks import add_parser
+
+    add_parser(sub, lambda a: __import__("life_hooks").hooks(a))
     args = parser.parse_args()
-    months(args) if args.mode == "months" else firstday(args)
+    if args.mode == "hooks":
+        args.run(args)
+    else:
+        months(args) if args.mode == "months" else firstday(args)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import json
 import os
 import socket
 import stat
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -54,10 +55,13 @@ __all__ = [
     "note_failure",
     "read_line",
     "recent_failure",
+    "spawn",
 ]
 
 #: Version of the wire protocol; a server refuses requests of another version.
 PROTOCOL = 2
+#: Seconds after a start attempt during which no client starts another server.
+RESPAWN_AFTER = 60.0
 #: Largest request a server reads and largest answer a client reads, in bytes.
 MAX_REQUEST = 1 << 20
 MAX_RESPONSE = 64 << 20
@@ -222,3 +226,29 @@ def exchange(ep: Endpoint, request: dict[str, Any], timeout: float) -> dict[str,
     if answer.get("funes") not in (None, __version__):
         raise Outdated(f"refused: {reason}")
     raise Unavailable(f"refused: {reason}")
+
+
+def spawn(ep: Endpoint, argv: list[str]) -> bool:
+    """Start the server command `argv`, detached, unless one runs or one was just attempted.
+
+    Returns at once (the server warms up on its own); True when a process was started. Its
+    stderr goes to `ep.log` (this run's). Never raises: the warm path is an optimisation,
+    and the caller is about to work alone anyway. Shared by the library's client
+    (funes.api.warm) and the thin `funes mcp` relay (funes.cli.mcprelay).
+    """
+    try:
+        if lock_held(ep):
+            return False  # a server is running or starting; it will answer soon
+        with contextlib.suppress(FileNotFoundError):
+            if time.time() - ep.spawned.stat().st_mtime < RESPAWN_AFTER:
+                return False
+        ep.spawned.touch(mode=0o600)
+        os.utime(ep.spawned)
+        fd = os.open(ep.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # this run's log
+        try:
+            process.detach(argv, cwd="/", stderr=fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        return False
+    return True

@@ -63,6 +63,7 @@ SLOW_TESTS = (
     "tests/agents/test_agents_hooks.py::test_hook_worker_packs_the_memory_once_it_is_due",
     "tests/agents/test_agents_hooks.py::test_session_end_syncs_a_memory_with_a_remote",
     "tests/agents/test_agents_hooks.py::test_session_start_brings_the_memory_up_to_date",
+    "tests/agents/test_agents_mcp.py::test_mcp_answers_through_the_warm_server_and_survives_its_restart",
     "tests/agents/test_agents_mcp.py::test_mcp_tools_return_the_cli_agent_format",
     "tests/agents/test_agents_pi_extension.py::test_pi_extension_serves_the_mcp_tools",
     "tests/cli/test_first_hour.py::test_quickstart_recall_line_works_when_typed_and_next_steps_follow",

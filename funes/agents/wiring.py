@@ -139,6 +139,9 @@ class Record:
     dirs: list[str] = field(default_factory=list)
     #: MCP registered through the agent's own CLI (so `remove` uses it too).
     via_cli: bool = False
+    #: Project memories (`<project>/.funes`) bound with `funes add AGENT REMOTE --project`:
+    #: each receives the sessions inside its project, whatever `memory` is.
+    projects: list[str] = field(default_factory=list)
 
     @staticmethod
     def path(settings: Settings, agent: str) -> Path:
@@ -155,7 +158,7 @@ class Record:
             data = json.loads(raw)
             files = {p: FileRecord(**f) for p, f in data.get("files", {}).items()}
             return cls(agent, data.get("memory"), files, list(data.get("dirs", [])),
-                       bool(data.get("via_cli")))
+                       bool(data.get("via_cli")), [str(p) for p in data.get("projects", [])])
         except (ValueError, TypeError) as exc:
             where = cls.path(settings, agent)
             raise AgentConfigError(where, f"unreadable record ({exc})") from None
@@ -169,6 +172,7 @@ class Record:
                       for p, f in sorted(self.files.items())},
             "dirs": self.dirs,
             "via_cli": self.via_cli,
+            **({"projects": self.projects} if self.projects else {}),
         }
         return (json.dumps(data, indent=2) + "\n").encode("utf-8")
 
@@ -179,6 +183,12 @@ def bound_memory(settings: Settings, agent: str) -> str | None:
     return record.memory if record else None
 
 
+def bound_projects(settings: Settings, agent: str) -> list[str]:
+    """The project memories `funes add <agent> REMOTE --project` bound (funes.api.routing)."""
+    record = Record.load(settings, agent)
+    return list(record.projects) if record else []
+
+
 class Edits:
     """One `add` or `remove` of one agent: reversible edits plus a log of what changed."""
 
@@ -187,6 +197,7 @@ class Edits:
         self.agent = agent
         self.record = Record.load(settings, agent) or Record(agent)
         self._before = self.record.to_bytes()
+        self._dirs_before = list(self.record.dirs)
         self.changed: list[str] = []
         self._stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         self._backed_up: dict[Path, str | None] = {}
@@ -281,6 +292,35 @@ class Edits:
         data = self.record.to_bytes()
         if data != self._before:
             replace_file(Record.path(self.settings, self.agent), data, 0o644)
+
+    def rollback(self) -> None:
+        """Undo every change of this `add` (it failed): files back as they were, no record.
+
+        Files changed through the agent's own CLI were backed up before it ran (`touch`), so
+        restoring their bytes undoes those changes too.
+        """
+        for path, backup in self._backed_up.items():
+            original = read_bytes(Path(backup)) if backup else None
+            if backup is not None and original is None:
+                continue  # the backup itself is gone: leave the file as it is
+            if read_bytes(path) == original:
+                continue
+            if original is None:
+                with contextlib.suppress(FileNotFoundError):
+                    _target(path).unlink()
+            else:
+                replace_file(path, original)
+        created = [d for d in self.record.dirs if d not in self._dirs_before]
+        for directory in sorted(set(created), key=len, reverse=True):
+            with contextlib.suppress(OSError):
+                Path(directory).rmdir()
+        for backup in self._backed_up.values():
+            if backup:
+                with contextlib.suppress(OSError):
+                    Path(backup).unlink()
+        with contextlib.suppress(OSError):
+            (agents_dir(self.settings) / "backups" / self.agent / self._stamp).rmdir()
+        self.changed.clear()
 
     def forget(self) -> None:
         """After `remove`: drop the record and the directories `add` created, if empty."""

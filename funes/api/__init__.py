@@ -23,7 +23,29 @@ from funes.api.agents import (
     agents_add,
     agents_remove,
     ask,
-    mcp_serve,
+)
+from funes.api.backfill import (
+    BackfillStart,
+    BackfillStatus,
+    backfill_run,
+    backfill_status,
+    start_backfill,
+)
+from funes.api.browse import (
+    DEFAULT_RANGE_CHARS,
+    DEFAULT_SKETCH_CHARS,
+    LinkedCommit,
+    ScanHit,
+    ScanPage,
+    SessionInfo,
+    SessionNotFoundError,
+    SessionPage,
+    SketchPage,
+    TurnPage,
+    get_range,
+    scan,
+    sessions,
+    sketch,
 )
 from funes.api.exclusions import ExcludeResult, ExclusionInfo, exclude, exclusion_list
 from funes.api.firstrun import QuickstartResult, quickstart
@@ -53,6 +75,7 @@ from funes.api.ingest import (
     index,
     parse_since,
 )
+from funes.api.mcp_backend import mcp_serve
 from funes.api.memory import (
     MemoryChoice,
     ReadOnlyMemoryError,
@@ -75,6 +98,8 @@ from funes.api.models import (
     models_list,
     models_verify,
 )
+from funes.api.pool import pool_choices, recall_pooled
+from funes.api.printed import browse_json, browse_output, run_browse
 from funes.api.public import (
     PublishCheck,
     PublishRefusedError,
@@ -107,6 +132,7 @@ from funes.api.remotes import (
 )
 from funes.api.render import (
     get_output,
+    output_note,
     recall_json,
     recall_output,
     recall_printed,
@@ -133,6 +159,7 @@ from funes.api.retraction import Adoption, RetractCheck, RetractResult, retract
 from funes.api.search import (
     BLOCK_TYPES,
     HARNESSES,
+    ROLES,
     TOKENIZERS,
     DrainResult,
     RecallRequest,
@@ -161,6 +188,7 @@ from funes.api.syncstate import (
     remote_status,
     sync_note,
 )
+from funes.api.trust import Trust, passage_trust, trust_header
 from funes.api.user import (
     EmptyRecall,
     Identity,
@@ -178,15 +206,20 @@ from funes.storage.tables import storage_damage
 
 __all__ = [
     "BLOCK_TYPES",
+    "DEFAULT_RANGE_CHARS",
+    "DEFAULT_SKETCH_CHARS",
     "FORMATS",
     "HARNESSES",
     "REVISITED",
+    "ROLES",
     "TOKENIZERS",
     "UNTRUSTED",
     "UNTRUSTED_PASSAGES",
     "Adoption",
     "AskResult",
     "AttachResult",
+    "BackfillStart",
+    "BackfillStatus",
     "BlameCommit",
     "BlameResult",
     "CloneResult",
@@ -206,6 +239,7 @@ __all__ = [
     "LastSync",
     "LiftResult",
     "LinkResult",
+    "LinkedCommit",
     "LogEntry",
     "MemoryChoice",
     "MergeResult",
@@ -228,14 +262,22 @@ __all__ = [
     "ResetResult",
     "RetractCheck",
     "RetractResult",
+    "ScanHit",
+    "ScanPage",
     "SearchStatus",
     "SelectionResult",
+    "SessionInfo",
+    "SessionNotFoundError",
+    "SessionPage",
     "Settings",
     "ShowResult",
+    "SketchPage",
     "StatusResult",
     "SyncResult",
     "TagInfo",
+    "Trust",
     "TurnFileCheck",
+    "TurnPage",
     "TurnView",
     "VerifyResult",
     "WhyResult",
@@ -244,7 +286,11 @@ __all__ = [
     "agents_remove",
     "ask",
     "attach_remote",
+    "backfill_run",
+    "backfill_status",
     "blame",
+    "browse_json",
+    "browse_output",
     "check_turn_files",
     "choose_memory",
     "clone",
@@ -261,6 +307,7 @@ __all__ = [
     "get",
     "get_command",
     "get_output",
+    "get_range",
     "hook_run",
     "hooks_install",
     "hooks_status",
@@ -288,8 +335,11 @@ __all__ = [
     "models_verify",
     "open_memory",
     "open_remote_memory",
+    "output_note",
     "owned",
     "parse_since",
+    "passage_trust",
+    "pool_choices",
     "publish",
     "publish_selection",
     "pull",
@@ -298,6 +348,7 @@ __all__ = [
     "recall",
     "recall_json",
     "recall_output",
+    "recall_pooled",
     "recall_printed",
     "recall_stderr",
     "recall_text",
@@ -312,9 +363,14 @@ __all__ = [
     "remote_status",
     "reset",
     "retract",
+    "run_browse",
+    "scan",
     "search_status",
+    "sessions",
     "show",
     "signature_note",
+    "sketch",
+    "start_backfill",
     "status",
     "status_text",
     "storage_damage",
@@ -325,6 +381,7 @@ __all__ = [
     "tag_list",
     "to_dict",
     "to_json",
+    "trust_header",
     "turns_text",
     "unforget",
     "user_config_get",

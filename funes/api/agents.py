@@ -3,7 +3,7 @@
 - `agents_add` / `agents_remove` wire funes into an agent (funes.agents.<agent> knows where
   and how) and undo it exactly; the global memory is created when there is none, as
   `funes init --global` would, so `funes add claude` is a complete first step.
-- `mcp_serve` runs `funes mcp`: the MCP server whose tools print the agent format.
+- `funes mcp` lives in funes.api.mcp_backend (its tools) and funes.cli.mcprelay.
 - `ask` recalls in-process, then hands the passages to `claude -p` or `codex exec` with their
   tools off and returns the answer.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -33,18 +33,24 @@ from funes.agents.wiring import (
     replace_file,
     which,
 )
-from funes.api.agent_format import recall_text, status_text, turns_text
+from funes.api.agentsetup import (
+    binding,
+    ensure_embedder,
+    index_scope,
+    mcp_memory,
+    undo_on_failure,
+)
+from funes.api.backfill import BackfillStart, start_backfill
 from funes.api.ingest import IndexSummary, index
-from funes.api.memory import MemoryChoice, choose_memory, is_remote_memory, writable_memory
-from funes.api.repo import init, status
-from funes.api.search import BLOCK_TYPES, HARNESSES, get, is_harness, recall, search_status
-from funes.api.share import AttachResult, attach_remote, is_directory_remote
-from funes.api.syncstate import sync_note
+from funes.api.memory import choose_memory, is_remote_memory, writable_memory
+from funes.api.repo import init
+from funes.api.routing import project_root
+from funes.api.search import recall
+from funes.api.share import AttachResult, attach_remote, attach_target, is_directory_remote
 from funes.errors import UsageError
 from funes.storage.repo import Repository
 
-__all__ = ["MODULES", "AskResult", "WiringResult", "agents_add", "agents_remove", "ask",
-           "mcp_serve"]
+__all__ = ["MODULES", "AskResult", "WiringResult", "agents_add", "agents_remove", "ask"]
 
 MODULES: dict[str, ModuleType] = {
     "claude": claude, "codex": codex, "pi": pi, "hermes": hermes, "opencode": opencode,
@@ -74,10 +80,12 @@ class WiringResult:
     index_command: str = ""
     #: The global memory, when `add` had to create it.
     created_memory: str | None = None
-    #: The first index, when `add(index=True)` ran it.
+    #: The first index of the agent's existing sessions (None with `--no-index`).
     indexed: IndexSummary | None = None
     #: What happened with a remote MEMORY (cloned, created, synced), when one was named.
     attached: AttachResult | None = None
+    #: The background embedding of what the first index stored, per memory it went to.
+    backfill: list[BackfillStart] = field(default_factory=list)
 
 
 def _install_hook_script(settings: Settings) -> None:
@@ -96,8 +104,9 @@ def agents_add(
     memory: str | None = None,
     *,
     project: bool = False,
-    index_now: bool = False,
+    index_now: bool = True,
     progress: Callable[[int, int, str], None] | None = None,
+    install_model: bool = True,
 ) -> WiringResult:
     """Register `funes mcp [memory]` and the hooks with `agent`; idempotent.
 
@@ -108,38 +117,104 @@ def agents_add(
             to its project memory or the global one, like `funes index`. A remote (`org/name`,
             `hf://datasets/…`, `file://…` or a directory remote) is first made this machine's
             memory (funes.api.share.attach_remote: cloned, created or synced), and the agent is
-            bound to that local memory, whose hooks then keep it in sync.
+            bound to that local memory, whose hooks then keep it in sync. A project memory
+            (`<project>/.funes`) is bound to its project only: it receives the sessions inside
+            the project, and the agent's other sessions keep going where they went
+            (funes.api.routing).
         project: With a remote `memory`, keep it in the project memory `./.funes`.
-        index_now: Also index the agent's existing sessions (`funes add --index`).
+        index_now: Index the agent's existing sessions, those the binding receives
+            (`--no-index` turns it off): every turn lexically now, newest first and
+            searchable from the first batch on (funes.api.ingest), then their vectors in the
+            detached backfill (funes.api.backfill). With a remote `memory`, before anything
+            is pushed, so the remote gets this machine's history. On a memory that holds them
+            already this adds nothing (each file's read position is remembered).
         progress: Progress callback for that first index.
+        install_model: Install the embedding model the hooks use when it is missing.
+
+    A failure leaves the machine as it was (funes.api.agentsetup.undo_on_failure).
 
     Raises:
         ReadOnlyMemoryError: `memory` is the read-only copy of a remote (`--memory org/name`).
     """
     module = _module(agent)
-    created: str | None = None
-    attached: AttachResult | None = None
-    if memory and (is_remote_memory(memory, settings.cwd)
-                   or is_directory_remote(memory, settings.cwd)):
-        attached = attach_remote(settings, memory, project=project, progress=progress)
-        memory = str(attached.path)
-    elif memory:
-        memory = str(writable_memory(settings, memory, command=f"add {agent}").path)
-    elif project:
+    remote = bool(memory) and (is_remote_memory(str(memory), settings.cwd)
+                               or is_directory_remote(str(memory), settings.cwd))
+    if project and not remote:
         raise UsageError("`--project` goes with a remote MEMORY",
                          hint=f"`funes add {agent} ORG/NAME --project`")
-    elif not (settings.home / "FORMAT").is_file():
-        created = str(init(settings, is_global=True).repo.path)
-    _install_hook_script(settings)
-    edits = Edits(settings, agent)
-    edits.record.memory = memory
-    notes = list(module.add(edits, memory))
-    edits.save()
-    command = f"funes index --agent {agent}" + (f" --memory {memory}" if memory else "")
-    indexed = index(settings, memory=memory, agents=[agent], progress=progress) \
-        if index_now else None
-    return WiringResult(agent, memory, edits.changed, notes if edits.changed else [], command,
-                        created, indexed, attached)
+    at_stake = [settings.home] + ([attach_target(settings, project)] if remote else [])
+    indexed: IndexSummary | None = None
+
+    def first_index(repo: Repository) -> int:
+        """The attached memory's first index, before its first push: what it will receive."""
+        nonlocal indexed
+        root = project_root(settings, repo.path)
+        indexed = index(settings, agents=[agent], progress=progress,
+                        memory=None if root else str(repo.path),
+                        workdir=str(root) if root else None)
+        return indexed.added
+
+    with undo_on_failure(settings, at_stake) as undo:
+        created, attached, memory = _memory_for(settings, agent, memory, remote, project,
+                                                progress, first_index if index_now else None)
+        _install_hook_script(settings)
+        edits = Edits(settings, agent)
+        undo.append(edits)
+        bound = binding(settings, edits, memory)
+        notes = list(module.add(edits, mcp_memory(bound, memory, remote)))
+        edits.save()
+    notes = notes if edits.changed else []
+    scope = index_scope(agent, bound, memory)
+    if bound.project is not None and edits.changed:
+        notes.append(f"{bound.project}/.funes receives the sessions inside {bound.project} "
+                     "only; the agent's other sessions go where they went")
+    if index_now and indexed is None:
+        indexed = index(settings, agents=[agent], progress=progress, memory=scope.memory,
+                        workdir=scope.workdir)
+    # the model before the backfill: the backfill embeds with it
+    model_note = ensure_embedder(settings, memory) if install_model else None
+    if model_note:
+        notes.append(model_note)
+    backfill = _backfill(settings, memory, indexed) if indexed is not None else []
+    return WiringResult(agent, bound.memory, edits.changed, notes, scope.command, created,
+                        indexed, attached, backfill)
+
+
+def _memory_for(settings: Settings, agent: str, memory: str | None, remote: bool,
+                project: bool, progress: Callable[[int, int, str], None] | None,
+                fill: Callable[[Repository], int] | None,
+                ) -> tuple[str | None, AttachResult | None, str | None]:
+    """(the global memory if `add` made it, what attaching a remote did, the local memory)."""
+    if remote:
+        attached = attach_remote(settings, str(memory), project=project, progress=progress,
+                                 fill=fill)
+        return None, attached, str(attached.path)
+    if memory:
+        return None, None, str(writable_memory(settings, memory, command=f"add {agent}").path)
+    if not (settings.home / "FORMAT").is_file():
+        return str(init(settings, is_global=True).repo.path), None, None
+    return None, None, None
+
+
+def _backfill(settings: Settings, memory: str | None,
+              indexed: IndexSummary) -> list[BackfillStart]:
+    """Start the background embedding of each memory the first index wrote to.
+
+    Also of the agent's memory when the index added nothing there but a backfill was stopped
+    (a reboot): it resumes with the next `funes add`. A memory whose backfill is done or never
+    ran is not even looked at then: counting its backlog opens its tables, most of what an
+    `add` that adds nothing would cost.
+    """
+    from funes.api.backfill import backfill_status
+
+    paths = [Path(p) for p, c in indexed.commits.items() if c.added]
+    if not paths:
+        for path in [Path(memory)] if memory else (
+                [settings.home] if (settings.home / "FORMAT").is_file() else []):
+            last = backfill_status(Repository.open(path, settings))
+            if last is not None and last.state in ("stopped", "failed"):
+                paths.append(path)
+    return [start_backfill(settings, Repository.open(p, settings)) for p in paths]
 
 
 def agents_remove(settings: Settings, agent: str) -> WiringResult:
@@ -153,67 +228,6 @@ def agents_remove(settings: Settings, agent: str) -> WiringResult:
         with contextlib.suppress(FileNotFoundError):
             hook_path(settings).unlink()
     return WiringResult(agent, memory, edits.changed)
-
-
-# -- the MCP server ----------------------------------------------------------------------------
-
-
-def _choices(kind: str, values: Sequence[str], allowed: Sequence[str]) -> tuple[str, ...]:
-    bad = [v for v in values if v not in allowed]
-    if bad:
-        raise UsageError(f"unknown {kind} {', '.join(map(repr, bad))}",
-                         hint=f"use one of: {', '.join(allowed)}")
-    return tuple(values)
-
-
-def _harnesses(values: Sequence[str]) -> tuple[str, ...]:
-    """Harness filters: a known agent, or any name a turn file's producer may carry."""
-    bad = [v for v in values if not is_harness(v)]
-    if bad:
-        raise UsageError(f"invalid harness {', '.join(map(repr, bad))}",
-                         hint=f"an agent ({', '.join(HARNESSES)}) or a turn file's producer "
-                         "name: lowercase letters, digits, '_' and '-'")
-    return tuple(values)
-
-
-class _Backend:
-    """The MCP tools' work: the CLI's verbs, rendered in the agent format."""
-
-    def __init__(self, settings: Settings, memory: str | None) -> None:
-        self.settings = settings
-        self.memory = memory
-
-    def _choose(self, memory: str | None) -> MemoryChoice:
-        if memory and not is_remote_memory(memory, self.settings.cwd):
-            path = Path(memory).expanduser()
-            memory = str(path if path.is_absolute() else self.settings.cwd / path)
-        return choose_memory(self.settings, memory or self.memory, fallback=False)
-
-    def _open(self, memory: str | None) -> Repository:
-        return self._choose(memory).repo
-
-    def recall(self, query: str, *, k: int | None, harness: list[str], block_type: list[str],
-               project: list[str], since: str | None, memory: str | None) -> str:
-        agents = _harnesses(harness)
-        types = _choices("type", block_type, BLOCK_TYPES)
-        choice = self._choose(memory)
-        result = recall(self.settings, choice.repo, query, k=k, harness=agents,
-                        block_type=types, project=project, since=since)
-        return recall_text(result, choice.label, choice.owned, sync_note(choice.repo))
-
-    def get(self, session_id: str, turn_id: str, *, window: int, memory: str | None) -> str:
-        return turns_text(get(self._open(memory), session_id, turn_id, window))
-
-    def status(self, *, memory: str | None) -> str:
-        repo = self._open(memory)
-        return status_text(status(repo), search_status(self.settings, repo))
-
-
-def mcp_serve(settings: Settings, memory: str | None = None) -> None:
-    """Serve `funes mcp` on stdin/stdout until the client disconnects."""
-    from funes.agents.mcp_server import serve
-
-    serve(_Backend(settings, memory))
 
 
 # -- ask ---------------------------------------------------------------------------------------
@@ -255,13 +269,13 @@ def ask(
         raise _ask.AgentNotFoundError(agent, _ask.ASK_AGENTS[agent])
     if not question.strip():
         raise UsageError("the question is empty")
-    choice = choose_memory(settings, memory, fallback=False)
+    choice = choose_memory(settings, memory)
     label = choice.label
     result = recall(settings, choice.repo, question, k=k)
     if not result.hits:
         raise _ask.NothingRecalledError(label)
     passages = [_ask.Passage.from_row(hit.row) for hit in result.hits]
-    prompt = _ask.build_prompt(question, passages, label, choice.owned)
+    prompt = _ask.build_prompt(question, passages, label, choice.owned, choice.warning)
     argv = _module(agent).ask_command(exe)
     # A scratch directory: no project file (CLAUDE.md, AGENTS.md) leaks into the answer.
     with tempfile.TemporaryDirectory(prefix="funes-ask-") as scratch:

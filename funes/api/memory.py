@@ -6,7 +6,9 @@ Every command asks these three questions; they are answered here once and handed
 - **which**: `--memory PATH` (a `.funes` directory or its parent), `--memory org/name` (or
   `hf://datasets/…`, `file://…`: a remote memory, read through a private read-only copy under
   `$FUNES_HOME/cache/remotes/` at its current revision), else discovery from the current
-  directory like git, then the global memory.
+  directory like git, then the global memory. That memory or an error, never another one
+  (`choose_memory`): only a remote that does not answer is read from its cached copy, and
+  the output says so.
 - **label**: what `--memory` takes to open the same memory again (`org/name` for a remote's
   copy, the path otherwise).
 - **owned**: a memory is the user's when it was created here (`init`, or `funes add AGENT
@@ -15,8 +17,8 @@ Every command asks these three questions; they are answered here once and handed
   under `$FUNES_HOME/cache/whoami.json`); a directory remote is the user's when it belongs to
   their Unix user. A clone records the decision in its config (`core.owned`) so it holds after
   every pull; the read-only copies behind `--memory org/name` are decided on each open. Recall
-  marks every passage of a memory that is not the user's untrusted (funes.api.agent_format),
-  whatever its rows' own signatures say: the two checks compose with "or".
+  marks the passages of a memory that is not the user's untrusted, except the user's own
+  turns (funes.api.trust decides, for every output).
 
 A memory the Rust funes wrote (a bare `chunks.lance`, no refs) is detected by its layout and
 read the same way, through a copy converted from it (funes.api.foreign), never the user's.
@@ -46,6 +48,7 @@ from funes.remotes import sync as _sync
 from funes.remotes.base import (
     RemoteNotFoundError,
     RemoteSpec,
+    RemoteUnreachableError,
     cache_root,
     looks_like_remote,
     parse_url,
@@ -94,7 +97,8 @@ class MemoryChoice:
     repo: Repository
     label: str
     owned: bool
-    #: Set when `--memory org/name` was unreachable and a fallback is read instead.
+    #: Set when the remote `--memory org/name` could not be reached and the copy cached here
+    #: is read instead: one line saying so, which heads the output (never another memory).
     warning: str | None = None
 
 
@@ -138,41 +142,58 @@ def open_memory(settings: Settings, memory: str | Path | None = None) -> Reposit
     return Repository.discover(settings)
 
 
-def choose_memory(
-    settings: Settings, memory: str | None = None, *, fallback: bool = True
-) -> MemoryChoice:
-    """Open `--memory` for reading, with its label and ownership, falling back when offline.
+def choose_memory(settings: Settings, memory: str | None = None) -> MemoryChoice:
+    """Open the memory `--memory` names for reading, with its label and ownership.
 
-    With `fallback`, a remote that cannot be reached falls back to its cached copy (if an
-    earlier call made one), else to the local memory found from the current directory, with
-    a warning naming the remote; with neither (or without `fallback`), the `RemoteError`
-    propagates (exit 5).
+    That memory or an error, never another one: an agent that asked a public memory must not
+    get the user's private passages as its answer. A remote `memory` that does not answer
+    (`RemoteUnreachableError`: no network, a timeout, the Hub failing) is read from the copy
+    an earlier call cached here (a Rust funes' memory's converted copy too), and
+    `MemoryChoice.warning` says so (the output's first line); with no cached copy, or when
+    the remote answered with a refusal (a bad token), no such memory or no such tag, the
+    error propagates (exit 5) with its fix. Every reader (the CLI, MCP, the warm server,
+    `ask`) comes through here, so they agree.
+
+    Raises:
+        RemoteError: the remote memory cannot be read and no copy of it can stand in.
+        NotARepositoryError: a local `memory` (or the one found from the current directory)
+            is not a funes memory.
     """
-    if not memory or not is_remote_memory(memory, settings.cwd) or not fallback:
+    if not memory or not is_remote_memory(memory, settings.cwd):
         repo = open_memory(settings, memory)
         return MemoryChoice(repo, memory_label(repo), owned(repo))
     url, tag = split_tag(memory, settings.cwd)
     spec = parse_url(url, settings.cwd)
     try:
         repo = open_remote_memory(settings, memory)
-        return MemoryChoice(repo, remote_label(repo) or spec.display, owned(repo))
-    except RemoteError as exc:
-        cached = cache_root(settings) / _cache_name(spec, tag)
-        if (cached / "FORMAT").is_file():
-            repo = Repository.open(cached, settings)
-            commit = repo.head_commit()
-            if commit is not None:
-                return MemoryChoice(
-                    repo, spec.display, owned(repo),
-                    f"{exc.message}; reading the copy cached at {commit.time}",
-                )
-        with contextlib.suppress(FunesError):
-            local = Repository.discover(settings)
-            return MemoryChoice(
-                local, memory_label(local), owned(local),
-                f"{exc.message}; reading the local memory {local.path} instead",
-            )
-        raise
+    except RemoteUnreachableError as exc:
+        return _cached_copy(settings, spec, tag, exc)
+    return MemoryChoice(repo, remote_label(repo) or spec.display, owned(repo))
+
+
+def _cached_copy(settings: Settings, spec: RemoteSpec, tag: str | None,
+                 exc: RemoteUnreachableError) -> MemoryChoice:
+    """The copy of an unreachable remote cached by an earlier read, said to be one.
+
+    Raises:
+        RemoteUnreachableError: `exc`, with a hint saying no copy is cached here yet.
+    """
+    cached = cache_root(settings) / _cache_name(spec, tag)
+    commit = None
+    if (cached / "FORMAT").is_file():
+        repo = Repository.open(cached, settings)
+        commit = repo.head_commit()
+    if commit is None:
+        raise RemoteUnreachableError(
+            f"{exc.message}; no copy of it is cached on this machine",
+            hint=f"run it again once {spec.display} can be reached; a copy is kept then, "
+            "for the next time it cannot",
+        ) from None
+    label = remote_label(repo) or spec.display
+    return MemoryChoice(
+        repo, label, owned(repo),
+        f"{exc.message}: answering from the copy of {label} cached here, as of {commit.time}",
+    )
 
 
 def writable_memory(settings: Settings, memory: str | None, *, command: str) -> Repository:

@@ -331,6 +331,8 @@ def clone(
             "and `funes pull`",
         )
     before = set(p.name for p in made.iterdir()) if made.is_dir() else None
+    home = settings.home.expanduser()
+    home_before = set(p.name for p in home.iterdir()) if home.is_dir() else None
     target.mkdir(parents=True, exist_ok=True)
     (target / CLONING).write_text(f"{spec.url}\n", "utf-8")
     repo = Repository.init(target, settings, is_global=is_global)
@@ -339,6 +341,8 @@ def clone(
             result = _clone_into(repo, spec, progress, require_signed, tag)
     except BaseException:
         _discard(made, before)
+        if not made.resolve().is_relative_to(home.resolve()):
+            _discard(home, home_before)  # what deciding ownership cached (whoami)
         raise
     (target / CLONING).unlink()
     return result
@@ -375,7 +379,7 @@ def _discard_attempt(target: Path) -> None:
         (target / "FORMAT").unlink()
     for name in ("objects", "refs", "reflogs", "chunks.lance", "vectors.lance", "vectors16.lance",
                  "index", "remotes", "tmp", "HEAD", "ORIG_HEAD", "config", "PENDING", "lock",
-                 "collected.json", CLONING):
+                 "collected.json", "written-here", CLONING):
         path = target / name
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from funes.api.agent_format import get_command, recall_text, turns_text
+from funes.api.memory import MemoryChoice
 from funes.api.search import RecallRequest, RecallResult, TurnView
 from funes.api.syncstate import sync_note
 from funes.api.user import empty_recall
 from funes.storage.repo import Repository
 
-__all__ = ["get_output", "recall_json", "recall_output", "recall_printed", "recall_stderr",
-           "to_dict", "to_json"]
+__all__ = ["get_output", "output_note", "recall_json", "recall_output", "recall_printed",
+           "recall_stderr", "to_dict", "to_json"]
 
 
 def to_dict(value: Any) -> Any:
@@ -43,12 +44,35 @@ def to_json(value: Any) -> str:
     return json.dumps(to_dict(value), indent=2, ensure_ascii=False, sort_keys=False)
 
 
-def recall_json(result: RecallResult, label: str, trusted: bool) -> dict[str, Any]:
-    """`funes recall --format json`: the hits with every score and the `get` command."""
+def output_note(choice: MemoryChoice) -> str | None:
+    """The `# note: …` lines that head a reader's output, or None.
+
+    First the copy of an unreachable remote read instead (`MemoryChoice.warning`), then a
+    memory that has not synced with its remote for long (funes.api.syncstate.sync_note).
+    """
+    lines = [f"# note: {choice.warning}"] if choice.warning else []
+    stale = sync_note(choice.repo)
+    if stale:
+        lines.append(stale)
+    return "\n".join(lines) or None
+
+
+def recall_json(result: RecallResult, label: str, trusted: bool, note: str | None = None,
+                memories: dict[str, bool] | None = None) -> dict[str, Any]:
+    """`funes recall --format json`: the hits with every score and the `get` command.
+
+    A pooled recall (`memories`: label → the user's own?) lists its memories, and each hit
+    carries its own `memory` and `trusted`.
+    """
+    extra: dict[str, Any] = {}
+    if memories is not None:
+        extra["memories"] = [{"memory": m, "trusted": t} for m, t in memories.items()]
     return {
         "query": result.query,
         "memory": label,
         "trusted": trusted,
+        "note": note,
+        **extra,
         "signals": result.signals,
         "backlog": result.backlog,
         "hits": [
@@ -59,12 +83,17 @@ def recall_json(result: RecallResult, label: str, trusted: bool) -> dict[str, An
                 "bm25_rank": h.bm25_rank,
                 "vector_rank": h.vector_rank,
                 "rerank": h.rerank,
-                "get": get_command(h.row, label),
+                **({"trusted": memories.get(str(h.row.get("memory")), False)}
+                   if memories is not None else {}),
+                "get": get_command(h.row, h.row.get("memory") or label),
                 "revisited_later": None if h.revisited is None else {
                     "session_id": h.revisited["session_id"], "turn_id": h.revisited["turn_id"],
-                    "ts": h.revisited.get("ts"), "get": get_command(h.revisited, label)},
-                "neighbors": [{k: n[k] for k in ("session_id", "turn_id", "seq", "role",
-                                                 "block_type", "text")} for n in h.neighbors],
+                    "ts": h.revisited.get("ts"),
+                    "get": get_command(h.revisited, h.row.get("memory") or label)},
+                "neighbors": [{**{k: n[k] for k in ("session_id", "turn_id", "seq", "role",
+                                                    "block_type", "text")},
+                               "untrusted": bool(n.get("untrusted"))} for n in h.neighbors],
+                "copies": h.copies,
             }
             for h in result.hits
         ],
@@ -72,14 +101,15 @@ def recall_json(result: RecallResult, label: str, trusted: bool) -> dict[str, An
 
 
 def recall_output(fmt: str, result: RecallResult, label: str, trusted: bool,
-                  note: str | None = None) -> str:
+                  note: str | None = None, memories: dict[str, bool] | None = None) -> str:
     """The text `funes recall` prints on stdout in the `agent` or `json` format.
 
-    `note` (a memory that has not synced for long) is a first line of the agent format.
+    `note` (a memory that has not synced for long) is a first line of the agent format;
+    `memories` makes it a pooled recall's (funes.api.pool).
     """
     if fmt == "json":
-        return to_json(recall_json(result, label, trusted))
-    return recall_text(result, label, trusted, note)
+        return to_json(recall_json(result, label, trusted, note, memories))
+    return recall_text(result, label, trusted, note, memories)
 
 
 def recall_stderr(repo: Repository, result: RecallResult, request: RecallRequest) -> str:
@@ -96,18 +126,23 @@ def recall_stderr(repo: Repository, result: RecallResult, request: RecallRequest
     return f"funes: no results: {why.reason} ({why.hint})\n"
 
 
-def recall_printed(fmt: str, repo: Repository, result: RecallResult, request: RecallRequest,
-                   label: str, trusted: bool) -> tuple[str, str]:
+def recall_printed(fmt: str, choice: MemoryChoice, result: RecallResult,
+                   request: RecallRequest,
+                   memories: dict[str, bool] | None = None) -> tuple[str, str]:
     """(stdout, stderr) of `funes recall` in the `agent` or `json` format, newlines included.
 
-    The memory's stale-sync note (funes.api.syncstate) heads the agent format.
+    The memory's notes (`output_note`) head the agent format.
     """
-    out = recall_output(fmt, result, label, trusted, sync_note(repo)) + "\n"
-    return out, recall_stderr(repo, result, request)
+    out = recall_output(fmt, result, choice.label, choice.owned, output_note(choice),
+                        memories) + "\n"
+    return out, recall_stderr(choice.repo, result, request)
 
 
-def get_output(fmt: str, turns: list[TurnView]) -> str:
-    """The text `funes get` prints on stdout in the `agent` or `json` format."""
+def get_output(fmt: str, turns: list[TurnView], choice: MemoryChoice) -> str:
+    """The text `funes get` prints on stdout in the `agent` or `json` format.
+
+    JSON is the list of turns, each with its `untrusted` mark (funes.api.trust).
+    """
     if fmt == "json":
         return to_json(turns)
-    return turns_text(turns)
+    return turns_text(turns, label=choice.label, trusted=choice.owned, note=output_note(choice))

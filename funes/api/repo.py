@@ -124,16 +124,26 @@ class StatusResult:
     #: The redaction rules the stored chunks met, when older than the installed ones.
     redaction_outdated: str | None = None
     redaction_rules: str = ""
-    #: Each remote: ahead/behind as of the last fetch, and how the last sync went.
+    #: Each remote: ahead/behind (as of the last fetch, or checked now), how the last sync went.
     remotes: tuple[RemoteStatus, ...] = ()
     #: The exclusions the memory honours and what they hide (funes.api.exclusions).
     exclusions: tuple[ExclusionInfo, ...] = ()
+    #: The memory is the user's own (else its passages are marked, but the user's own turns).
+    owned: bool = True
+    #: Which rule decides whether a commit vouches for its passages (SECURITY.md).
+    trust_rule: str = ""
 
 
-def status(repo: Repository) -> StatusResult:
-    """Repository, HEAD, counts by agent, the model stamp, scrub advice, and each remote."""
+def status(repo: Repository, *, refresh: bool = False) -> StatusResult:
+    """Repository, HEAD, counts by agent, the model stamp, scrub advice, each remote, trust.
+
+    `refresh` asks each remote where its branch is now (one small request each), so a
+    memory that is behind says so (funes.api.syncstate.remote_status).
+    """
+    from funes.api.memory import is_cache, owned
     from funes.ingest.redact import rules_version
     from funes.ingest.scrub import rules_outdated
+    from funes.storage.signing import trust_rule
 
     head = repo.head()
     commit = repo.objects.commit(head) if head else None
@@ -150,8 +160,11 @@ def status(repo: Repository) -> StatusResult:
         model=commit.model if commit else None,
         redaction_outdated=rules_outdated(repo),
         redaction_rules=rules_version(),
-        remotes=tuple(remote_status(repo)),
+        # a remote's read-only copy was brought up to date when it was opened
+        remotes=tuple(remote_status(repo, refresh=refresh and not is_cache(repo))),
         exclusions=tuple(exclusion_list(repo)),
+        owned=owned(repo),
+        trust_rule=trust_rule(repo.settings),
     )
 
 

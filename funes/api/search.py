@@ -14,10 +14,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from funes._env import Settings
+from funes.api import freshness
 from funes.api.ingest import parse_since
 from funes.api.memory import check_writable
+from funes.api.trust import mark_rows, mark_turns, passage_trust
 from funes.ingest import backlog as _backlog
-from funes.model.turns import HARNESSES, is_harness
+from funes.model.turns import HARNESSES, is_harness, is_role
 from funes.retrieval import indexes
 from funes.retrieval.get import TurnView, get_turns
 from funes.retrieval.recall import Filters, Options, RecallResult, retrieve
@@ -25,6 +27,7 @@ from funes.storage.repo import Repository
 from funes.storage.snapshot import Snapshot, snapshot
 
 if TYPE_CHECKING:
+    from funes.api.backfill import BackfillStatus
     from funes.inference.embedder import Embedder
     from funes.inference.reranker import Reranker
 
@@ -32,6 +35,7 @@ __all__ = [
     "BLOCK_TYPES",
     "DEFAULT_BUDGET_MS",
     "HARNESSES",
+    "ROLES",
     "TOKENIZERS",
     "DrainResult",
     "RecallRequest",
@@ -41,6 +45,7 @@ __all__ = [
     "embed",
     "get",
     "is_harness",
+    "is_role",
     "recall",
     "recall_in_process",
     "reindex",
@@ -53,6 +58,8 @@ TOKENIZERS = tuple(indexes.TOKENIZERS)
 #: What `--harness` and `--type` accept: the vocabularies of recall's filters, for the CLI,
 #: MCP and the warm server alike (the harnesses are funes.model.turns's).
 BLOCK_TYPES = ("text", "thinking", "tool_use", "tool_result")
+#: What `--role` accepts (funes.model.turns.Turn.role).
+ROLES = ("user", "assistant", "system", "tool")
 #: Milliseconds a recall may take before reranking stops (config `recall.budget`): agents
 #: wait for every recall, and 300 ms is where a tool call starts to feel slow.
 DEFAULT_BUDGET_MS = 300.0
@@ -132,9 +139,15 @@ class RecallRequest:
     #: Milliseconds the whole recall may take before reranking stops (score what fits, in
     #: order); 0 never stops it early.
     budget_ms: float | None = None
+    #: Only passages of these speakers (user, assistant, system, tool).
+    role: tuple[str, ...] = ()
+    #: A git work tree to check hits against (funes.api.freshness), and what to do with hits
+    #: whose files changed since: "mark", "prefer" (after the others), "only" (drop), "off".
+    code: str | None = None
+    fresh: str = "mark"
 
     def __post_init__(self) -> None:
-        for name in ("harness", "block_type", "project", "session"):
+        for name in ("harness", "block_type", "project", "session", "role"):
             value = getattr(self, name)
             if not isinstance(value, tuple):
                 object.__setattr__(self, name, tuple(value))  # lists from callers or the wire
@@ -199,10 +212,12 @@ def recall_in_process(settings: Settings, repo: Repository,
         harness=r.harness, block_type=r.block_type, project=r.project, session=r.session,
         since=parse_since(r.since) if r.since else None,
         until=parse_since(r.until, option="--until") if r.until else None,
-        turns=r.turns,
+        turns=r.turns, role=r.role,
     )
+    freshness.check_mode(r.fresh)
+    k = r.k if r.k is not None else int(repo.config.get("recall.k") or 8)
     opts = Options(
-        k=r.k if r.k is not None else int(repo.config.get("recall.k") or 8),
+        k=freshness.overfetch(k, r.fresh) if r.code else k,
         candidates=r.candidates,
         depth=r.depth,
         rerank_pool=r.rerank_pool if r.rerank_pool is not None
@@ -248,6 +263,9 @@ def recall_in_process(settings: Settings, repo: Repository,
                      reranker=cast("Reranker | None", timed or reranker), backlog=waiting)
     if timed is not None:
         timed.report(result.signals)
+    if r.code and r.fresh != "off":
+        freshness.annotate(settings, repo, result.hits, r.code)
+        result.hits = freshness.order(result.hits, r.fresh, k)
     _mark_untrusted(repo, result)
     _note_foreign(repo, result)
     if timed is not None:
@@ -396,28 +414,30 @@ class Budgeted:
 
 
 def _mark_untrusted(repo: Repository, result: RecallResult) -> None:
-    """Set `row["untrusted"]` on hits added only by commits signed with an untrusted key."""
+    """Set `row["untrusted"]` on the hits and neighbours the trust decision marks.
+
+    funes.api.trust decides for every output: another owner's memory marks everything but
+    the user's own turns; the user's memory marks rows no commit they trust vouches for.
+    """
     if not result.hits:
         return
-    from funes.storage.signing import untrusted_chunk_ids
-
-    doubtful = untrusted_chunk_ids(repo)
-    for hit in result.hits:
-        if hit.row.get("id") in doubtful:
-            hit.row["untrusted"] = True
+    trust = passage_trust(repo)
+    mark_rows(trust, (hit.row for hit in result.hits))
+    mark_rows(trust, (n for hit in result.hits for n in hit.neighbors))
 
 
 def get(repo: Repository, session_id: str, turn_id: str, window: int = 0, *,
         via_server: bool = False) -> list[TurnView]:
-    """A turn and its neighbours, whole.
+    """A turn and its neighbours, whole, each marked untrusted as funes.api.trust decides.
 
     With `via_server`, a running warm server answers (funes.api.warm), else this process.
     """
     if via_server:
         from funes.api import warm
 
-        return warm.get_via_server(repo.settings, repo, session_id, turn_id, window)
-    return get_turns(repo, session_id, turn_id, window)
+        return warm.get_via_server(repo.settings, repo, session_id, turn_id, window,
+                                   lambda: get(repo, session_id, turn_id, window))
+    return mark_turns(passage_trust(repo), get_turns(repo, session_id, turn_id, window))
 
 
 def embed(
@@ -498,10 +518,13 @@ class SearchStatus:
     unindexed_rows: int
     reranker: str | None
     ann_index: bool = False
+    #: The background embedding (funes.api.backfill), when one ever ran on this memory.
+    backfill: BackfillStatus | None = None
 
 
 def search_status(settings: Settings, repo: Repository) -> SearchStatus:
-    """Embedding backlog, index state and whether a reranker is installed."""
+    """Embedding backlog, index state, the backfill and whether a reranker is installed."""
+    from funes.api.backfill import backfill_status
     from funes.inference import models
 
     waiting = _backlog.backlog(repo)
@@ -509,6 +532,7 @@ def search_status(settings: Settings, repo: Repository) -> SearchStatus:
     found = models.find_installed(settings, kind="rerank")
     ann, _ = indexes.vector_index_state(repo)
     return SearchStatus(waiting.waiting, waiting.embedded, waiting.skipped, state.fts,
-                        state.unindexed_rows, found[0].name if found else None, ann)
+                        state.unindexed_rows, found[0].name if found else None, ann,
+                        backfill_status(repo))
 
 

@@ -54,23 +54,34 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from funes import __version__, process, protocol
+from funes import __version__, protocol
 from funes._env import Settings
 from funes.api import warm
-from funes.api.memory import memory_label, open_memory, owned
+from funes.api.memory import MemoryChoice, choose_memory
+from funes.api.pool import pool_choices
+from funes.api.printed import BROWSE_COMMANDS, browse_output, run_browse
 from funes.api.render import get_output, recall_printed
 from funes.api.search import (
     BLOCK_TYPES,
     RecallRequest,
     is_harness,
+    is_role,
     preload_reranker,
     recall_in_process,
 )
 from funes.api.search import get as _get
+from funes.api.serve_support import (
+    OpenMemory,
+    libc_malloc,
+    limit_arenas,
+    release,
+    rss_mb,
+    server_lock,
+    trim,
+)
 from funes.errors import FunesError, UsageError, describe
 from funes.retrieval import indexes
 from funes.storage.repo import Repository
-from funes.storage.snapshot import Snapshot
 
 __all__ = ["MAX_OPEN", "MEMORY_BUDGET_MB", "MEMORY_IDLE", "ServeError", "ServeResult", "serve"]
 
@@ -80,9 +91,6 @@ TICK = 0.25
 READ_TIMEOUT = 10.0
 #: Seconds a stopping server waits for requests in flight to finish.
 DRAIN = 30.0
-#: How long a new server tries to take the lock before deciding another one has it (a client
-#: probing the lock holds it shared for a moment).
-LOCK_RETRIES = 10
 #: Seconds an open memory may go unused before the server closes it.
 MEMORY_IDLE = 300.0
 #: Memories open at once, at most; the least recently used is closed to make room.
@@ -90,10 +98,6 @@ MAX_OPEN = 16
 #: Resident memory (MB) above which the least recently used memories are closed (the models,
 #: ≈ 150 MB, stay). Lance's per-memory caches are what grows with the memories held.
 MEMORY_BUDGET_MB = 450.0
-#: Lance cache sizes per open memory: index pages and metadata of one memory of ~100k chunks
-#: fit, so a warm recall reads no index file twice, while five memories stay in the budget.
-INDEX_CACHE_BYTES = 48 << 20
-METADATA_CACHE_BYTES = 16 << 20
 #: Operations that ask about the server rather than make it work.
 _ADMIN = ("ping", "status", "stop")
 
@@ -151,116 +155,11 @@ def serve(
         raise ServeError(
             f"cannot serve: {exc}", hint="fix that directory: it must be yours, mode 0700"
         ) from None
-    with _server_lock(ep) as holder:
+    with server_lock(ep) as holder:
         if holder is not None:
             return ServeResult(False, holder, ep.socket, 0, "already running")
         server = _Server(settings, ep, idle, memory_budget_mb, log or (lambda line: None))
         return server.run(warm_up=warm_up, ready=ready)
-
-
-@contextlib.contextmanager
-def _server_lock(ep: protocol.Endpoint) -> Iterator[int | None]:
-    """Hold the server lock; yields None when taken, else the pid of the server holding it.
-
-    The holder deletes the lock file when it is done, so finished servers leave nothing
-    behind. That is safe because a new holder checks, once locked, that the file it locked is
-    still the one at that path; if not, it locked a file that has just been deleted, and it
-    tries again.
-    """
-    holder: int | None = None
-    for _ in range(LOCK_RETRIES):
-        fd = os.open(ep.lock, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            taken = process.try_flock(fd)
-        except OSError:
-            os.close(fd)
-            raise
-        if not taken:
-            holder = process.read_pid(fd)
-            os.close(fd)
-            time.sleep(0.02)  # perhaps only a client probing it (protocol.lock_held): retry
-            continue
-        try:
-            same = os.fstat(fd).st_ino == os.stat(ep.lock).st_ino
-        except FileNotFoundError:
-            same = False
-        if not same:
-            os.close(fd)
-            continue
-        try:
-            process.write_pid(fd)
-            yield None
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                ep.lock.unlink()  # while still holding it: see the docstring
-            os.close(fd)
-        return
-    yield holder or 0
-
-
-def _libc_malloc() -> Any:
-    """Glibc's allocator controls, or None where there is no glibc (macOS, musl)."""
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else None
-    except OSError:
-        return None
-    return libc if libc is not None and hasattr(libc, "malloc_trim") else None
-
-
-#: mallopt's M_ARENA_MAX: how many malloc arenas threads may spread over.
-_M_ARENA_MAX = -8
-
-
-def limit_arenas(libc: Any) -> None:
-    """Two malloc arenas for the whole server instead of glibc's eight per core.
-
-    Every request runs in a thread, and so do Lance's and llama.cpp's workers; glibc gives
-    busy threads arenas of their own and keeps freed memory in them, so a server that had
-    answered a few memories held hundreds of MB it no longer used (bench/results/fast-path.md).
-    """
-    if libc is not None:
-        libc.mallopt(_M_ARENA_MAX, 2)
-
-
-def trim(libc: Any) -> None:
-    """Give freed memory back to the system (after a memory is closed)."""
-    if libc is not None:
-        libc.malloc_trim(0)
-
-
-def rss_mb() -> float | None:
-    """This process's resident memory in MB (Linux /proc; None elsewhere)."""
-    try:
-        with open("/proc/self/statm", "rb") as fh:
-            pages = int(fh.read().split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return pages * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
-
-
-class _Memory:
-    """One open memory: its repository, its Lance session (caches), and its use."""
-
-    def __init__(self, repo: Repository) -> None:
-        import lance
-
-        self.repo = repo
-        # One Lance session for every snapshot of this memory: its index and metadata caches
-        # outlive a request, and go with the memory when it is closed.
-        self.session = lance.Session(  # type: ignore[attr-defined]
-            index_cache_size_bytes=INDEX_CACHE_BYTES,
-            metadata_cache_size_bytes=METADATA_CACHE_BYTES,
-        )
-        self.active = 0
-        self.requests = 0
-        self.last = time.monotonic()
-
-    def view(self) -> Snapshot:
-        return Snapshot(self.repo, session=self.session)
 
 
 class _Server:
@@ -277,11 +176,13 @@ class _Server:
         self.active = 0
         self.counts: dict[str, int] = {}
         self.embedders: dict[int, str] = {}
-        self.memories: OrderedDict[Path, _Memory] = OrderedDict()  # least recent first
+        self.memories: OrderedDict[Path, OpenMemory] = OrderedDict()  # least recent first
+        self.sessions: set[socket.socket] = set()  # agents' MCP sessions (funes.api.serve_mcp)
+        self.release_due = False  # a request ended since memory was last given back
         self.guard = threading.Lock()
         self.stopping = threading.Event()
         self.reason = "stopped"
-        self.libc = _libc_malloc()
+        self.libc = libc_malloc()
         limit_arenas(self.libc)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -310,6 +211,7 @@ class _Server:
                 if os.stat(self.ep.socket).st_ino == inode:
                     self.ep.socket.unlink()
             restore()
+            self._hang_up()
             self._drain()
         with self.guard:
             total = sum(self.counts.values())
@@ -366,8 +268,14 @@ class _Server:
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 
     def _check(self, inode: int) -> None:
-        """Close idle or removed memories; decide whether to exit (idle, socket gone)."""
+        """Close idle or removed memories, give freed memory back; exit when idle or gone."""
         self._close_idle()
+        with self.guard:
+            due = self.release_due and all(m.active == 0 for m in self.memories.values())
+            if due:
+                self.release_due = False
+        if due:
+            release(self.libc)  # here, not in a request: it can take tens of ms
         with self.guard:
             idle_for = time.monotonic() - self.last if self.active == 0 else 0.0
         if self.idle and idle_for >= self.idle:
@@ -380,6 +288,14 @@ class _Server:
                 pass
             self.reason = "socket removed"
         self.stopping.set()
+
+    def _hang_up(self) -> None:
+        """End the agents' MCP sessions: their relays carry on without this server."""
+        with self.guard:
+            open_sessions = list(self.sessions)
+        for conn in open_sessions:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
     def _drain(self) -> None:
         deadline = time.monotonic() + DRAIN
@@ -404,7 +320,7 @@ class _Server:
     # -- memories --------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _memory(self, path: Path) -> Iterator[_Memory]:
+    def _memory(self, path: Path) -> Iterator[OpenMemory]:
         """The open memory at `path`, opened now if needed, in use while the block runs."""
         key = path.resolve()
         found = self._open(key)
@@ -418,14 +334,15 @@ class _Server:
                 found.active -= 1
                 found.requests += 1
                 found.last = time.monotonic()
+                self.release_due = True  # by the accept loop, once no request runs
             self._make_room()
 
-    def _open(self, key: Path) -> _Memory:
+    def _open(self, key: Path) -> OpenMemory:
         """The open memory at the resolved path `key`, opened now if it is not yet."""
         with self.guard:
             found = self.memories.get(key)
         if found is None:
-            opened = _Memory(Repository.open(key, self.settings))
+            opened = OpenMemory(Repository.open(key, self.settings))
             with self.guard:
                 found = self.memories.setdefault(key, opened)
         return found
@@ -475,6 +392,9 @@ class _Server:
                     request = protocol.loads(line)
                 except (OSError, ValueError):
                     return  # a client that went away or sent garbage gets nothing
+                if request.get("op") == "mcp":  # the connection becomes the session
+                    self._mcp(conn, request)
+                    return
                 reply = self._answer(request)
                 with contextlib.suppress(OSError):
                     conn.sendall(protocol.dumps(reply))
@@ -558,23 +478,43 @@ class _Server:
             # Click checks choices before the command runs: so must this, before anything.
             request = RecallRequest.decode(dict(args["request"]))
             if not (all(is_harness(h) for h in request.harness)
-                    and set(request.block_type) <= set(BLOCK_TYPES)):
-                raise _Decline("a --harness or --type click refuses")
+                    and set(request.block_type) <= set(BLOCK_TYPES)
+                    and all(is_role(r) for r in request.role)):
+                raise _Decline("a --harness, --type or --role click refuses")
+            if request.code is None:  # the CLI checks freshness against its directory
+                request = dataclasses.replace(request, code=str(settings.cwd))
+        elif command in BROWSE_COMMANDS:
+            fields = dict(args["fields"])
+            if not all(is_harness(h) for h in fields.get("harness") or ()):
+                raise _Decline("a --harness click refuses")
         elif command != "get":
             raise _Decline(f"command {command!r}")
         out = err = ""
         code = 0
         try:
-            repo = open_memory(settings, args.get("memory"))
+            # The same choice the CLI makes: that memory, or its error (never another one).
+            choices = []
             if request is not None:
-                found = self._recall(repo.path, request)
-                out, err = recall_printed(fmt, repo, found, request, memory_label(repo),
-                                          owned(repo))
+                given = args.get("memories") or ([args["memory"]] if args.get("memory") else [])
+                choices = pool_choices(settings, list(given))
+            if len(choices) > 1:  # several memories, or this memory's recall.pool
+                assert request is not None
+                out, err = self._pooled(settings, fmt, choices, request)
+            elif command in BROWSE_COMMANDS:
+                choice = choose_memory(settings, args.get("memory"))
+                with self._memory(choice.repo.path) as memory:
+                    page = run_browse(memory.view(), command, fields)
+                out = browse_output(fmt, page) + "\n"
             else:
-                with self._memory(repo.path) as memory:
-                    turns = _get(memory.view(), str(args["session_id"]), str(args["turn_id"]),
-                                 int(args["window"]))
-                out = get_output(fmt, turns) + "\n"
+                choice = choices[0] if choices else choose_memory(settings, args.get("memory"))
+                if request is not None:
+                    found = self._recall(choice.repo.path, request)
+                    out, err = recall_printed(fmt, choice, found, request)
+                else:
+                    with self._memory(choice.repo.path) as memory:
+                        turns = _get(memory.view(), str(args["session_id"]),
+                                     str(args["turn_id"]), int(args["window"]))
+                    out = get_output(fmt, turns, choice) + "\n"
         except FunesError as exc:
             err = describe(exc) + "\n"
             code = exc.exit_code
@@ -585,6 +525,35 @@ class _Server:
             out = click.unstyle(out) if "stdout" in strip else out
             err = click.unstyle(err) if "stderr" in strip else err
         return {"stdout": out, "stderr": err, "exit": code}
+
+    def _pooled(self, settings: Settings, fmt: str, choices: list[MemoryChoice],
+                request: RecallRequest) -> tuple[str, str]:
+        """A pooled recall (funes.api.pool) over memories this server holds open."""
+        from funes.api.serve_mcp import ServedReader
+
+        result = ServedReader(self).pooled(settings, choices, request)
+        first = choices[0]
+        return recall_printed(fmt, first, result, request,
+                              memories={c.label: c.owned for c in choices})
+
+    def _mcp(self, conn: socket.socket, request: dict[str, Any]) -> None:
+        """An agent's MCP session (funes.api.serve_mcp), after the checks every request gets."""
+        from funes.api.serve_mcp import serve_mcp
+
+        if request.get("v") != protocol.PROTOCOL or request.get("funes") != __version__ \
+                or request.get("home") != self.home:
+            with contextlib.suppress(OSError):
+                conn.sendall(protocol.dumps(self._refuse("another protocol, version or home")))
+            return
+        with self.guard:
+            self.sessions.add(conn)
+        try:
+            serve_mcp(self, conn, dict(request.get("args") or {}))
+        except Exception:  # a bug: the relay carries on in its own process, where it shows
+            self.log(traceback.format_exc().rstrip())
+        finally:
+            with self.guard:
+                self.sessions.discard(conn)
 
     def _note_models(self, view: Repository) -> None:
         """Record the embedder object recall will use (load_embedder caches it per process)."""

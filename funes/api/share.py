@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,8 +40,8 @@ from funes.remotes.foreign import refuse_writing
 from funes.storage.repo import PROJECT_DIR, Repository
 from funes.storage.transfer import MergeResult
 
-__all__ = ["SYNC_ATTEMPTS", "AttachResult", "SyncResult", "attach_remote", "is_directory_remote",
-           "sync"]
+__all__ = ["SYNC_ATTEMPTS", "AttachResult", "SyncResult", "attach_remote", "attach_target",
+           "is_directory_remote", "sync"]
 
 #: Tries of fetch → merge → push when another machine pushes in between (a lost CAS race).
 SYNC_ATTEMPTS = 4
@@ -142,8 +143,14 @@ def attach_remote(
     *,
     project: bool = False,
     progress: Progress | None = None,
+    fill: Callable[[Repository], int] | None = None,
 ) -> AttachResult:
     """Make the remote memory at `url` this machine's memory; the same call on every machine.
+
+    `fill(repo)` runs on the local memory before anything is pushed (`funes add` indexes the
+    agent's existing sessions there) and returns how many chunks it added: so the remote is
+    created with this machine's history, a clone sends it back, and the second machine's
+    `add` brings the first machine's history and sends its own.
 
     The local memory is the project memory when `project` is set (`./.funes`, made if
     missing) or the current directory is inside one, else the global memory. Then:
@@ -162,7 +169,7 @@ def attach_remote(
                          hint=f"`funes add AGENT {url}` shares the memory; `funes clone "
                          f"{url}@{tag}` reads the tag")
     spec = parse_url(url, settings.cwd)
-    target = _attach_target(settings, project)
+    target = attach_target(settings, project)
     with tempfile.TemporaryDirectory(prefix="funes-probe-") as scratch:  # no cache left behind
         probe = _sync.open_remote(spec, "origin", settings, Path(scratch))
         probed = probe.state()
@@ -172,6 +179,10 @@ def attach_remote(
         cloned = clone(settings, spec.url, str(target.parent) if not _is_home(settings, target)
                        else None, is_global=_is_home(settings, target), progress=progress)
         repo = Repository.open(cloned.path, settings)
+        if fill is not None and fill(repo):
+            result = sync(repo, "origin", progress=progress)
+            return AttachResult(repo.path, "origin", spec.url, "cloned", owned_memory(repo),
+                                result)
         return AttachResult(repo.path, "origin", spec.url, "cloned", owned_memory(repo))
     if (target / "FORMAT").is_file():
         repo = Repository.open(target, settings)
@@ -180,6 +191,8 @@ def attach_remote(
     name = _remote_for(repo, spec)
     with repo.writing():
         repo.config.set(f"branch.{current_branch(repo)}.remote", name)
+    if fill is not None:
+        fill(repo)
     if not exists_remote:
         handle = _sync.configured_remote(repo, name)
         if repo.head() is None:
@@ -196,7 +209,7 @@ def _is_home(settings: Settings, target: Path) -> bool:
     return target.resolve() == settings.home.expanduser().resolve()
 
 
-def _attach_target(settings: Settings, project: bool) -> Path:
+def attach_target(settings: Settings, project: bool) -> Path:
     """Where `attach_remote` keeps the memory: the project one, else the global one."""
     if project:
         return (settings.cwd / PROJECT_DIR).resolve()

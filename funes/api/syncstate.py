@@ -18,9 +18,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from funes.errors import FunesError
-from funes.model.refs import remote_ref
+from funes.model.ids import ObjectId
+from funes.model.refs import RefName, remote_ref
 from funes.remotes import sync as _sync
-from funes.remotes.base import RemoteNotFoundError
+from funes.remotes.base import LAST_FETCH, RemoteNotFoundError
 from funes.storage.atomic import write_atomic
 from funes.storage.repo import Repository
 from funes.storage.transfer import ancestors
@@ -55,10 +56,18 @@ class RemoteStatus:
     name: str
     url: str
     #: Commits of the current branch the remote lacks, and the other way round, as of the
-    #: last fetch (None: never fetched).
+    #: last fetch (None: never fetched), or as of now when `checked` found the remote's tip.
     ahead: int | None
     behind: int | None
     last: LastSync | None
+    #: When the tracking refs last matched the remote (a fetch, pull, sync, clone or push).
+    fetched_at: float | None = None
+    #: The remote was asked for its tip just now (one small request) and answered.
+    checked: bool = False
+    #: It answered with a tip this memory has not fetched: behind by at least one commit.
+    moved: bool = False
+    #: Why the remote could not be asked now (the numbers are then as of the last fetch).
+    check_error: str | None = None
 
 
 def default_remote_name(repo: Repository) -> str:
@@ -119,23 +128,97 @@ def _fix_for(repo: Repository, exc: FunesError, name: str) -> str:
     return f"funes sync {name}"
 
 
-def remote_status(repo: Repository) -> list[RemoteStatus]:
-    """Every remote: ahead/behind of the current branch against its tracking ref, last sync."""
+#: Seconds `status` waits for the remotes to say where their branch is (all at once).
+CHECK_TIMEOUT = 5.0
+
+
+def remote_status(repo: Repository, *, refresh: bool = False) -> list[RemoteStatus]:
+    """Every remote: ahead/behind of the current branch against its tracking ref, last sync.
+
+    With `refresh`, each remote is asked where its branch is now (one small request each, in
+    parallel, within `CHECK_TIMEOUT` seconds), so "up to date" is true now rather than as of
+    the last fetch: a tip this memory has is counted exactly, one it has not fetched means
+    behind (`moved`). Nothing is downloaded and no ref moves; a remote that cannot be asked
+    keeps the numbers of the last fetch, with the reason.
+    """
     branch = repo.head_branch().removeprefix("refs/heads/")
     head = repo.head()
+    names = [n for n in sorted(repo.config.subsections("remote"))
+             if repo.config.get(f"remote.{n}.url")]
+    tips = _remote_tips(repo, names, branch) if refresh and names else {}
     out = []
-    for name in sorted(repo.config.subsections("remote")):
-        url = repo.config.get(f"remote.{name}.url")
-        if not url:
-            continue
+    ours = ancestors(repo, head) if head else set()
+    for name in names:
+        url = repo.config.get(f"remote.{name}.url") or ""
         tracking = repo.refs.read(remote_ref(name, branch))
+        fields: dict[str, object] = {"fetched_at": _fetched_at(repo, name)}
+        against = tracking
+        if name in tips:
+            tip, error = tips[name]
+            if error is not None:
+                fields["check_error"] = error
+            else:
+                fields["checked"] = True
+                tip = _local_of(repo, name, tip)
+                if tip is not None and tip != _local_of(repo, name, tracking):
+                    if repo.objects.has(tip):
+                        against = tip
+                    else:
+                        fields["moved"] = True
         ahead = behind = None
-        if tracking is not None and repo.objects.has(tracking):
-            theirs = ancestors(repo, tracking)
-            ours = ancestors(repo, head) if head else set()
+        if against is not None and repo.objects.has(against):
+            theirs = ancestors(repo, _local_of(repo, name, against) or against)
             ahead, behind = len(ours - theirs), len(theirs - ours)
-        out.append(RemoteStatus(name, url, ahead, behind, last_sync(repo, name)))
+        out.append(RemoteStatus(name, url, ahead, behind, last_sync(repo, name),
+                                **fields))  # type: ignore[arg-type]
     return out
+
+
+def _local_of(repo: Repository, name: str, oid: str | None) -> ObjectId | None:
+    """The local commit a remote commit stands for: a published image maps back to ours."""
+    if oid is None:
+        return None
+    from funes.storage.publish import load_published
+
+    images = {image: local for local, image in load_published(repo, name).items()}
+    return ObjectId(images.get(oid, oid))
+
+
+def _remote_tips(repo: Repository, names: list[str],
+                 branch: str) -> dict[str, tuple[str | None, str | None]]:
+    """Each remote's tip of `branch` now, or why it could not be asked: name → (tip, error)."""
+    import threading
+
+    found: dict[str, tuple[str | None, str | None]] = {}
+
+    def ask(name: str) -> None:
+        try:
+            state = _sync.configured_remote(repo, name).state()
+            found[name] = (state.refs.get(RefName(f"refs/heads/{branch}")), None)
+        except FunesError as exc:
+            found[name] = (None, exc.message)
+        except Exception as exc:  # a check must never break `status`
+            found[name] = (None, f"{exc.__class__.__name__}: {exc}")
+
+    threads = [threading.Thread(target=ask, args=(n,), daemon=True) for n in names]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + CHECK_TIMEOUT
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    for name in names:
+        found.setdefault(name, (None, f"no answer within {CHECK_TIMEOUT:.0f}s"))
+    return dict(found)
+
+
+def _fetched_at(repo: Repository, name: str) -> float | None:
+    """When the tracking refs of `name` last matched the remote (None: not recorded)."""
+    try:
+        raw = (repo.path / "remotes" / name / LAST_FETCH).read_bytes()[:_RECORD_MAX]
+        return float(json.loads(raw)["time"])
+    except (OSError, ValueError, KeyError, TypeError):
+        last = last_sync(repo, name)
+        return last.last_ok or None if last is not None else None
 
 
 def sync_note(repo: Repository, now: float | None = None) -> str | None:

@@ -24,10 +24,8 @@ starts one; `FUNES_SERVE=off` never connects.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -35,11 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from funes import process, protocol
+from funes import protocol
 from funes._env import Settings
 from funes.errors import FunesError
 from funes.protocol import PROTOCOL, Endpoint, lock_held
-from funes.retrieval.get import BlockView, TurnView, get_turns
+from funes.retrieval.get import BlockView, TurnView
 from funes.retrieval.recall import Hit, RecallResult
 from funes.storage.repo import Repository
 
@@ -66,7 +64,7 @@ __all__ = [
 #: Seconds a server started on demand stays up without requests.
 DEFAULT_IDLE = 600.0
 #: Seconds after a start attempt during which no client starts another.
-RESPAWN_AFTER = 60.0
+RESPAWN_AFTER = protocol.RESPAWN_AFTER
 
 ServerUnavailable = protocol.Unavailable
 ServerOutdated = protocol.Outdated
@@ -139,6 +137,7 @@ def decode_turns(data: Sequence[dict[str, Any]]) -> list[TurnView]:
     for t in data:
         fields = dict(t)
         fields["blocks"] = tuple(BlockView(**b) for b in t["blocks"])
+        fields["ids"] = tuple(str(i) for i in t.get("ids", ()))
         out.append(TurnView(**fields))
     return out
 
@@ -228,8 +227,11 @@ def recall_via_server(settings: Settings, repo: Repository, query: RecallRequest
 
 
 def get_via_server(settings: Settings, repo: Repository, session_id: str, turn_id: str,
-                   window: int = 0) -> list[TurnView]:
-    """`funes.api.search.get`, answered by the warm server when one runs (never starts one)."""
+                   window: int, local: Callable[[], list[TurnView]]) -> list[TurnView]:
+    """`funes.api.search.get`, answered by the warm server when one runs (never starts one).
+
+    `local` is the same `get` in this process (the server marks trust the same way).
+    """
     if _enabled(settings):
         try:
             data = request(settings, "get", repo.path,
@@ -237,7 +239,7 @@ def get_via_server(settings: Settings, repo: Repository, session_id: str, turn_i
             return decode_turns(data)
         except (ServerUnavailable, TypeError, KeyError, ValueError):
             pass
-    return get_turns(repo, session_id, turn_id, window)
+    return local()
 
 
 def server_status(settings: Settings) -> ServerStatus | None:
@@ -275,20 +277,8 @@ def start_server(settings: Settings, *, idle: float = DEFAULT_IDLE,
     """
     try:
         ep = endpoint(settings)
-        if lock_held(ep):
-            return False  # a server is running or starting; it will answer soon
-        with contextlib.suppress(FileNotFoundError):
-            if time.time() - ep.spawned.stat().st_mtime < RESPAWN_AFTER:
-                return False
-        ep.spawned.touch(mode=0o600)
-        os.utime(ep.spawned)
-        fd = os.open(ep.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # this run's log
-        try:
-            process.detach([sys.executable, "-m", "funes",
-                            *(["--memory", str(warm)] if warm is not None else []),
-                            "serve", "--idle", repr(idle)], cwd="/", stderr=fd)
-        finally:
-            os.close(fd)
-    except (OSError, ServerUnavailable):
+    except ServerUnavailable:
         return False
-    return True
+    return protocol.spawn(ep, [sys.executable, "-m", "funes",
+                               *(["--memory", str(warm)] if warm is not None else []),
+                               "serve", "--idle", repr(idle)])

@@ -37,6 +37,8 @@ class App:
 
     fmt: str
     memory: str | None
+    #: Every `--memory` given, in order (a pooled recall reads them all; others read the last).
+    memories: list[str] = field(default_factory=list)
     _settings: Settings | None = field(default=None, repr=False)
     _choice: Any = field(default=None, repr=False)
 
@@ -53,8 +55,10 @@ class App:
         """The repository this command works on (discovered, or `--memory`)."""
         return self.choice().repo
 
-    def choice(self) -> Any:
+    def choice(self, made: Any = None) -> Any:
         """The memory, its label and whether it is the user's (funes.api.memory), once.
+
+        `made` is that choice when the caller made it already (a recall choosing its memories).
 
         `--memory org/name` reads a remote memory; when it cannot be reached, the last copy
         of it (or the local memory) is read instead and a warning says so.
@@ -62,10 +66,15 @@ class App:
         from funes import api
 
         if self._choice is None:
-            self._choice = api.choose_memory(self.settings, self.memory)
-            if self._choice.warning:
-                click.echo(f"funes: warning: {self._choice.warning}", err=True)
+            self._choice = made if made is not None else \
+                api.choose_memory(self.settings, self.memory)
+            self.warn(self._choice)
         return self._choice
+
+    def warn(self, choice: Any) -> None:
+        """Say on stderr that a memory is read from a fallback (an unreachable remote)."""
+        if choice.warning:
+            click.echo(f"funes: warning: {choice.warning}", err=True)
 
 
 #: `@pass_app` hands a command the typed `App` instead of a click context.
@@ -86,6 +95,7 @@ def set_memory(ctx: click.Context, value: str | None) -> None:
     app = ctx.find_root().obj
     if value and isinstance(app, App):
         app.memory = value if names_remote(value) else str(Path(value).expanduser().resolve())
+        app.memories.append(app.memory)
 
 
 # -- the command table -------------------------------------------------------------------------
@@ -107,7 +117,10 @@ COMMANDS: dict[str, Entry] = {
     "quickstart": Entry(_M + "recall", START, "Index this machine's sessions, answer a recall."),
     "add": Entry(_M + "agents", START, "Wire funes into an agent (and a shared memory)."),
     "recall": Entry(_M + "recall", START, "Find past passages: BM25 + vectors, reranked."),
-    "get": Entry(_M + "recall", START, "Open a turn and its neighbours, whole."),
+    "get": Entry(_M + "recall", START, "Open a turn (and its neighbours) or a range of turns."),
+    "sessions": Entry(_M + "browse", START, "List sessions, newest first: agent, project, turns."),
+    "sketch": Entry(_M + "browse", START, "A query-free digest of one session, in order."),
+    "scan": Entry(_M + "browse", START, "Find a literal string everywhere (exhaustive)."),
     "status": Entry(_M + "repo", START, "Where the memory is, what it holds, what waits."),
     "remote": Entry(_M + "sync", SYNC, "Manage remotes: where this memory syncs."),
     "push": Entry(_M + "sync", SYNC, "Send a branch to a remote (secrets gate first)."),

@@ -22,6 +22,12 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.stdout.write(f"funes, version {__version__}\n")
         sys.exit(0)
+    if args[:1] == ["mcp"] and len(args) <= 2 and not any(a.startswith("-") for a in args):
+        # What `funes add` registers: the relay to the warm server, without the click tree.
+        from funes.cli import mcprelay
+
+        mcprelay.run(args[1] if len(args) == 2 else None)
+        return
     from funes.cli import thin
 
     code = thin.run(args)

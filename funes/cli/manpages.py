@@ -72,7 +72,7 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "add": (
         ("funes add claude", "wire Claude Code to the memory of each session's project"),
-        ("funes add codex --index", "wire Codex and index its past sessions now"),
+        ("funes add codex", "wire Codex and index its past sessions (words now, vectors behind)"),
     ),
     "remove": (("funes remove claude", "restore Claude Code's files"),),
     "ask": (('funes ask claude "why did we drop the streaming parser"', "a grounded answer"),),

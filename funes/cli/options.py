@@ -63,3 +63,25 @@ class HarnessType(_ParamType):
             self.fail(f"{text!r} is not a harness: use {', '.join(self.known)}, or a turn "
                       "file's producer name (lowercase letters, digits, '_', '-')", param, ctx)
         return text
+
+
+def _set_memories(ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> None:
+    from funes.cli.app import set_memory
+
+    for value in values:
+        set_memory(ctx, value)
+
+
+def memories_option(func: F) -> F:
+    """`--memory/-m PATH` given any number of times (a pooled recall reads them all)."""
+    return click.option(
+        "--memory",
+        "-m",
+        metavar="PATH",
+        multiple=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_set_memories,
+        help="The memory to read; repeat it to rank several memories in one list "
+        "(default: this memory and those its recall.pool config lists).",
+    )(func)

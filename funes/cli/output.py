@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from funes.api import BackfillStart
 
 FORMATS = ("agent", "human", "json")
 
@@ -59,3 +62,17 @@ def render(
 def short(oid: str | None) -> str:
     """An abbreviated id for display."""
     return oid[:12] if oid else "(none)"
+
+
+def backfill_text(s: BackfillStart) -> str:
+    """One line on what starting the backfill did."""
+    if s.action == "started":
+        return (f"embedding {s.waiting} chunks in the background (pid {s.pid}); "
+                "`funes status` shows how far it is")
+    if s.action == "running":
+        return f"the background backfill is already embedding (pid {s.pid})"
+    if s.action == "nothing":
+        return "nothing waits for an embedding"
+    if s.action == "no-model":
+        return f"{s.waiting} chunks wait for an embedding, but no model is installed: {s.detail}"
+    return s.detail

@@ -1,6 +1,7 @@
-"""The thin client: `funes recall` and `funes get` handed whole to the running warm server.
+"""The thin client: the read commands agents call, handed whole to the running warm server.
 
-Agents call these two commands dozens of times a session and wait for each. Importing the
+`funes recall`, `get` (a turn or a range), `sessions`, `scan` and `sketch`: agents call them
+dozens of times a session and wait for each. Importing the
 click command tree and the library costs more than the search itself, so before any of that
 `funes.cli.main` gives the command line to `run` here, which uses the standard library,
 `funes._env` and `funes.protocol` only (tests/test_architecture.py lists what it imports). It
@@ -50,17 +51,35 @@ _RECALL: dict[str, tuple[str, Callable[[str], Any]]] = {
     "--rerank-pool": ("rerank_pool", int),
     "--budget": ("budget_ms", float),
 }
-_RECALL_FLAGS = {"--no-rerank": ("rerank", False)}
-_GET: dict[str, tuple[str, Callable[[str], Any]]] = {"--window": ("window", int)}
+_RECALL["--role"] = ("role", _multi)
+_RECALL_FLAGS = {"--no-rerank": ("rerank", False), "--fresh": ("fresh", "prefer"),
+                 "--fresh-only": ("fresh", "only")}
+_GET: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "--window": ("window", int), "--from": ("first", int), "--to": ("last", int),
+    "--max-chars": ("max_chars", int)}
+#: The browsing commands' options (funes.cli.commands.browse), as library keyword arguments.
+_BROWSE: dict[str, dict[str, tuple[str, Callable[[str], Any]]]] = {
+    "sessions": {"--project": ("project", _multi), "--harness": ("harness", _multi),
+                 "--since": ("since", str), "--until": ("until", str),
+                 "--limit": ("limit", int), "--offset": ("offset", int)},
+    "scan": {"--limit": ("limit", int), "--offset": ("offset", int),
+             "--context": ("context", int)},
+    "sketch": {"--max-chars": ("max_chars", int)},
+}
+_COMMANDS = ("recall", "get", *_BROWSE)
 
 
 class _Unsure(Exception):
     """The full CLI must handle this command line."""
 
 
-def _parse(argv: Sequence[str]) -> tuple[dict[str, str], str, list[str], dict[str, Any]]:
-    """(root options, command, positional words, command options) or `_Unsure`."""
-    roots: dict[str, str] = {}
+def _parse(argv: Sequence[str]) -> tuple[dict[str, Any], str, list[str], dict[str, Any]]:
+    """(root options, command, positional words, command options) or `_Unsure`.
+
+    `--memory` may be given several times to `recall` (a pooled recall): `roots["memory"]` is
+    then a list.
+    """
+    roots: dict[str, Any] = {}
     words: list[str] = []
     options: dict[str, Any] = {}
     command = ""
@@ -69,7 +88,7 @@ def _parse(argv: Sequence[str]) -> tuple[dict[str, str], str, list[str], dict[st
         token = argv[i]
         i += 1
         if not command and not token.startswith("-"):
-            if token not in ("recall", "get"):
+            if token not in _COMMANDS:
                 raise _Unsure(token)
             command = token
             continue
@@ -79,10 +98,12 @@ def _parse(argv: Sequence[str]) -> tuple[dict[str, str], str, list[str], dict[st
         name, eq, inline = token.partition("=") if token.startswith("--") else (token, "", "")
         if not name.startswith("--") and len(name) > 2:
             raise _Unsure(token)  # -k3 and bundled short flags: click's business
-        table = _RECALL if command == "recall" else _GET
+        table = _RECALL if command == "recall" else _GET if command == "get" \
+            else _BROWSE.get(command, {})
         if name in _GLOBAL:
             field = _GLOBAL[name]
-            if field in roots or (field == "chdir" and command):
+            twice = field in roots and not (field == "memory" and command == "recall")
+            if twice or (field == "chdir" and command):
                 raise _Unsure(token)  # given twice, or -C after the command: keep the CLI's order
         elif command == "recall" and name in _RECALL_FLAGS and not eq:
             field, value = _RECALL_FLAGS[name]
@@ -100,7 +121,10 @@ def _parse(argv: Sequence[str]) -> tuple[dict[str, str], str, list[str], dict[st
         else:
             raise _Unsure(token)
         if name in _GLOBAL:
-            roots[field] = value_text
+            if field == "memory" and field in roots:
+                roots[field] = [*_listed(roots[field]), value_text]
+            else:
+                roots[field] = value_text
             continue
         try:
             value = table[name][1](value_text)
@@ -113,6 +137,17 @@ def _parse(argv: Sequence[str]) -> tuple[dict[str, str], str, list[str], dict[st
     if not command:
         raise _Unsure("no command")
     return roots, command, words, options
+
+
+def _listed(value: Any) -> list[str]:
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _local(memory: str, cwd: str) -> str | None:
+    """A `--memory` value as an absolute path; None when it may name a remote (`org/name`)."""
+    if "/" in memory and not memory.startswith(("/", ".", "~")):
+        return None  # perhaps org/name: the library decides what it names
+    return os.path.realpath(os.path.join(cwd, os.path.expanduser(memory)))
 
 
 def _request(argv: Sequence[str]) -> dict[str, Any] | None:
@@ -130,20 +165,32 @@ def _request(argv: Sequence[str]) -> dict[str, Any] | None:
         if not os.path.isdir(target):
             return None
         cwd = os.path.realpath(target)
-    memory = roots.get("memory")
-    if memory is not None:
-        if "/" in memory and not memory.startswith(("/", ".", "~")):
-            return None  # perhaps org/name: the library decides what it names
-        memory = os.path.realpath(os.path.join(cwd, os.path.expanduser(memory)))
+    given = [_local(m, cwd) for m in _listed(roots.get("memory") or [])]
+    if None in given:
+        return None
+    memories = [m for m in given if m is not None]
+    memory = memories[-1] if memories else None
     args: dict[str, Any] = {"command": command, "cwd": cwd, "memory": memory, "fmt": fmt}
     if command == "recall":
         if not words:
             return None
         args["request"] = {"query": " ".join(words), **options}
-    else:
-        if len(words) != 2:
+        if len(memories) > 1:
+            args["memories"] = memories
+    elif command == "get" and len(words) == 1 and "window" not in options:
+        args.update(command="get-range", fields={"session_id": words[0], **options})
+    elif command == "get":
+        if len(words) != 2 or set(options) - {"window"}:
             return None
         args.update(session_id=words[0], turn_id=words[1], window=options.get("window", 0))
+    elif command == "sessions" and not words:
+        args["fields"] = options
+    elif command == "scan" and words:
+        args["fields"] = {"needle": words[0], "sessions": words[1:], **options}
+    elif command == "sketch" and len(words) == 1:
+        args["fields"] = {"session_id": words[0], **options}
+    else:
+        return None
     # Where click would strip ANSI escapes: streams that are not terminals.
     args["strip"] = ["stdout"] + ([] if _isatty(sys.stderr) else ["stderr"])
     return args

@@ -8,16 +8,27 @@ stopped. Recall fuses whatever vectors exist with BM25 over everything.
 
 Middle chunks of long tool output (`noise == "tool-output-body"`) are never embedded: they are
 kept whole for `get` and BM25, and their head and tail carry the meaning (docs/chunking.md).
+
+One embedder per memory at a time: `drain` holds `index/embed.lock` (a `flock`, released
+however the process ends) while it runs, and a second `drain` is refused at once
+(`EmbeddingBusyError`), because two would embed the same newest chunks twice. The detached
+backfill (funes.api.backfill) reports its progress in `index/backfill.json`
+(`BackfillProgress`), which `funes status` reads; whether it still runs is the lock's answer,
+not the file's, so a killed backfill shows as stopped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from funes import process
 from funes.errors import FunesError
 from funes.ingest.represent import embed_texts, label, representation, vector_label
 from funes.model.objects import ModelStamp
@@ -214,6 +225,93 @@ def adopt(repo: Repository, *, lock_timeout: float | None = None) -> int:
     return adopted
 
 
+#: The embedder's lock and the backfill's progress, inside the memory.
+EMBED_LOCK = Path("index") / "embed.lock"
+PROGRESS_FILE = Path("index") / "backfill.json"
+
+
+class EmbeddingBusyError(FunesError):
+    """Another process is embedding this memory (the background backfill, most likely)."""
+
+    def __init__(self, repo: Repository, holder: int | None) -> None:
+        who = f"pid {holder}" if holder else "another process"
+        super().__init__(
+            f"{who} is already embedding {repo.path} (the background backfill, if `funes add` "
+            "or a hook started it)",
+            hint="`funes status` shows how far it is; it commits every batch, so stopping it "
+            "loses nothing",
+        )
+        self.holder = holder
+
+
+@contextlib.contextmanager
+def embedding(repo: Repository) -> Iterator[None]:
+    """Hold the memory's embed lock for a drain; refuse at once when it is held.
+
+    Raises:
+        EmbeddingBusyError: another process holds it.
+    """
+    path = repo.path / EMBED_LOCK
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        if not process.try_flock(fd):
+            raise EmbeddingBusyError(repo, process.read_pid(fd))
+        process.write_pid(fd)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def embedding_pid(repo: Repository) -> int | None:
+    """The pid of the process embedding this memory now, or None when none is."""
+    path = repo.path / EMBED_LOCK
+    if not process.lock_held(path):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return process.read_pid(fd) or 0
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class BackfillProgress:
+    """What the detached backfill last said about itself (`index/backfill.json`)."""
+
+    pid: int
+    model: str
+    started: float  # epoch seconds
+    updated: float
+    #: Chunks this backfill embedded so far, and how many were waiting at its last look.
+    embedded: int = 0
+    waiting: int = 0
+    #: Chunks per second over this backfill's run.
+    rate: float = 0.0
+    #: "running", "done" (nothing left), "failed" (`detail` says why).
+    state: str = "running"
+    detail: str = ""
+
+    def save(self, repo: Repository) -> None:
+        """Write it atomically (cheap: a few hundred bytes, once per batch)."""
+        path = repo.path / PROGRESS_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(asdict(self)).encode(), durable=False)
+
+    @classmethod
+    def load(cls, repo: Repository) -> BackfillProgress | None:
+        """The last progress written, or None (never started, or an unreadable file)."""
+        try:
+            data = json.loads((repo.path / PROGRESS_FILE).read_text("utf-8"))
+            known = {f.name for f in fields(cls)}
+            return cls(**{k: v for k, v in data.items() if k in known})
+        except (OSError, ValueError, TypeError):
+            return None
+
+
 def drain(
     repo: Repository,
     embedder: EmbedderProtocol,
@@ -224,7 +322,27 @@ def drain(
     progress: Progress | None = None,
     lock_timeout: float | None = None,
 ) -> DrainResult:
-    """Embed waiting chunks newest first until done, `budget` seconds or `limit` chunks."""
+    """Embed waiting chunks newest first until done, `budget` seconds or `limit` chunks.
+
+    Raises:
+        EmbeddingBusyError: another process is embedding this memory.
+    """
+    with embedding(repo):
+        return drain_held(repo, embedder, budget=budget, limit=limit, batch=batch,
+                          progress=progress, lock_timeout=lock_timeout)
+
+
+def drain_held(
+    repo: Repository,
+    embedder: EmbedderProtocol,
+    *,
+    budget: float | None = None,
+    limit: int | None = None,
+    batch: int = 128,
+    progress: Progress | None = None,
+    lock_timeout: float | None = None,
+) -> DrainResult:
+    """`drain` for a caller that holds `embedding(repo)` already (the backfill, for its run)."""
     stamp = stamp_of(embedder)
     repo.check_model(stamp)
     if repo.model_stamp() is None:

@@ -17,11 +17,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass, field
+import sqlite3
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from funes.storage.atomic import write_atomic
 
 _WINDOW = 4096
 STATE_FORMAT = 1
@@ -91,33 +90,148 @@ def snapshot(
     return FileState(harness, offset, planned.size, planned.mtime_ns, fp, parser_state)
 
 
+#: Largest legacy `sources.json` read back (input from disk: bounded; a bigger one is ignored,
+#: which costs a re-read of the sources, never wrong data).
+_LEGACY_MAX_BYTES = 256 << 20
+
+
+def _state_dict(state: FileState) -> dict[str, Any]:
+    # built by hand: dataclasses.asdict deep-copies the parser state, which cost more than
+    # the rest of a hook's call once a memory had a few thousand sources
+    return {"harness": state.harness, "offset": state.offset, "size": state.size,
+            "mtime_ns": state.mtime_ns, "fingerprint": state.fingerprint,
+            "parser_state": state.parser_state}
+
+
+def _from_dict(value: Any) -> FileState | None:
+    try:
+        return FileState(**value) if isinstance(value, dict) else None
+    except TypeError:
+        return None
+
+
 class SourceStates:
-    """The remembered state of every source, as one JSON file."""
+    """The remembered state of every source: one row per source file in a SQLite table.
+
+    A hook's call reads and writes the rows of the one or two transcripts it indexes, never
+    the whole table: the state of every source as one JSON file, rewritten on every call,
+    made the 3,000th call of a memory pay for its 3,000 transcripts (bench/results/life.md).
+    `path` is the database (`index/sources.sqlite`, or `state/sources.sqlite` under
+    `$FUNES_HOME` for routed runs). A `sources.json` beside it (what funes wrote before) is
+    read until the next save, which moves it into the table and deletes it.
+
+    Each `save` is one transaction, so a run killed at any point leaves the rows of the last
+    save. It is a cache: deleting the database costs a full re-read, never wrong data.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.files: dict[str, FileState] = {}
+        self.legacy = path.with_suffix(".json")
+        #: States not saved yet, and legacy ones to move into the table at the next save.
+        self._dirty: dict[str, FileState] = {}
+        self._imported: dict[str, FileState] = self._read_legacy()
+        self._db: sqlite3.Connection | None = None
+
+    def _read_legacy(self) -> dict[str, FileState]:
         try:
-            data = json.loads(path.read_text("utf-8"))
-        except (FileNotFoundError, ValueError, OSError):
-            return
+            if self.legacy.stat().st_size > _LEGACY_MAX_BYTES:
+                return {}
+            data = json.loads(self.legacy.read_text("utf-8"))
+        except (OSError, ValueError):
+            return {}
         if not isinstance(data, dict) or data.get("format") != STATE_FORMAT:
-            return
-        for key, value in (data.get("files") or {}).items():
-            try:
-                self.files[key] = FileState(**value)
-            except TypeError:
-                continue
+            return {}
+        files = data.get("files")
+        out = {}
+        for key, value in (files.items() if isinstance(files, dict) else ()):
+            state = _from_dict(value)
+            if state is not None:
+                out[str(key)] = state
+        return out
+
+    def _connect(self, create: bool) -> sqlite3.Connection | None:
+        if self._db is not None:
+            return self._db
+        if not create and not self.path.exists():
+            return None
+        try:
+            self._db = self._open()
+        except sqlite3.DatabaseError:  # damaged: it is only a cache
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            self._db = self._open()
+        return self._db
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("CREATE TABLE IF NOT EXISTS sources "
+                       "(path TEXT PRIMARY KEY, state TEXT NOT NULL)")
+            db.execute("SELECT 1 FROM sources LIMIT 1").fetchone()  # unreadable: damaged
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     def get(self, path: Path) -> FileState | None:
         """The state of a source, if remembered."""
-        return self.files.get(os.fspath(path))
+        key = os.fspath(path)
+        if key in self._dirty:
+            return self._dirty[key]
+        if key in self._imported:
+            return self._imported[key]
+        db = self._connect(create=False)
+        if db is None:
+            return None
+        row = db.execute("SELECT state FROM sources WHERE path = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        try:
+            return _from_dict(json.loads(row[0]))
+        except ValueError:
+            return None
 
     def put(self, path: Path, state: FileState) -> None:
         """Remember a source's state (saved by `save`)."""
-        self.files[os.fspath(path)] = state
+        self._dirty[os.fspath(path)] = state
 
     def save(self) -> None:
-        """Write the states atomically."""
-        data = {"format": STATE_FORMAT, "files": {k: asdict(v) for k, v in self.files.items()}}
-        write_atomic(self.path, json.dumps(data, separators=(",", ":")).encode("utf-8"))
+        """Write the states put since the last save, in one transaction."""
+        if not self._dirty and not self._imported:
+            return
+        rows = {**self._imported, **self._dirty}
+        db = self._connect(create=True)
+        assert db is not None
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany(
+                "INSERT OR REPLACE INTO sources VALUES (?, ?)",
+                ((k, json.dumps(_state_dict(v), separators=(",", ":"))) for k, v in rows.items()),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        if self._imported:
+            self.legacy.unlink(missing_ok=True)
+            self._imported = {}
+        self._dirty = {}
+
+    def close(self) -> None:
+        """Close the database (also done when the object is collected)."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+def memory_states(repo_path: Path) -> SourceStates:
+    """The read positions of sources indexed into one memory (`funes index PATH`, a bound hook)."""
+    return SourceStates(repo_path / "index" / "sources.sqlite")
+
+
+def routed_states(home: Path) -> SourceStates:
+    """The read positions of sources routed to their memories (a bare `funes index`, hooks)."""
+    return SourceStates(home / "state" / "sources.sqlite")

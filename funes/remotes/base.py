@@ -67,6 +67,15 @@ class RemoteNotFoundError(RemoteError):
     """No memory at the remote URL, or no permission to see it."""
 
 
+class RemoteUnreachableError(RemoteError):
+    """The remote did not answer: no network, a timeout, or the server failing (HTTP 5xx).
+
+    The one remote failure after which reading the copy cached here is the truth as of the
+    last contact (funes.api.memory.choose_memory); a refusal (401/403), a missing memory or a
+    missing tag is the remote's answer, and reading anything else instead would hide it.
+    """
+
+
 class NonFastForwardError(DivergedError):
     """The remote branch has commits the local branch does not contain."""
 
@@ -337,3 +346,22 @@ class Remote(Protocol):
 def no_progress(done: int, total: int, label: str) -> None:
     """A progress callback that shows nothing."""
     return None
+
+
+#: `<repo>/remotes/<name>/last-fetch.json`: when the tracking refs last matched the remote (a
+#: fetch, or a push that moved the remote to ours); local state, never sent (`funes status`).
+LAST_FETCH = "last-fetch.json"
+
+
+def note_fetched(repo_path: Path, name: str) -> None:
+    """Record that the tracking refs of remote `name` are the remote's as of now."""
+    import contextlib
+    import json
+    import time
+
+    from funes.storage.atomic import write_atomic
+
+    path = repo_path / "remotes" / name / LAST_FETCH
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps({"time": time.time()}).encode(), durable=False)

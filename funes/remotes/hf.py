@@ -47,6 +47,7 @@ from funes.remotes.base import (
     RemoteNotFoundError,
     RemoteSpec,
     RemoteState,
+    RemoteUnreachableError,
 )
 from funes.remotes.layout import (
     CARD_FILE,
@@ -174,9 +175,11 @@ class HubRemote:
                 raise RemoteError(
                     f"{self.display}: not allowed to {action} (HTTP {status})", hint=_LOGIN_HINT
                 ) from None
-            raise RemoteError(f"{self.display}: {action} failed (HTTP {status})") from None
+            failing = status is not None and (status >= 500 or status == 429)  # down or busy
+            raise (RemoteUnreachableError if failing else RemoteError)(
+                f"{self.display}: {action} failed (HTTP {status})") from None
         except _transport_errors() as exc:
-            raise RemoteError(
+            raise RemoteUnreachableError(
                 f"cannot reach {self.display} ({action}: {exc.__class__.__name__})",
                 hint="check the network connection (and HF_ENDPOINT), then run it again",
             ) from None

@@ -48,6 +48,7 @@ from funes.remotes.base import (
     TableUpdate,
     check_remote_name,
     no_progress,
+    note_fetched,
     parse_url,
 )
 from funes.remotes.hf import HubRemote
@@ -322,6 +323,7 @@ def _update_tracking(
     repo: Repository, name: str, st: RemoteState, message: str
 ) -> list[RefUpdate]:
     """Point `refs/remotes/<name>/<branch>` at the remote's tips (forced, like git's `+`)."""
+    note_fetched(repo.path, name)
     updated: list[RefUpdate] = []
     with repo.writing():
         for ref, oid in sorted(st.branches.items()):

@@ -54,6 +54,10 @@ class TurnView:
     project: str | None
     blocks: tuple[BlockView, ...]
     target: bool  # the turn asked for (the others are its neighbours)
+    #: The chunk ids the turn is made of (what its trust mark is decided on).
+    ids: tuple[str, ...] = ()
+    #: Some chunk of the turn is untrusted (funes.api.trust marks it; False here).
+    untrusted: bool = False
 
 
 def get_turns(repo: Repository, session_id: str, turn_id: str, window: int = 0) -> list[TurnView]:
@@ -116,6 +120,6 @@ def assemble(
         out.append(
             TurnView(first["harness"], session_id, tid, tseq, first["ts"], first["role"],
                      first.get("workdir"), first.get("project"), tuple(views),
-                     tid == target_turn)
+                     tid == target_turn, tuple(sorted(str(r["id"]) for r in trows)))
         )
     return out

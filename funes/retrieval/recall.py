@@ -108,10 +108,15 @@ class Filters:
     until: datetime | None = None
     #: (session_id, turn_id) pairs allowed (e.g. the turns linked to a code commit).
     turns: frozenset[tuple[str, str]] | None = None
+    #: Speakers allowed (user, assistant, …). The embedding tables have no role column, so
+    #: vector candidates are filtered after the search (`admits`), chunk queries before it.
+    role: tuple[str, ...] = ()
 
-    def sql(self) -> str | None:
-        """The filter as a Lance SQL predicate over chunk (or vector) columns."""
+    def sql(self, *, chunks: bool = False) -> str | None:
+        """The filter as a Lance SQL predicate over vector columns, or `chunks` columns."""
         parts = []
+        if chunks and self.role:
+            parts.append(f"role IN ({', '.join(_lit(v) for v in self.role)})")
         for column, values in (
             ("harness", self.harness),
             ("block_type", self.block_type),
@@ -132,7 +137,9 @@ class Filters:
         return " AND ".join(parts) if parts else None
 
     def admits(self, row: dict[str, Any]) -> bool:
-        """The part of the filter SQL cannot say exactly (turn pairs)."""
+        """The part of the filter SQL cannot say exactly (turn pairs, roles of vector hits)."""
+        if self.role and row.get("role") not in self.role:
+            return False
         return self.turns is None or (row["session_id"], row["turn_id"]) in self.turns
 
 
@@ -154,6 +161,11 @@ class Hit:
     vector_rank: int | None = None
     rerank: float | None = None
     neighbors: list[dict[str, Any]] = field(default_factory=list)
+    #: Other passages with the same text (`session_id`, `turn_id`, `harness`, `ts`) that the
+    #: top k leaves out for this one (`_select`): a session resumed or copied says the same
+    #: words again, and the words must not take two places, but where else they were said is
+    #: still an answer (a session-level question is answered by either session).
+    copies: list[dict[str, Any]] = field(default_factory=list)
     #: The row of a later passage of the same place that revisits this one's subject
     #: (funes.retrieval.supersede); None when nothing later does.
     revisited: dict[str, Any] | None = None
@@ -345,8 +357,8 @@ def retrieve(
     lexical: list[dict[str, Any]] = []
     # an empty table has no full-text index to search (and nothing to find)
     if opts.bm25 and repo.chunks.exists() and indexes.ensure(repo).fts:
-        lexical = [r for r in bm25(repo, query, opts, where)
-                   if r["id"] not in hidden and opts.filters.admits(r)]
+        lexical = [r for r in bm25(repo, query, opts, filters.sql(chunks=True))
+                   if r["id"] not in hidden and filters.admits(r)]
         signals.append("bm25")
     semantic: list[tuple[str, float]] = []
     cosines: dict[str, float] = {}
@@ -404,13 +416,7 @@ def retrieve(
     hits = []
     for cid in pool:
         row = rows[cid]
-        score = base[cid] * recency_factor(_age_days(row, now), opts.half_life_days)
-        if row.get("noise"):
-            score *= NOISE_FACTOR
-        if row.get("block_type") == "tool_result":
-            score *= TOOL_RESULT_FACTOR
-        elif about is not None:
-            score *= speaker_factor(row, about)
+        score = base[cid] * passage_factor(row, now, opts.half_life_days, about)
         hits.append(Hit(row, score, seen_bm25.get(cid), seen_vec.get(cid),
                         rerank_scores.get(cid)))
     hits.sort(key=lambda h: h.score, reverse=True)
@@ -423,6 +429,23 @@ def retrieve(
     return RecallResult(query, chosen, signals, backlog, len(pool))
 
 
+def passage_factor(row: dict[str, Any], now: datetime, half_life_days: float,
+                   about: str | None) -> float:
+    """What multiplies a passage's base score: recency, noise, tool output, the speaker.
+
+    One function for a single memory's recall and for a pooled one (funes.api.pool), which
+    re-scores passages of several memories with one reranker.
+    """
+    factor = recency_factor(_age_days(row, now), half_life_days)
+    if row.get("noise"):
+        factor *= NOISE_FACTOR
+    if row.get("block_type") == "tool_result":
+        factor *= TOOL_RESULT_FACTOR
+    elif about is not None:
+        factor *= speaker_factor(row, about)
+    return factor
+
+
 def _select(hits: list[Hit], k: int, repeat: float) -> list[Hit]:
     """The top k, without repeated text, each further passage of a session discounted.
 
@@ -431,7 +454,7 @@ def _select(hits: list[Hit], k: int, repeat: float) -> list[Hit]:
     places; with `repeat` = 1 this is the plain order.
     """
     chosen: list[Hit] = []
-    texts: set[str] = set()
+    texts: dict[str, Hit] = {}
     per_session: dict[str, int] = {}
     waiting = list(hits)
     while waiting and len(chosen) < k:
@@ -444,9 +467,14 @@ def _select(hits: list[Hit], k: int, repeat: float) -> list[Hit]:
                 best_i, best = i, value
         hit = waiting.pop(best_i)
         key = _normalise(hit.row["text"])
-        if key in texts:
-            continue  # the same words said twice (copies, retries): keep the best-scored
-        texts.add(key)
+        kept = texts.get(key)
+        if kept is not None:
+            # the same words said twice (copies, retries): keep the best-scored, say where
+            # else they were said
+            kept.copies.append({name: hit.row.get(name)
+                                for name in ("session_id", "turn_id", "harness", "ts")})
+            continue
+        texts[key] = hit
         per_session[hit.row["session_id"]] = per_session.get(hit.row["session_id"], 0) + 1
         chosen.append(hit)
     return chosen

@@ -120,6 +120,8 @@ KEYS: dict[str, Key] = {
             "passages the reranker scores (0 = no reranking)", "4"),
         Key("recall.budget", _ranged_float(60_000),
             "ms a recall may take before reranking stops (0 = never stop)", "300"),
+        Key("recall.pool", _text,
+            "more memories every recall here also reads, space-separated (pooled recall)"),
         Key("model.embed", _text, "embedding model name", "minilm-l6-v2"),
         Key("model.rerank", _text, "reranker model name"),
         Key("sync.interval", _ranged_float(31_536_000),

@@ -61,22 +61,19 @@ class IdIndex:
 
     def known(self, ids: Iterable[str]) -> set[str]:
         """The subset of `ids` already present or hidden."""
-        return self._lookup(ids, "ids") | self._lookup(ids, "hidden")
+        wanted = list(ids)
+        if not wanted:
+            return set()
+        with closing(self._connect()) as db:  # one connection: each open reads the schema
+            return _lookup(db, wanted, "ids") | _lookup(db, wanted, "hidden")
 
     def visible(self, ids: Iterable[str]) -> set[str]:
         """The subset of `ids` present and not hidden."""
-        return self._lookup(ids, "ids") - self._lookup(ids, "hidden")
-
-    def _lookup(self, ids: Iterable[str], table: str) -> set[str]:
         wanted = list(ids)
-        found: set[str] = set()
+        if not wanted:
+            return set()
         with closing(self._connect()) as db:
-            for start in range(0, len(wanted), _BATCH):
-                part = wanted[start : start + _BATCH]
-                marks = ",".join("?" * len(part))
-                sql = f"SELECT id FROM {table} WHERE id IN ({marks})"
-                found.update(row[0] for row in db.execute(sql, part))
-        return found
+            return _lookup(db, wanted, "ids") - _lookup(db, wanted, "hidden")
 
     def sync(self, repo: Repository, head: ObjectId | None) -> None:
         """Catch up with `head`: add the ids of every commit since the last sync."""
@@ -131,6 +128,16 @@ class IdIndex:
             if stone_id not in lifted:
                 hidden.update(ids)
         return present, hidden, reached
+
+
+def _lookup(db: sqlite3.Connection, wanted: list[str], table: str) -> set[str]:
+    found: set[str] = set()
+    for start in range(0, len(wanted), _BATCH):
+        part = wanted[start : start + _BATCH]
+        marks = ",".join("?" * len(part))
+        sql = f"SELECT id FROM {table} WHERE id IN ({marks})"
+        found.update(row[0] for row in db.execute(sql, part))
+    return found
 
 
 def _until(

@@ -17,6 +17,10 @@ rewrote: deleted a minute later, when no reader can still be reading them):
     {"chunks": {"packs": ["data/p.lance", …], "files": ["data/a.lance", …],
                 "retired": {"data/q.lance": 1796140000}}, "vectors": …}
 
+Once a table's `files` hold SEAL_AT entries they move to a sealed file `packs.d/<table>/<n>.json`
+written once, so the record every pack rewrites stays small (FORMAT 3: docs/format.md).
+Which fragments a pack rewrites follows the search indexes' segments (`_plan`).
+
 The *logical* file set of a table (what merge, crash recovery and fsck ask "is this file in
 the table?") is the version's files minus the packs, plus the packed files. Pushes and pulls
 are untouched: a push sends the original files its manifests name, a pull appends the
@@ -45,11 +49,22 @@ from funes.storage.atomic import write_atomic
 from funes.storage.lock import RepositoryBusyError
 
 if TYPE_CHECKING:
+    import lance
+
     from funes.storage.repo import Repository
     from funes.storage.tables import LanceTable
 
 PACKS = "packs.json"
 JOURNAL = "PACKING"
+#: Sealed parts of the record: `packs.d/<table>/<n>.json`, each `{"files": [...]}`, written
+#: once and never changed (until `reset` unpacks the table and deletes them).
+SEALED = "packs.d"
+#: A table's packed originals move from `packs.json` to a sealed file once this many are
+#: listed there: `packs.json` is rewritten on every pack, and listing every original packed
+#: since the memory began made that rewrite grow with the memory (7 MB at 100k commits).
+SEAL_AT = 1024
+#: Largest sealed file read back (input from disk: bounded; one holds about 100 kB).
+_SEALED_MAX_BYTES = 16 << 20
 #: Pack a table once it holds this many fragments (config `pack.threshold`; 0 turns auto off).
 #: 8 with GEOMETRIC 4 kept a per-turn memory's recall within 1.2x of the same rows committed
 #: at once, where 32 with 2 left it at 1.7-1.9x (bench/results/life.md, "Tuning").
@@ -135,6 +150,7 @@ def forget_packs(repo_path: Path, table: str) -> None:
         entry["retired"] = entry.get("retired", set()) | {f"{now} {p}" for p in entry["packs"]}
         entry["packs"], entry["files"] = set(), set()
         _save(repo_path, packs)
+    shutil.rmtree(repo_path / SEALED / table, ignore_errors=True)
 
 
 def _journaled(repo_path: Path) -> dict[str, Any] | None:
@@ -146,13 +162,53 @@ def _journaled(repo_path: Path) -> dict[str, Any] | None:
 
 
 def record(repo_path: Path, table: LanceTable, current: set[str]) -> dict[str, set[str]]:
-    """The pack record of `table` (`packs`, `files`), a pending journal applied."""
+    """The pack record of `table` (`packs`, `files`), sealed files and a pending journal in."""
     packs = _load(repo_path)
     journal = _journaled(repo_path)
     if journal and journal.get("table") == table.name and \
             int(journal.get("version", -1)) < _latest_version(table):
         _apply(packs, table.name, set(journal["files"]), current)
-    return packs.get(table.name, {"packs": set(), "files": set()})
+    entry = packs.get(table.name, {"packs": set(), "files": set()})
+    return {"packs": entry["packs"], "files": entry["files"] | _sealed(repo_path, table.name)}
+
+
+def _sealed(repo_path: Path, table: str) -> set[str]:
+    """The originals listed in `packs.d/<table>/`.
+
+    Read only where the whole logical file set is needed (merge, recovery, fsck, gc, reset),
+    never by a pack.
+    """
+    out: set[str] = set()
+    folder = repo_path / SEALED / table
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+        try:
+            if path.stat().st_size > _SEALED_MAX_BYTES:
+                continue
+            files = json.loads(path.read_text("utf-8")).get("files")
+        except (OSError, ValueError, AttributeError):
+            continue  # lost or damaged: its files read as missing, which fsck reports
+        if isinstance(files, list):
+            out.update(f for f in files if isinstance(f, str) and _data_name(f))
+    return out
+
+
+def _seal(repo: Repository, packs: dict[str, dict[str, set[str]]]) -> None:
+    """Move the originals of a table's record to a sealed file once there are SEAL_AT of them.
+
+    FORMAT is raised first (a format-2 funes would take the sealed files for missing ones),
+    then the sealed file is written, then `packs.json` (by the caller): killed in between,
+    a file is listed twice, which a set does not mind.
+    """
+    for name, entry in packs.items():
+        if len(entry["files"]) < SEAL_AT:
+            continue
+        repo.raise_format(3)
+        folder = repo.path / SEALED / name
+        folder.mkdir(parents=True, exist_ok=True)
+        taken = [int(p.stem) for p in folder.glob("*.json") if p.stem.isdigit()]
+        data = {"files": sorted(entry["files"])}
+        write_atomic(folder / f"{max(taken, default=0) + 1:08d}.json", json.dumps(data).encode())
+        entry["files"] = set()
 
 
 def logical_paths(repo_path: Path, table: LanceTable, physical: set[str]) -> set[str]:
@@ -199,14 +255,12 @@ def threshold(repo: Repository) -> int:
 
 
 def due(repo: Repository) -> bool:
-    """Whether a table has reached the threshold (cheap: one manifest read per table)."""
+    """Whether a table has something to pack (cheap: one manifest read per table)."""
     limit = threshold(repo)
     if limit == 0:
         return False
-    for table in (repo.chunks, *repo.embeddings.values()):
-        if table.exists() and len(table.dataset().get_fragments()) >= limit:
-            return True
-    return False
+    return any(table.exists() and _plan(table.dataset(), limit) is not None
+               for table in (repo.chunks, *repo.embeddings.values()))
 
 
 def auto(repo: Repository) -> PackResult | None:
@@ -223,7 +277,7 @@ def auto(repo: Repository) -> PackResult | None:
 
 
 def pack(repo: Repository, *, force: bool = False, lock_timeout: float | None = None) -> PackResult:
-    """Pack every table that is due (or, with `force`, every table of two fragments or more)."""
+    """Pack every table that is due (or, with `force`, whatever two fragments can be packed)."""
     started = time.monotonic()
     packed: dict[str, int] = {}
     fragments: dict[str, int] = {}
@@ -232,9 +286,9 @@ def pack(repo: Repository, *, force: bool = False, lock_timeout: float | None = 
         for table in (repo.chunks, *repo.embeddings.values()):
             if not table.exists():
                 continue
-            count = len(table.dataset().get_fragments())
-            if count >= 2 and (force or (limit and count >= limit)):
-                packed[table.name] = _pack_table(repo, table)
+            excluded = _plan(table.dataset(), 0 if force else limit) if force or limit else None
+            if excluded is not None:
+                packed[table.name] = _pack_table(repo, table, excluded)
             fragments[table.name] = len(table.dataset().get_fragments())
     return PackResult(packed, fragments, time.monotonic() - started)
 
@@ -250,19 +304,55 @@ def _exclusions(rows: list[tuple[int, int]]) -> list[int]:
     return excluded
 
 
-def _pack_table(repo: Repository, table: LanceTable) -> int:
-    ds = table.dataset()
+def _plan(ds: lance.LanceDataset, limit: int) -> list[int] | None:
+    """The fragment ids a pack leaves alone, or None when there is nothing worth packing.
+
+    Lance remaps every index segment that covers a rewritten fragment, and packs together
+    only fragments of the same coverage. One search-index segment over the whole table made
+    every pack rewrite the whole index: work proportional to the memory every few turns
+    (bench/results/life.md, "A hook's whole call"). So fragments are packed by coverage:
+
+    - fragments no index covers yet (the newest rows) are packed among themselves once there
+      are `limit` of them (0: any two), the geometric rule keeping a large one as it is;
+    - fragments covered by the same index segments are packed together whenever there are
+      two or more: that follows a fold that merged segments
+      (funes.retrieval.indexes.fold), whose sizes grow geometrically, so a pack rewrites
+      about the rows that fold just indexed, never the whole table.
+    """
     frags = ds.get_fragments()
+    rows = {f.fragment_id: f.count_rows() for f in frags}
+    cover: dict[int, list[str]] = {}
+    for ix in ds.describe_indices():
+        for segment in ix.segments:
+            for fid in segment.fragment_ids:
+                cover.setdefault(int(fid), []).append(str(segment.uuid))
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for fid in rows:
+        groups.setdefault(tuple(sorted(cover.get(fid, ()))), []).append(fid)
+    chosen: set[int] = set()
+    tail = groups.pop((), [])
+    if len(tail) >= max(2, limit):
+        left = set(_exclusions([(fid, rows[fid]) for fid in tail]))
+        if len(tail) - len(left) >= 2:
+            chosen.update(fid for fid in tail if fid not in left)
+    for group in groups.values():
+        if len(group) >= 2:
+            chosen.update(group)
+    if not chosen:
+        return None
+    return [fid for fid in rows if fid not in chosen]
+
+
+def _pack_table(repo: Repository, table: LanceTable, excluded: list[int]) -> int:
+    ds = table.dataset()
     before = table.file_paths()
-    excluded = _exclusions([(f.fragment_id, f.count_rows()) for f in frags])
-    if len(frags) - len(excluded) < 2:
-        return 0
     journal = {"table": table.name, "version": int(ds.version), "files": sorted(before)}
     write_atomic(repo.path / JOURNAL, json.dumps(journal).encode())
     metrics = ds.optimize.compact_files(excluded_fragment_ids=excluded or None, num_threads=1)
     after = table.file_paths()
     packs = _load(repo.path)
     _apply(packs, table.name, before, after)
+    _seal(repo, packs)
     _save(repo.path, packs)
     (repo.path / JOURNAL).unlink()
     prune_versions(table)

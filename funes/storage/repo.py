@@ -2,7 +2,7 @@
 
 Layout (docs/format.md is the specification):
 
-    FORMAT            "funes-repository 2" (1: a memory without `vectors16.lance`)
+    FORMAT            "funes-repository 2" (1: without `vectors16.lance`; 3: with `packs.d/`)
     HEAD              "ref: refs/heads/main"
     config            INI, see funes.storage.config
     objects/ab/cd…    commits, manifests, tombstones (content-addressed JSON)
@@ -46,7 +46,7 @@ from funes.storage.lock import WriteLock
 from funes.storage.objects import ObjectStore
 from funes.storage.refs import RefStore
 from funes.storage.revisions import ORIG_HEAD
-from funes.storage.signing import sign_commit
+from funes.storage.signing import note_written, sign_commit
 from funes.storage.tables import (
     DamagedTableError,
     LanceTable,
@@ -62,7 +62,11 @@ if TYPE_CHECKING:
 FORMAT_NAME = "funes-repository"
 #: 2: the memory may hold `vectors16.lance` (float16 embeddings), which a funes that knows
 #: format 1 only would not read; a format-1 memory is raised to 2 when that table first appears.
-FORMAT_VERSION = 2
+#: 3: `packs.json` may hand part of its record to sealed files in `packs.d/`, which a funes
+#: that knows format 2 would not read; a memory is raised to 3 when the first one is written.
+FORMAT_VERSION = 3
+#: What `init` writes: the lowest version that describes a new memory (see `raise_format`).
+INIT_FORMAT = 2
 PROJECT_DIR = ".funes"
 
 
@@ -147,7 +151,7 @@ class Repository:
         if not repo.chunks.exists():
             repo.chunks.create(chunk_schema())
         # FORMAT last: its presence is what makes the directory a repository.
-        write_atomic(path / "FORMAT", f"{FORMAT_NAME} {FORMAT_VERSION}\n".encode())
+        write_atomic(path / "FORMAT", f"{FORMAT_NAME} {INIT_FORMAT}\n".encode())
         return repo
 
     @classmethod
@@ -278,10 +282,19 @@ class Repository:
 
     def mark_format(self) -> None:
         """Raise FORMAT to 2 once the memory holds `vectors16` (a format-1 reader would not)."""
+        if self.embeddings["vectors16"].exists():
+            self.raise_format(2)
+
+    def raise_format(self, version: int) -> None:
+        """Raise FORMAT to `version` before writing what older readers would misread.
+
+        Never lowers it: a memory stays readable by every funes that knows its version, and
+        is raised only once it holds something a funes of the older version would not read.
+        """
         fmt = self.path / "FORMAT"
-        if (self.embeddings["vectors16"].exists()
-                and fmt.read_text("utf-8").strip() != f"{FORMAT_NAME} {FORMAT_VERSION}"):
-            write_atomic(fmt, f"{FORMAT_NAME} {FORMAT_VERSION}\n".encode())
+        current = fmt.read_text("utf-8").strip().partition(" ")[2]
+        if not current.isdigit() or int(current) < version:
+            write_atomic(fmt, f"{FORMAT_NAME} {version}\n".encode())
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -557,6 +570,8 @@ class Repository:
         )
         commit = sign_commit(self, commit)  # signed when $FUNES_HOME/keys/signing.key exists
         oid = self.objects.put(commit)
+        if fresh:  # the rows are this machine's own turns (funes.storage.signing.chunk_marks)
+            note_written(self.path, oid)
         journal = {
             "ref": ref,
             "old": old,

@@ -290,46 +290,115 @@ def require_signed(checks: list[CommitCheck], what: str) -> None:
     )
 
 
-_UNTRUSTED_CACHE: dict[tuple[str, str | None, frozenset[str]], frozenset[str]] = {}
+#: `<repo>/written-here`: the commits this machine wrote, one id a line (local, never sent).
+WRITTEN_HERE = "written-here"
+#: Largest written-here file read back (a line is 65 bytes: a million commits).
+_WRITTEN_MAX = 64 << 20
+
+
+def note_written(repo_path: Path, oid: ObjectId) -> None:
+    """Record that this machine wrote commit `oid` (its rows are the user's own turns).
+
+    Called before the ref moves, so a commit that is on a branch was recorded; one that
+    never got there (a crash) is a line that names nothing reachable.
+    """
+    with open(repo_path / WRITTEN_HERE, "a", encoding="ascii") as fh:
+        fh.write(f"{oid}\n")
+
+
+def written_here(repo: Repository) -> frozenset[str]:
+    """The commits `note_written` recorded in this repository (empty when none or unreadable)."""
+    try:
+        with open(repo.path / WRITTEN_HERE, "rb") as fh:
+            raw = fh.read(_WRITTEN_MAX)
+    except OSError:
+        return frozenset()
+    return frozenset(line for line in raw.decode("ascii", "replace").split()
+                     if _OID_RE.match(line))
+
+
+_OID_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class Marks:
+    """What the history says about each chunk id (funes.api.trust turns it into marks).
+
+    `doubtful`: ids no commit vouches for (see `chunk_marks`). `own`: ids a commit of the
+    user's own added: written on this machine (`written-here`), or signed with their key.
+    """
+
+    doubtful: frozenset[str]
+    own: frozenset[str]
+
+
+_UNTRUSTED_CACHE: dict[tuple[str, str | None, frozenset[str], bool], Marks] = {}
 
 
 def untrusted_chunk_ids(repo: Repository) -> frozenset[str]:
-    """Chunk ids that no commit this user can vouch for added.
+    """Chunk ids that no commit this user can vouch for added (`chunk_marks(repo).doubtful`)."""
+    return chunk_marks(repo).doubtful
 
-    A commit vouches for the chunks its manifests add when it is signed by a trusted key.
-    A commit signed by an unknown key, or whose signature is bad or malformed, vouches for
-    nothing. An unsigned commit vouches only while the user does not sign: once they have a
-    signing key (they are in a signing team), an unsigned commit is anyone's, except the
-    history they had before they started signing (the first-parent ancestors of the oldest
-    commit signed with their own key on HEAD's first-parent chain; a commit cannot be placed
-    behind one that already exists, so nothing pulled later gets there). A chunk's content
-    hashes to its id, so one vouched addition of an id vouches for its text.
+
+def chunk_marks(repo: Repository, *, written: bool = True) -> Marks:
+    """Which chunk ids no commit vouches for, and which the user's own commits added.
+
+    `written=False` ignores `written-here`: a read-only copy of a remote is filled by fetching
+    or converting rows (a Rust funes' memory), never by the user's own turns.
+
+    A commit vouches for the chunks its manifests add when it was written on this machine,
+    or is signed by a trusted key (the user's own included). A commit signed by an unknown
+    key, or whose signature is bad or malformed, vouches for nothing. An unsigned commit
+    vouches only while the user trusts no key at all: a declared key (their own, or a
+    teammate's) means a signing team, where an unsigned commit is anyone's, except the
+    history the user had before they started signing (the first-parent ancestors of the
+    oldest commit signed with their own key on HEAD's first-parent chain; a commit cannot be
+    placed behind one that already exists, so nothing pulled later gets there). A chunk's
+    content hashes to its id, so one vouched addition of an id vouches for its text.
 
     Cached per HEAD and set of trusted keys, in the process and in `index/untrusted.json`
     (a disposable cache like `ids.sqlite`): when HEAD moved on by commits that all vouch (an
-    index run's, a trusted teammate's), the set is caught up from those commits alone, so a
-    recall after each hook commit does not walk the whole history again.
+    index run's, a trusted teammate's), the sets are caught up from those commits alone, so
+    a recall after each hook commit does not walk the whole history again.
     """
     head = repo.head()
     keys = trusted_keys(repo.settings)
     own = own_key(repo.settings)
-    cache_key = (str(repo.path), head, frozenset(keys))
+    mine_here = written_here(repo) if written else frozenset()
+    cache_key = (str(repo.path), head, frozenset(keys), written)
     cached = _UNTRUSTED_CACHE.get(cache_key)
     if cached is not None:
         return cached
-    signature = {"keys": sorted(keys), "own": own.id if own else None}
+    signature = {"version": 2, "keys": sorted(keys), "own": own.id if own else None,
+                 "written": written}
     stored = _load_marks(repo, signature)
-    caught_up = _catch_up(repo, head, stored, keys, own) if stored is not None else None
+    caught_up = (_catch_up(repo, head, stored, keys, own, mine_here) if stored is not None
+                 else None)
     if caught_up is not None:
-        result, signed_seen = caught_up
+        doubtful, signed_seen, mine = caught_up
     else:
-        result, signed_seen = _untrusted_from_scratch(repo, head, keys, own)
+        doubtful, signed_seen, mine = _untrusted_from_scratch(repo, head, keys, own, mine_here)
     _save_marks(repo, {**signature, "head": head, "signed_seen": signed_seen,
-                       "ids": sorted(result)})
+                       "ids": sorted(doubtful), "own_ids": sorted(mine)})
     if len(_UNTRUSTED_CACHE) > 64:
         _UNTRUSTED_CACHE.clear()
+    result = Marks(doubtful, mine)
     _UNTRUSTED_CACHE[cache_key] = result
     return result
+
+
+def trust_rule(settings: Settings) -> str:
+    """Which rule decides whether an unsigned commit vouches here (what `status` shows)."""
+    keys = trusted_keys(settings)
+    own = own_key(settings)
+    if not keys:
+        return ("no signing keys: every commit of a memory of yours vouches for its passages "
+                "(`funes keys generate`, `funes keys trust` make it a signing team)")
+    who = ("your key" if own is not None else "no key of your own") + (
+        f" and {len(keys) - (own is not None)} teammate key(s)"
+        if len(keys) - (own is not None) else "")
+    return (f"signing team ({who}): only commits written here or signed by a trusted key "
+            "vouch; unsigned and unknown-key commits vouch for nothing")
 
 
 _MARKS = "untrusted.json"
@@ -345,8 +414,9 @@ def _load_marks(repo: Repository, signature: dict[str, Any]) -> dict[str, Any] |
         return None
     if not isinstance(data, dict) or any(data.get(k) != v for k, v in signature.items()):
         return None
-    ids, head = data.get("ids"), data.get("head")
-    if not isinstance(ids, list) or not isinstance(head, str | None):
+    ids, head, mine = data.get("ids"), data.get("head"), data.get("own_ids")
+    if not isinstance(ids, list) or not isinstance(mine, list) \
+            or not isinstance(head, str | None):
         return None
     return data
 
@@ -362,17 +432,19 @@ def _save_marks(repo: Repository, data: dict[str, Any]) -> None:
 
 def _catch_up(
     repo: Repository, head: ObjectId | None, stored: dict[str, Any],
-    keys: dict[str, PublicKey], own: PublicKey | None,
-) -> tuple[frozenset[str], bool] | None:
-    """The stored set moved on to `head`, or None when that needs a walk from scratch.
+    keys: dict[str, PublicKey], own: PublicKey | None, written: frozenset[str],
+) -> tuple[frozenset[str], bool, frozenset[str]] | None:
+    """The stored sets moved on to `head`, or None when that needs a walk from scratch.
 
     Only commits that all vouch can be folded in (their ids stop being doubtful); a doubtful
     one, an unsigned one in a signing team, or the user's first own-signed commit (it moves
     the boundary of the history from before signing) needs the whole history.
     """
     start = stored["head"]
+    before = frozenset(str(i) for i in stored["ids"])
+    mine = set(str(i) for i in stored["own_ids"])
     if start == head:
-        return frozenset(str(i) for i in stored["ids"]), bool(stored.get("signed_seen"))
+        return before, bool(stored.get("signed_seen")), frozenset(mine)
     if head is None or start is None:
         return None
     signed_seen = bool(stored.get("signed_seen"))
@@ -387,44 +459,60 @@ def _catch_up(
         if len(seen) > _CATCH_UP_LIMIT:
             return None
         commit = repo.objects.commit(oid)
+        ours = oid in written
         if commit.signature is None:
-            if own is not None:
+            if keys and not ours:
                 return None
-        elif verify(commit, keys)[0] != "good":
-            return None
         elif own is not None and commit.signature.get("key") == own.id and not signed_seen:
             return None  # the first own-signed commit moves the grandfathered boundary
+        elif verify(commit, keys)[0] == "good":
+            ours = ours or (own is not None and commit.signature.get("key") == own.id)
+        elif not ours:
+            return None
         if not commit.parents:
             return None  # the walk passed the stored head: not a descendant of it
         stack.extend(commit.parents)
-        for mid in commit.manifests:
-            manifest = repo.objects.manifest(mid)
-            if manifest.table == "chunks":
-                vouched.update(manifest.ids)
-    return frozenset(str(i) for i in stored["ids"]) - vouched, signed_seen
+        ids = _chunk_ids(repo, commit)
+        vouched.update(ids)
+        if ours:
+            mine.update(ids)
+    return before - vouched, signed_seen, frozenset(mine)
+
+
+def _chunk_ids(repo: Repository, commit: Commit) -> set[str]:
+    """The chunk ids a commit's manifests add."""
+    out: set[str] = set()
+    for mid in commit.manifests:
+        manifest = repo.objects.manifest(mid)
+        if manifest.table == "chunks":
+            out.update(manifest.ids)
+    return out
 
 
 def _untrusted_from_scratch(
-    repo: Repository, head: ObjectId | None, keys: dict[str, PublicKey], own: PublicKey | None
-) -> tuple[frozenset[str], bool]:
-    """Walk every commit: (doubtful ids, whether an own-signed commit was seen)."""
+    repo: Repository, head: ObjectId | None, keys: dict[str, PublicKey], own: PublicKey | None,
+    written: frozenset[str] = frozenset(),
+) -> tuple[frozenset[str], bool, frozenset[str]]:
+    """Walk every commit: (doubtful ids, whether an own-signed commit was seen, own ids)."""
     grandfathered = _before_signing(repo, head, own) if own is not None and head else None
     doubtful: set[str] = set()
     vouched: set[str] = set()
+    mine: set[str] = set()
     signed_seen = False
     for oid, commit in repo.walk(head) if head else ():
+        ours = oid in written
         if commit.signature is None:
-            good = own is None or (grandfathered is not None and oid in grandfathered)
+            good = ours or not keys or (grandfathered is not None and oid in grandfathered)
         else:
             good = verify(commit, keys)[0] == "good"
             if good and own is not None and commit.signature.get("key") == own.id:
-                signed_seen = True
-        target = vouched if good else doubtful
-        for mid in commit.manifests:
-            manifest = repo.objects.manifest(mid)
-            if manifest.table == "chunks":
-                target.update(manifest.ids)
-    return frozenset(doubtful - vouched), signed_seen
+                signed_seen = ours = True
+            good = good or ours
+        ids = _chunk_ids(repo, commit)
+        (vouched if good else doubtful).update(ids)
+        if ours:
+            mine.update(ids)
+    return frozenset(doubtful - vouched), signed_seen, frozenset(mine)
 
 
 def _before_signing(repo: Repository, head: ObjectId, own: PublicKey) -> set[str]:

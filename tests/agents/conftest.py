@@ -52,17 +52,20 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def mcp_session(command: list[str], calls: list[tuple[str, dict[str, Any]]],
-                cwd: Path | None = None) -> tuple[dict[str, set[str]], str, list[tuple[bool, str]]]:
+                cwd: Path | None = None, env: dict[str, str] | None = None,
+                between: Callable[[int], None] | None = None,
+                ) -> tuple[dict[str, set[str]], str, list[tuple[bool, str]]]:
     """Start `command` as an MCP server over stdio.
 
     Returns (tool name → its parameter names, the server's instructions, each call's
-    (is_error, text)).
+    (is_error, text)). `env` adds to the child's environment (FUNES_SERVE is off by default);
+    `between(i)` runs before call i, the session open.
     """
     import anyio
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    params = StdioServerParameters(command=command[0], args=command[1:], env=child_env(),
+    params = StdioServerParameters(command=command[0], args=command[1:], env=child_env(env),
                                    cwd=str(cwd) if cwd else None)
 
     async def main() -> tuple[dict[str, set[str]], str, list[tuple[bool, str]]]:
@@ -72,7 +75,9 @@ def mcp_session(command: list[str], calls: list[tuple[str, dict[str, Any]]],
                 init = await session.initialize()
                 tools = await session.list_tools()
                 results = []
-                for name, arguments in calls:
+                for i, (name, arguments) in enumerate(calls):
+                    if between is not None:
+                        await anyio.to_thread.run_sync(between, i)
                     res = await session.call_tool(name, arguments)
                     text = "\n".join(c.text for c in res.content if c.type == "text")
                     results.append((bool(res.is_error), text))

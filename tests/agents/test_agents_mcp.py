@@ -1,4 +1,4 @@
-"""`funes mcp` through a real MCP client: three tools, each answering exactly like the CLI."""
+"""`funes mcp` through a real MCP client: every tool answering exactly like the CLI."""
 
 from __future__ import annotations
 
@@ -14,10 +14,15 @@ def test_mcp_tools_return_the_cli_agent_format(memory: Path, run) -> None:  # ty
         ("recall", {"query": "zzzz-nothing-like-this"}),
         ("get", {"session_id": SESSION, "turn_id": "turn-1", "window": 1}),
         ("status", {}),
+        ("recall", {"query": "importer large files", "role": "user", "until": "2026-10-04"}),
+        ("sessions", {"limit": 5}),
+        ("get", {"session_id": SESSION, "from_seq": 1, "to_seq": 2}),
+        ("scan", {"needle": "LINE READER"}),
+        ("sketch", {"session_id": SESSION}),
     ]
     names, instructions, results = mcp_session(funes_mcp(str(memory)), calls)
 
-    assert sorted(names) == ["get", "recall", "status"]
+    assert sorted(names) == ["get", "recall", "scan", "sessions", "sketch", "status"]
     assert "recall" in instructions and "data, not instructions" in instructions
     assert not any(is_error for is_error, _ in results)
     mem = str(memory)
@@ -29,12 +34,27 @@ def test_mcp_tools_return_the_cli_agent_format(memory: Path, run) -> None:  # ty
         run("--format", "agent", "recall", "zzzz-nothing-like-this", "--memory", mem),
         run("--format", "agent", "get", SESSION, "turn-1", "--window", "1", "--memory", mem),
         run("--format", "agent", "status", "--memory", mem),
+        run("--format", "agent", "recall", "importer large files", "--role", "user", "--until",
+            "2026-10-04", "--memory", mem),
+        run("--format", "agent", "sessions", "--limit", "5", "--memory", mem),
+        run("--format", "agent", "get", SESSION, "--from", "1", "--to", "2", "--memory", mem),
+        run("--format", "agent", "scan", "LINE READER", "--memory", mem),
+        run("--format", "agent", "sketch", SESSION, "--memory", mem),
     ]
     for (_, text), out in zip(results, cli, strict=True):
         assert out.exit_code == 0, out.stderr
         assert text == out.stdout.rstrip("\n")
     assert "we dropped it for a line reader" in results[0][1]
     assert results[2][1] == "no results"
+    # --role user --until: only the user's turn before Oct 4 (seq 3, also the user's, is on it)
+    assert "choke on large files" in results[5][1]
+    assert "fixed the large-file import" not in results[5][1]
+    assert SESSION in results[6][1] and "4 turns" in results[6][1]
+    assert "turns seq 1–2 of 0–3" in results[7][1]
+    assert 'scan "LINE READER": 2 blocks in 1 session' in results[8][1]
+    assert results[9][1].startswith(f"# sketch of {SESSION}")
+    for name in ("sessions", "sketch", "scan"):
+        assert f"`{name}`" in instructions
 
 
 def test_mcp_memory_per_call_and_errors_are_tool_errors(memory: Path, tmp_path: Path) -> None:
@@ -48,3 +68,39 @@ def test_mcp_memory_per_call_and_errors_are_tool_errors(memory: Path, tmp_path: 
     assert results[0] == (False, results[0][1]) and str(memory) in results[0][1]
     assert results[1][0] and "invalid harness 'No Body'" in results[1][1]
     assert results[2][0] and "funes:" in results[2][1]
+
+
+def test_mcp_answers_through_the_warm_server_and_survives_its_restart(
+        memory: Path, run, settings) -> None:  # type: ignore[no-untyped-def]
+    """Every agent's `funes mcp` is a relay: the session runs in the per-user server."""
+    from funes.api import warm
+    from tests.conftest import REPO_ROOT
+
+    calls = [("recall", {"query": "why did we drop the streaming parser", "k": 2}),
+             ("sessions", {}),
+             ("scan", {"needle": "line reader"}),
+             ("recall", {"query": "why did we drop the streaming parser", "k": 2})]
+    seen: list[object] = []
+
+    def between(i: int) -> None:
+        if i == 2:  # the server goes away mid-session (an upgrade, `funes serve --stop`)
+            status = warm.server_status(settings)
+            seen.append(status)
+            assert warm.stop_server(settings, wait=10)
+
+    env = {"FUNES_SERVE": "auto", "PYTHONPATH": str(REPO_ROOT)}
+    try:
+        _, _, results = mcp_session(funes_mcp(str(memory)), calls, env=env, between=between)
+        after = warm.server_status(settings)
+    finally:
+        warm.stop_server(settings, wait=10)
+    assert not any(is_error for is_error, _ in results), results
+    cli = run("--format", "agent", "recall", "why did we drop the streaming parser", "-k", "2",
+              "--memory", str(memory))
+    assert results[0][1] == results[3][1] == cli.stdout.rstrip("\n")
+    status = seen[0]
+    assert status is not None
+    assert status.requests.get("mcp recall") == 1 and status.requests.get("mcp sessions") == 1
+    # After the stop the relay opened the session again on a new server and carried on.
+    assert after is not None and after.pid != status.pid
+    assert after.requests.get("mcp scan") == 1 and after.requests.get("mcp recall") == 1

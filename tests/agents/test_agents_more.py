@@ -101,7 +101,7 @@ def test_add_twice_then_remove_restores_every_byte(agent: str, home: Path,
     assert _snapshot(home) == after_add
 
     names, _, _ = mcp_session(_registered(agent, home), [])
-    assert sorted(names) == ["get", "recall", "status"]
+    assert sorted(names) == ["get", "recall", "scan", "sessions", "sketch", "status"]
 
     gone = run("remove", agent)
     assert gone.exit_code == 0, gone.stderr

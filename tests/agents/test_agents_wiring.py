@@ -160,7 +160,7 @@ def test_add_twice_then_remove_restores_every_byte(agent: str, home: Path, no_ag
     assert _snapshot(home) == after_add
 
     names, _, _ = mcp_session(_registered(agent, home), [])
-    assert sorted(names) == ["get", "recall", "status"]
+    assert sorted(names) == ["get", "recall", "scan", "sessions", "sketch", "status"]
 
     gone = run("remove", agent)
     assert gone.exit_code == 0, gone.stderr
@@ -294,12 +294,29 @@ def test_claude_config_dir_and_codex_home_are_honoured(home: Path, no_agent_clis
 def test_add_binds_a_memory_and_creates_the_global_one(home: Path, no_agent_clis: None,
                                                        memory: Path, run) -> None:  # type: ignore[no-untyped-def]
     assert not (home / ".funes" / "FORMAT").exists()
-    result = run("--format", "json", "add", "codex", str(memory.parent))
+    other = home / "elsewhere" / ".funes"
+    assert run("init", str(other.parent)).exit_code == 0
+    result = run("--format", "json", "add", "codex", str(other))
     assert result.exit_code == 0, result.stderr
     out: dict[str, Any] = json.loads(result.stdout)
-    assert out["memory"] == str(memory) and out["created_memory"] is None
-    assert _registered("codex", home)[-2:] == ["mcp", str(memory)]
-    assert "--memory" in out["index_command"]
+    assert out["memory"] is None and out["created_memory"] is None
+    # A project memory is bound to its project only (funes.api.routing): the MCP server reads
+    # it (reading is not publishing), the first index covers only that project.
+    assert _registered("codex", home)[-2:] == ["mcp", str(other)]
+    assert out["index_command"] == f"funes index --agent codex --workdir {other.parent}"
+    record = json.loads((home / ".funes" / "agents" / "codex.json").read_text())
+    assert record["memory"] is None and record["projects"] == [str(other)]
+
+    # A memory that is not a project's (a directory of its own) is bound user-wide.
+    (home / "mem").mkdir()
+    from funes import api
+    from funes.storage.repo import Repository
+
+    Repository.init(home / "mem", api.load_settings())
+    result = run("--format", "json", "add", "codex", str(home / "mem"))
+    out = json.loads(result.stdout)
+    assert out["memory"] == str(home / "mem") and "--memory" in out["index_command"]
+    assert _registered("codex", home)[-2:] == ["mcp", str(home / "mem")]
 
     result = run("--format", "json", "add", "pi")
     assert json.loads(result.stdout)["created_memory"] == str(home / ".funes")

@@ -53,7 +53,7 @@ def test_a_killed_run_resumes_from_its_last_batch(tmp_path: Path, settings: Any)
     proc = subprocess.Popen(
         [sys.executable, "-m", "funes", "--memory", str(repo.path), "index", str(TRACES)],
         cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    saved = repo.path / "index" / "sources.json"  # positions of the files finished so far
+    saved = repo.path / "index" / "sources.sqlite"  # positions of the files finished so far
     deadline = time.monotonic() + 120
     while not saved.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)

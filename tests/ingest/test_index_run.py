@@ -38,7 +38,8 @@ def test_index_all_fixtures_then_again_adds_nothing(tmp_path: Path, settings) ->
     assert second.added == 0 and second.files_unchanged == second.files
     assert not second.commits or all(r.commit is None for r in second.commits.values())
     # forgetting the read positions re-reads everything, and still adds nothing
-    (repo.path / "index" / "sources.json").unlink()
+    for suffix in ("", "-wal", "-shm"):
+        (repo.path / "index" / f"sources.sqlite{suffix}").unlink(missing_ok=True)
     third = api.index(settings, memory=str(repo.path), paths=[str(TRACES)])
     assert third.chunks == first.chunks and third.added == 0
     assert fsck(repo).ok

@@ -109,7 +109,12 @@ def test_add_agent_remote_in_a_project_and_idempotent(world: World, run: Any,
     assert "cloned" in out.stdout and (project / ".funes" / "FORMAT").is_file()
     assert not (world.settings.home / "FORMAT").exists()  # the global memory was not used
     codex = (world.settings.user_home / ".codex" / "config.toml").read_text()
-    assert str(project / ".funes") in codex  # the agent is bound to the project memory
+    # bound to the project only: the MCP server finds the project memory from the agent's
+    # directory, and the hooks route only this project's sessions to it (funes.api.routing)
+    assert 'args = ["-m", "funes", "mcp"]' in codex
+    from funes.agents.wiring import bound_projects
+
+    assert bound_projects(world.settings, "codex") == [str(project / ".funes")]
     again = run("add", "codex", target, "--project")
     assert again.exit_code == 0 and "already wired" in again.stdout
     found = run("--format", "agent", "recall", "shared project").stdout

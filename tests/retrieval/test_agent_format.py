@@ -48,17 +48,32 @@ def test_recall_agent_format(settings, repo: Repository) -> None:  # type: ignor
     _golden("recall_agent.txt", render_agent(result, str(repo.path), True) + "\n", str(repo.path))
 
 
-def test_recall_agent_format_untrusted(settings, repo: Repository) -> None:  # type: ignore[no-untyped-def]
+def _not_mine(repo: Repository) -> None:
+    """Make `repo` another owner's memory whose rows came from elsewhere (like a clone's)."""
     repo.config.set("core.owned", "false")
+    (repo.path / "written-here").unlink()  # no turn of it was written on this machine
     assert not api.owned(repo)
+
+
+def test_recall_agent_format_untrusted(settings, repo: Repository) -> None:  # type: ignore[no-untyped-def]
+    _not_mine(repo)
     result = api.recall(settings, repo, "streaming parser", k=1, neighbors=0, now=NOW)
     _golden("recall_agent_untrusted.txt",
             render_agent(result, str(repo.path), api.owned(repo)) + "\n", str(repo.path))
 
 
-def test_get_agent_format(repo: Repository) -> None:
+def test_get_agent_format(settings, repo: Repository) -> None:  # type: ignore[no-untyped-def]
+    choice = api.choose_memory(settings, str(repo.path))
     turns = api.get(repo, "0badc0de-1111-2222-3333-444455556666", "turn-1", window=1)
-    _golden("get_agent.txt", render_turns(turns, "agent") + "\n", str(repo.path))
+    _golden("get_agent.txt", render_turns(turns, "agent", choice) + "\n", str(repo.path))
+
+
+def test_get_agent_format_untrusted(settings, repo: Repository) -> None:  # type: ignore[no-untyped-def]
+    _not_mine(repo)
+    choice = api.choose_memory(settings, str(repo.path))
+    turns = api.get(repo, "0badc0de-1111-2222-3333-444455556666", "turn-1", window=1)
+    _golden("get_agent_untrusted.txt", render_turns(turns, "agent", choice) + "\n",
+            str(repo.path))
 
 
 def test_empty_is_no_results(settings, repo: Repository) -> None:  # type: ignore[no-untyped-def]

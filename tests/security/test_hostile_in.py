@@ -354,7 +354,8 @@ def test_the_stored_marks_catch_up_like_a_walk_from_scratch(sc: Scene) -> None:
         repo = Repository.open(sc.victim.path, sc.settings)
         cached = signing.untrusted_chunk_ids(repo)
         keys, own = signing.trusted_keys(sc.settings), signing.own_key(sc.settings)
-        return cached, signing._untrusted_from_scratch(repo, repo.head(), keys, own)[0]
+        return cached, signing._untrusted_from_scratch(repo, repo.head(), keys, own,
+                                                       signing.written_here(repo))[0]
 
     steps: list[Callable[[], object]] = [
         lambda: sc.victim.commit_chunks([make_chunk(200, session="mine")], "index"),

@@ -54,9 +54,9 @@ def test_passages_signed_by_an_untrusted_key_are_marked(world: World, run: objec
     assert {h["session_id"]: bool(h.get("untrusted")) for h in data["hits"]} == marks
 
     # MCP's recall tool prints the same agent format.
-    from funes.api.agents import _Backend
+    from funes.api.mcp_backend import Backend
 
-    tools = _Backend(world.settings, str(b.path))
+    tools = Backend(world.settings, str(b.path))
     out = tools.recall(WORD, k=None, harness=[], block_type=[], project=[], since=None,
                        memory=None)
     assert api.UNTRUSTED_PASSAGES in out and " untrusted" in out
@@ -66,11 +66,20 @@ def test_passages_signed_by_an_untrusted_key_are_marked(world: World, run: objec
     assert not any(h.row.get("untrusted") for h in _recall(b).hits)
 
 
-def test_a_memory_not_owned_marks_every_passage(repo: Repository) -> None:
-    repo.commit_chunks(make_batch(0, 3, text=None), "index")
-    repo.commit_chunks([make_chunk(9, text=f"{WORD} from a teammate")], "index")
+def test_a_memory_not_owned_marks_every_passage_but_the_users_own(
+        world: World) -> None:
+    teammate = world.machine("teammate")
+    teammate.commit_chunks(make_batch(0, 3, text=None), "index")
+    teammate.commit_chunks([make_chunk(9, text=f"{WORD} from a teammate")], "index")
+    api.push(teammate)
+    repo = world.clone("mine")
     repo.config.set("core.owned", "false")
     result = _recall(repo)
     text = api.recall_text(result, "team", api.owned(repo))
     assert text.startswith("# untrusted memory team")
     assert all(line.endswith(" untrusted") for line in text.splitlines() if "score=" in line)
+
+    # A turn written on this machine is the user's own, whoever's memory it is in.
+    repo.commit_chunks([make_chunk(10, session="mine", text=f"{WORD} my own turn")], "index")
+    marks = {h.row["session_id"]: bool(h.row.get("untrusted")) for h in _recall(repo).hits}
+    assert marks["mine"] is False and marks["s1"] is True, marks

@@ -64,5 +64,8 @@ def test_thin_client_answers_through_the_server(memory: Repository, settings: An
     for unsure in (["recall", "x", "--help"], ["--version"], ["status"],
                    ["recall", "x", "--harness", "No Body"], ["recall", "x", "-k3"],
                    ["--format", "human", "recall", "x"], ["recall", "x", "--memory", "org/name"],
-                   ["get", "only-a-session"]):
+                   ["get"], ["get", "s", "t", "--from", "1"], ["sessions", "extra"],
+                   ["sessions", "--harness", "No Body!"], ["sketch"], ["scan"],
+                   ["recall", "x", "--role", "\x01"], ["scan", "x", "--memory", "a",
+                                                         "--memory", "b"]):
         assert thin.run(unsure) is None, unsure

@@ -162,3 +162,56 @@ def test_the_stale_sync_note_is_printed_through_the_server_too(
     assert (served.exit_code, served.stdout, served.stderr) == (
         local.exit_code, local.stdout, local.stderr)
     assert served.stdout.startswith("# note: this memory has not synced with origin")
+
+
+def test_the_server_marks_another_owners_passages_as_the_cli_does(
+    memory: Repository, settings: Any, start_server: Any, run: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    memory.config.set("core.owned", "false")  # another owner's memory, its rows from elsewhere
+    (memory.path / "written-here").unlink(missing_ok=True)
+    start_server(memory)
+    found = run("--memory", str(memory.path), "--format", "json", "recall", "line reader")
+    hit = json.loads(found.stdout)["hits"][0]
+    for args in (("--format", "agent", "recall", "line reader"),
+                 ("--format", "agent", "get", hit["session_id"], hit["turn_id"]),
+                 ("--format", "json", "get", hit["session_id"], hit["turn_id"])):
+        served, local = _both(run, monkeypatch, memory, args)
+        assert (served.exit_code, served.stdout) == (local.exit_code, local.stdout)
+        assert served.exit_code == 0 and "untrusted" in served.stdout, args
+
+
+def test_browsing_verbs_via_server_print_what_in_process_prints(
+    memory: Repository, settings: Any, start_server: Any, run: Any, tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import shutil
+
+    other = tmp_path / "other" / ".funes"
+    shutil.copytree(memory.path, other, symlinks=True)
+    server = start_server(memory)
+    cases = [
+        ("--format", "agent", "sessions", "--limit", "2"),
+        ("--format", "json", "sessions", "--since", "2026-10-01"),
+        ("--format", "agent", "get", "sess-cache", "--from", "1"),
+        ("--format", "json", "get", "sess-parser", "--from", "-2", "--max-chars", "200"),
+        ("--format", "agent", "scan", "LINE READER"),
+        ("--format", "json", "scan", "err_module", "sess-ci", "--context", "10"),
+        ("--format", "agent", "sketch", "sess-parser"),
+        ("--format", "agent", "recall", "line reader", "--memory", str(other)),
+        ("--format", "agent", "get", "no-such-session", "--from", "0"),  # an error, exit 1
+    ]
+    for args in cases:
+        served, local = _both(run, monkeypatch, memory, args)
+        assert (served.exit_code, served.stdout, served.stderr) == (
+            local.exit_code, local.stdout, local.stderr), args
+    counts = server.status(settings).requests
+    assert {k: counts.get(k) for k in ("sessions", "get-range", "scan", "sketch", "recall")} \
+        == {"sessions": 2, "get-range": 3, "scan": 2, "sketch": 1, "recall": 1}
+    # Pooled over the memory and its copy: the same bytes both ways, every chunk once, named
+    # by the first memory that holds it.
+    served, local = _both(run, monkeypatch, memory, cases[-2])
+    assert served.stdout == local.stdout and served.stdout.count("→ funes get") >= 1
+    assert f"--memory {other}" not in served.stdout
+    assert served.stdout.count(f"--memory {memory.path}") == served.stdout.count("→ funes get")
+    assert server.status(settings).requests.get("recall") == 2

@@ -9,7 +9,7 @@ import click
 from funes import api
 from funes.cli.app import App, pass_app
 from funes.cli.options import memory_option
-from funes.cli.output import render
+from funes.cli.output import backfill_text, render
 from funes.cli.progress import progress_bar
 
 AGENTS = ("claude", "codex", "pi", "hermes", "opencode", "gemini", "cursor", "copilot")
@@ -54,8 +54,12 @@ def _wiring_text(r: api.WiringResult, verb: str) -> str:
         lines.append(f"funes was not wired into {r.agent}; nothing changed")
     if r.indexed is not None:
         s = r.indexed
-        lines.append(f"indexed {s.sessions} sessions, {s.turns} turns, {s.chunks} chunks "
-                     f"({s.added} new)")
+        line = (f"indexed {s.sessions} sessions, {s.turns} turns, {s.chunks} chunks "
+                f"({s.added} new)")
+        if s.added:
+            line += "; searchable by their words now"
+        lines.append(line)
+        lines += [backfill_text(b) for b in r.backfill if b.action != "nothing"]
     elif verb == "wired":
         lines.append(f"index the sessions {r.agent} already has with: {r.index_command}")
     return "\n".join(lines)
@@ -64,13 +68,17 @@ def _wiring_text(r: api.WiringResult, verb: str) -> str:
 @click.command()
 @click.argument("agent", type=click.Choice(AGENTS))
 @click.argument("memory", required=False)
-@click.option("--index", "index_now", is_flag=True,
-              help="Also index the agent's existing sessions now.")
+@click.option("--no-index", "no_index", is_flag=True,
+              help="Do not index the agent's existing sessions (the hooks still index every "
+              "new turn).")
+@click.option("--index", "index_flag", is_flag=True, hidden=True,
+              help="Index the agent's existing sessions (the default now; kept for scripts).")
 @click.option("--project", is_flag=True,
               help="With a remote MEMORY: keep it in this directory's project memory "
-              "(./.funes) instead of the global one.")
+              "(./.funes), which then receives this project's sessions only.")
 @pass_app
-def add(app: App, agent: str, memory: str | None, index_now: bool, project: bool) -> None:
+def add(app: App, agent: str, memory: str | None, no_index: bool, index_flag: bool,
+        project: bool) -> None:
     """Wire funes into an agent: MCP server, per-turn index hook, sync at session boundaries.
 
     Registers `funes mcp [MEMORY]` with AGENT (through its own CLI when it is on PATH,
@@ -82,19 +90,28 @@ def add(app: App, agent: str, memory: str | None, index_now: bool, project: bool
     same command on every machine makes it that machine's memory: cloned when this machine
     has none (into the global memory, or the project memory with --project or inside one),
     created from this memory (private) when the remote does not exist, synced when both
-    exist. Running it again changes nothing; every file edited is backed up first, and
-    `funes remove AGENT` puts it back.
+    exist. A project memory (PROJECT/.funes) receives only the sessions inside PROJECT; the
+    agent's other sessions keep going where they went. The embedding model the hooks use is
+    installed when missing. Running it again changes nothing; every file edited is backed up
+    first, and `funes remove AGENT` puts it back; a failed `add` changes nothing at all.
+
+    The sessions AGENT already has are indexed first (--no-index skips it): every turn by its
+    words at once, newest first, searchable from the first batch on; with a remote MEMORY,
+    before anything is pushed, so every machine's history reaches the others. Their vectors
+    follow in a detached background backfill (`funes status` shows how far it is).
 
     \b
     Example:
-      funes add claude --index
+      funes add claude
       funes add codex acme/funes-memory
     """  # noqa: D301 (click's \b keeps the example lines as written)
     if memory is None and app.memory and api.is_remote_memory(app.memory):
         api.writable_memory(app.settings, app.memory, command=f"add {agent}")  # refuses
-    with progress_bar("indexing", enabled=None if index_now else False) as progress:
+    if no_index and index_flag:
+        raise click.UsageError("--index and --no-index contradict each other")
+    with progress_bar("indexing", enabled=False if no_index else None) as progress:
         result = api.agents_add(app.settings, agent, _memory_arg(memory) or app.memory,
-                                project=project, index_now=index_now, progress=progress)
+                                project=project, index_now=not no_index, progress=progress)
     render(app.fmt, result, human=lambda r: _wiring_text(r, "wired"))
 
 
@@ -115,13 +132,17 @@ def remove(app: App, agent: str) -> None:
 @click.argument("memory", required=False)
 @pass_app
 def mcp(app: App, memory: str | None) -> None:
-    """Serve the memory to an agent over MCP (stdio): tools recall, get and status.
+    """Serve the memory to an agent over MCP (stdio): recall, get, sessions, sketch, scan, status.
 
-    Each tool returns what `funes recall|get|status --format agent` prints. Models stay loaded
-    between calls. Without MEMORY, each call finds the memory from the agent's working
-    directory, like the CLI. Agents start this command themselves (`funes add`).
+    Each tool returns what `funes <tool> --format agent` prints. The session is answered by
+    the per-user warm server (started on demand, shared by every agent, models loaded once);
+    this process only relays, and serves alone when no server can run (FUNES_SERVE=off).
+    Without MEMORY, each call finds the memory from the agent's working directory, like the
+    CLI. Agents start this command themselves (`funes add`).
     """
-    api.mcp_serve(app.settings, _memory_arg(memory) or app.memory)
+    from funes.cli import mcprelay
+
+    mcprelay.run(_memory_arg(memory) or app.memory)
 
 
 @click.command()

@@ -34,6 +34,8 @@ def _summary_text(s: api.IndexSummary) -> str:
         lines.append(
             "redacted: " + ", ".join(f"{k} {v}" for k, v in sorted(s.redactions.items()))
         )
+    if s.outside:
+        lines.append(f"left out: {s.outside} turns outside --workdir")
     if s.unroutable:
         lines.append(
             f"not indexed: {s.unroutable} turns outside any project memory "
@@ -61,9 +63,12 @@ def _summary_json(s: api.IndexSummary) -> dict[str, Any]:
         "skipped": dict(s.skipped),
         "redactions": dict(s.redactions),
         "unroutable": s.unroutable,
+        "outside": s.outside,
         "excluded": s.excluded,
         "errors": s.errors,
         "commits": {p: r.commit for p, r in s.commits.items()},
+        "batches": s.batches,
+        "first_searchable_s": s.first_searchable_s,
     }
 
 
@@ -92,6 +97,8 @@ def _check_json(checks: list[api.TurnFileCheck]) -> list[dict[str, Any]]:
     help="Only this agent's transcripts (repeatable). With PATHs: the format of the files.",
 )
 @click.option("--since", metavar="WHEN", help="Only turns since WHEN (2026-11-01, 12h, 7d).")
+@click.option("--workdir", metavar="DIR", type=click.Path(file_okay=False),
+              help="Only sessions whose working directory is DIR or inside it (one project).")
 @click.option("--no-tool-results", "no_tool_results", is_flag=True,
               help="Leave tool output out (the calls stay): a leaner memory. "
               "Config: index.toolResults.")
@@ -101,7 +108,7 @@ def _check_json(checks: list[api.TurnFileCheck]) -> list[dict[str, Any]]:
 @memory_option
 @click.pass_context
 def index(ctx: click.Context, paths: tuple[str, ...], agents: tuple[str, ...],
-          since: str | None, no_tool_results: bool, check: bool) -> None:
+          since: str | None, workdir: str | None, no_tool_results: bool, check: bool) -> None:
     """Index agent transcripts into memory, incrementally.
 
     With PATHs (files or directories), index them into the current memory. Without, read each
@@ -121,7 +128,7 @@ def index(ctx: click.Context, paths: tuple[str, ...], agents: tuple[str, ...],
     with progress_bar("indexing") as progress:
         summary = api.index(app.settings, memory=app.memory, paths=paths, agents=agents,
                             since=since, progress=progress,
-                            tool_results=False if no_tool_results else None)
+                            tool_results=False if no_tool_results else None, workdir=workdir)
     if app.fmt == "json":
         render("json", _summary_json(summary), human=str)
     else:

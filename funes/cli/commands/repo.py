@@ -120,24 +120,32 @@ def show(app: App, rev: str) -> None:
 
 
 @click.command()
+@click.option("--offline", is_flag=True,
+              help="Do not ask the remotes where they are: ahead/behind as of the last fetch.")
 @memory_option
 @pass_app
-def status(app: App) -> None:
+def status(app: App, offline: bool) -> None:
     """Describe the memory: where it is, HEAD, chunks and sessions by agent, model stamp.
+
+    Each remote is asked where its branch is (one small request), so "up to date" is true
+    now; `--offline` shows what the last fetch knew.
 
     \b
     Example:
       funes status
       funes status --format json
     """  # noqa: D301 (click\'s \b keeps the example lines as written)
-    repo = app.repo()
-    result = api.status(repo)
+    choice = app.choice()
+    repo = choice.repo
+    result = api.status(repo, refresh=not offline)
     search = api.search_status(app.settings, repo)
     if app.fmt == "json":
-        render("json", {**to_dict(result), "search": to_dict(search)}, human=str)
+        render("json", {**to_dict(result), "search": to_dict(search), "note": choice.warning},
+               human=str)
         return
 
-    render(app.fmt, result, human=lambda r: api.status_text(r, search))
+    note = f"# note: {choice.warning}\n" if choice.warning else ""
+    render(app.fmt, result, human=lambda r: note + api.status_text(r, search))
 
 
 @click.command()

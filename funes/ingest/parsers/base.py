@@ -371,16 +371,36 @@ def walk_files(root: Path) -> Iterator[Path]:
     """Regular files under ``root`` in sorted order, not following symlinked directories.
 
     Hidden directories are not entered; two runs over the same tree list the same files in
-    the same order.
+    the same order: top-down, a directory's files (by name) before its subdirectories (by
+    name). `os.scandir` rather than `os.walk` and a stat per file: the entry types come with
+    the listing, which made listing 19,000 sessions three times cheaper (a `funes add` on an
+    indexed memory lists them all; bench/results/day0.md).
     """
-    if not root.is_dir():
+    if root.is_dir():
+        yield from _walk_dir(str(root))
+
+
+def _walk_dir(top: str) -> Iterator[Path]:
+    try:
+        with os.scandir(top) as listing:
+            entries = list(listing)
+    except OSError:
         return
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not _HIDDEN_RE.match(d))
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            if path.is_file():
-                yield path
+    files, dirs = [], []
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                if not _HIDDEN_RE.match(entry.name):
+                    dirs.append(entry.name)
+            elif entry.is_file():
+                files.append(entry.name)
+        except OSError:
+            continue
+    base = Path(top)
+    for name in sorted(files):
+        yield base / name
+    for name in sorted(dirs):
+        yield from _walk_dir(os.path.join(top, name))
 
 
 def uuid_in_name(path: Path) -> str:
