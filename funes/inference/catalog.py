@@ -18,6 +18,7 @@ __all__ = [
     "BGE_SMALL_MODEL",
     "DEFAULT_EMBED_MODEL",
     "DEFAULT_RERANK_MODEL",
+    "E5_SMALL_MODEL",
     "KNOWN_MODELS",
     "MINILM_L6_V2_SHA256",
     "HubFile",
@@ -94,6 +95,11 @@ class KnownModel:
     max_tokens: int
     n_ctx: int
     why: str = field(default="", compare=False)
+    #: Text the model was trained to see before a query and before a passage (e5: "query: ",
+    #: "passage: "). The converter records them in the GGUF, so they are part of its sha256
+    #: (the stamp) and every embedder of the file applies them.
+    query_prefix: str = ""
+    passage_prefix: str = ""
 
 
 #: sha256 of `convert_embedding(all-MiniLM-L6-v2, precision=f16, name="minilm-l6-v2")`
@@ -157,9 +163,23 @@ _BGE_SMALL_FILES: tuple[tuple[str, str], ...] = (
     ),
 )
 
+# Source files of intfloat/multilingual-e5-small at the pinned revision: the three the converter
+# reads. model.safetensors and tokenizer.json are Git LFS files whose sha256 the Hub's own
+# pages show ("Git LFS Details", unchanged since the upload commit d2648e2 and the safetensors
+# commit 7cf867c); config.json's is recorded, with the same size (655 bytes), by several
+# independent projects that pin this revision and verify the files they download (see
+# docs/models.md). Pooling (mean) and the 512-token cap are not read from
+# 1_Pooling/config.json and sentence_bert_config.json: the converter's defaults are e5's.
+_E5_SMALL_FILES: tuple[tuple[str, str], ...] = (
+    ("config.json", "69137736cab8b8903a07fe8afaafdda25aac55415a12a55d1bffa9f581abf959"),
+    ("tokenizer.json", "0b44a9d7b51c3c62626640cda0e2c2f70fdacdc25bbbd68038369d14ebdf4c39"),
+    ("model.safetensors", "1a55775f53449dac10a2bcbc312469fac40b96d53198c407081a831f81c98477"),
+)
+
 DEFAULT_EMBED_MODEL = "minilm-l6-v2"
 DEFAULT_RERANK_MODEL = "ms-marco-minilm-l6-v2"
 BGE_SMALL_MODEL = "bge-small-en-v1.5"
+E5_SMALL_MODEL = "multilingual-e5-small"
 
 KNOWN_MODELS: dict[str, KnownModel] = {
     DEFAULT_EMBED_MODEL: KnownModel(
@@ -231,6 +251,30 @@ KNOWN_MODELS: dict[str, KnownModel] = {
         why="stronger retrieval than MiniLM on public benchmarks, at about twice the cost per "
         "chunk (12 layers instead of 6); Hub only, so it needs the network once",
     ),
+    E5_SMALL_MODEL: KnownModel(
+        name=E5_SMALL_MODEL,
+        kind="embed",
+        description="intfloat/multilingual-e5-small: 384-d, mean pooling, 12 layers, 512-token "
+        "cap, about 100 languages (XLM-R SentencePiece vocabulary; F16)",
+        sources=(
+            HubSnapshot(
+                repo="intfloat/multilingual-e5-small",
+                revision="614241f622f53c4eeff9890bdc4f31cfecc418b3",
+                files=_E5_SMALL_FILES,
+            ),
+        ),
+        sha256=None,
+        precision="f16",
+        dim=384,
+        pooling="mean",
+        max_tokens=512,
+        n_ctx=512,
+        why="memories in any language: Chinese, Japanese and ~100 others are embedded and "
+        "found across languages, where MiniLM and bge-small see English only; the Rust funes "
+        "stamps it as its alternative embedder; Hub only (471 MB of weights)",
+        query_prefix="query: ",
+        passage_prefix="passage: ",
+    ),
 }
 
 
@@ -242,7 +286,8 @@ def default_model(kind: Kind) -> str:
 def known_by_repo(name: str) -> str | None:
     """The catalogued model a Hub repository name stands for, or None.
 
-    `BAAI/bge-small-en-v1.5` stands for `bge-small-en-v1.5`; a catalogue name for itself.
+    `BAAI/bge-small-en-v1.5` stands for `bge-small-en-v1.5`, `intfloat/multilingual-e5-small`
+    for `multilingual-e5-small`; a catalogue name for itself.
     Other tools stamp vectors with the weights' Hub name (the Rust funes does); funes stamps
     its own name and the GGUF's sha256, so reading their vectors needs this bridge.
     """

@@ -18,19 +18,20 @@ The pitfalls below were each measured to abort the process or to change results:
 
 * `token_types` and `position_embd` stay F32: an F16 `token_types` aborts on the first decode
   (ggml cannot add an F16 row view to an F32 activation).
-* The WordPiece vocabulary is written the way llama.cpp's WPM tokenizer expects it: pieces that
-  start a word get the U+2581 prefix, `##` continuation pieces lose their `##`, and the special
-  tokens keep their text and are typed CONTROL.
+* The vocabulary is written the way llama.cpp's tokenizer for it expects (WordPiece: the
+  phantom-space form; SentencePiece Unigram: scores and the precompiled charsmap), see
+  `funes.inference.vocab`.
 * `pooling_type` is MEAN for the sentence embedder and RANK for the cross-encoder, and
   `attention.causal` is false.
 
-One file because the converter is one mapping: the tensor-name table, the vocabulary
-rewriting and the metadata must agree with each other and with llama.cpp's loader, and are
-read together when llama.cpp changes.
+One file because the converter is one mapping: the tensor-name table and the metadata must
+agree with each other and with llama.cpp's loader, and are read together when llama.cpp
+changes; the tokenizer, which has a second kind, is `funes.inference.vocab`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import struct
@@ -44,6 +45,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from funes.inference.errors import ConversionError
+from funes.inference.vocab import (
+    MAX_WORD_CHARS_KEY,
+    PASSAGE_PREFIX_KEY,
+    QUERY_PREFIX_KEY,
+    Vocab,
+    load_vocab,
+    read_json,
+    write_vocab,
+)
 from funes.storage.atomic import sha256_file
 
 if TYPE_CHECKING:
@@ -71,18 +81,6 @@ SEGMENT_OFFSET_KEY = "funes.segment_vocab_offset"
 MAX_TOKENS_KEY = "funes.max_tokens"
 #: GGUF key naming what the model is for: "embed" or "rerank".
 KIND_KEY = "funes.kind"
-#: GGUF key holding WordPiece's per-word character cap (longer words become one [UNK]).
-MAX_WORD_CHARS_KEY = "funes.wordpiece_max_word_chars"
-
-_WORD_START = "\u2581"
-_SPECIAL_NAMES = ("pad", "unk", "cls", "sep", "mask")
-_DEFAULT_SPECIAL = {
-    "pad": "[PAD]",
-    "unk": "[UNK]",
-    "cls": "[CLS]",
-    "sep": "[SEP]",
-    "mask": "[MASK]",
-}
 # safetensors dtype name → (numpy dtype, bytes per element); BF16 is widened by hand.
 _ST_DTYPES: dict[str, tuple[str, int]] = {
     "F64": ("<f8", 8),
@@ -194,115 +192,19 @@ def file_sha256(path: Path) -> str:
 
 
 @dataclass(frozen=True)
-class _Vocab:
-    tokens: list[str]
-    special: dict[str, int]  # pad/unk/cls/sep/mask → id
-    control: frozenset[int]  # ids typed CONTROL
-    lowercase: bool
-    strip_accents: bool
-    #: WordPiece maps a longer word to [UNK] whole; llama.cpp does not, so funes does it.
-    max_word_chars: int
-
-
-@dataclass(frozen=True)
 class _HFModel:
     source: str
     config: dict[str, Any]
     tensors: dict[str, npt.NDArray[Any]]
-    vocab: _Vocab
+    vocab: Vocab
     max_tokens: int
     pooling: Literal["mean", "cls"]
     weights_sha256: str
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConversionError(str(path), f"unreadable JSON: {exc}") from exc
-    if not isinstance(value, dict):
-        raise ConversionError(str(path), "expected a JSON object")
-    return value
-
-
-def _special_names(model_dir: Path) -> dict[str, str]:
-    names = dict(_DEFAULT_SPECIAL)
-    for fname in ("special_tokens_map.json", "tokenizer_config.json"):
-        path = model_dir / fname
-        if not path.is_file():
-            continue
-        data = _read_json(path)
-        for key in _SPECIAL_NAMES:
-            value = data.get(f"{key}_token")
-            if isinstance(value, dict):
-                value = value.get("content")
-            if isinstance(value, str) and value:
-                names[key] = value
-    return names
-
-
-def _load_vocab(model_dir: Path) -> _Vocab:
-    """Read the WordPiece vocabulary and normaliser options, preferring tokenizer.json."""
-    source = str(model_dir)
-    names = _special_names(model_dir)
-    control_texts: set[str] = set(names.values())
-    lowercase: bool | None = None
-    strip_accents: bool | None = None
-    max_word_chars = 100
-    tokens: list[str]
-    tok_json = model_dir / "tokenizer.json"
-    vocab_txt = model_dir / "vocab.txt"
-    if tok_json.is_file():
-        data = _read_json(tok_json)
-        model = data.get("model") or {}
-        if model.get("type") != "WordPiece":
-            raise ConversionError(source, f"tokenizer model is {model.get('type')}, not WordPiece")
-        if model.get("continuing_subword_prefix", "##") != "##":
-            raise ConversionError(source, "WordPiece continuation prefix is not '##'")
-        vocab_map = model.get("vocab")
-        if not isinstance(vocab_map, dict) or not vocab_map:
-            raise ConversionError(source, "tokenizer.json has no vocabulary")
-        by_id = sorted((int(i), str(t)) for t, i in vocab_map.items())
-        if [i for i, _ in by_id] != list(range(len(by_id))):
-            raise ConversionError(source, "vocabulary ids are not contiguous")
-        tokens = [t for _, t in by_id]
-        max_word_chars = int(model.get("max_input_chars_per_word") or 100)
-        for added in data.get("added_tokens") or []:
-            if added.get("special"):
-                control_texts.add(str(added.get("content")))
-        norm = data.get("normalizer") or {}
-        if norm.get("type") == "BertNormalizer":
-            lowercase = bool(norm.get("lowercase", True))
-            sa = norm.get("strip_accents")
-            strip_accents = lowercase if sa is None else bool(sa)
-        elif norm:
-            raise ConversionError(source, f"unsupported normalizer {norm.get('type')}")
-    elif vocab_txt.is_file():
-        lines = vocab_txt.read_text(encoding="utf-8").split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        tokens = [line.rstrip("\r") for line in lines]
-    else:
-        raise ConversionError(source, "no tokenizer.json or vocab.txt")
-    if lowercase is None:
-        cfg_path = model_dir / "tokenizer_config.json"
-        cfg = _read_json(cfg_path) if cfg_path.is_file() else {}
-        lowercase = bool(cfg.get("do_lower_case", True))
-        sa = cfg.get("strip_accents")
-        strip_accents = lowercase if sa is None else bool(sa)
-    index = {t: i for i, t in enumerate(tokens)}
-    special: dict[str, int] = {}
-    for key in _SPECIAL_NAMES:
-        if names[key] not in index:
-            raise ConversionError(source, f"special token {names[key]} is not in the vocabulary")
-        special[key] = index[names[key]]
-    control = frozenset(index[t] for t in control_texts if t in index)
-    return _Vocab(tokens, special, control, lowercase, bool(strip_accents), max_word_chars)
-
-
 def _load_hf_model(model_dir: Path) -> _HFModel:
     source = str(model_dir)
-    config = _read_json(model_dir / "config.json")
+    config = read_json(model_dir / "config.json")
     if config.get("model_type") not in (None, "bert"):
         raise ConversionError(source, f"model_type {config.get('model_type')} is not bert")
     if config.get("hidden_act", "gelu") != "gelu":
@@ -313,15 +215,20 @@ def _load_hf_model(model_dir: Path) -> _HFModel:
     if not weights.is_file():
         raise ConversionError(source, "no model.safetensors (pytorch .bin files are not read)")
     tensors = read_safetensors(weights)
+    word = tensors.get("embeddings.word_embeddings.weight")
+    if word is None:
+        word = tensors.get("bert.embeddings.word_embeddings.weight")
+    if word is None or word.ndim != 2:
+        raise ConversionError(source, "missing tensor embeddings.word_embeddings.weight")
     n_pos = int(config.get("max_position_embeddings", 512))
     max_tokens = n_pos
     st_cfg = model_dir / "sentence_bert_config.json"
     if st_cfg.is_file():
-        max_tokens = min(n_pos, int(_read_json(st_cfg).get("max_seq_length") or n_pos))
+        max_tokens = min(n_pos, int(read_json(st_cfg).get("max_seq_length") or n_pos))
     pooling: Literal["mean", "cls"] = "mean"
     pool_cfg = model_dir / "1_Pooling" / "config.json"
     if pool_cfg.is_file():
-        pool = _read_json(pool_cfg)
+        pool = read_json(pool_cfg)
         if pool.get("pooling_mode_cls_token"):
             pooling = "cls"
         elif not pool.get("pooling_mode_mean_tokens", True):
@@ -330,7 +237,7 @@ def _load_hf_model(model_dir: Path) -> _HFModel:
         source=source,
         config=config,
         tensors=tensors,
-        vocab=_load_vocab(model_dir),
+        vocab=load_vocab(model_dir, rows=int(word.shape[0])),
         max_tokens=max_tokens,
         pooling=pooling,
         weights_sha256=file_sha256(weights),
@@ -432,35 +339,6 @@ def _store(name: str, array: npt.NDArray[Any], precision: Precision) -> npt.NDAr
     return np.ascontiguousarray(array, dtype=np.float32)
 
 
-def _vocab_texts(vocab: _Vocab) -> tuple[list[str], list[int]]:
-    """Rewrite WordPiece pieces into llama.cpp's phantom-space form, with token types."""
-    from gguf import TokenType
-
-    texts: list[str] = []
-    types: list[int] = []
-    for i, tok in enumerate(vocab.tokens):
-        if i in vocab.control:
-            texts.append(tok)
-            types.append(int(TokenType.CONTROL))
-        elif tok.startswith("##"):
-            texts.append(tok[2:])
-            types.append(int(TokenType.NORMAL))
-        else:
-            texts.append(_WORD_START + tok)
-            types.append(int(TokenType.NORMAL))
-    return texts, types
-
-
-def _check_unique(source: str, texts: list[str]) -> None:
-    seen: dict[str, int] = {}
-    for i, text in enumerate(texts):
-        if text in seen:
-            raise ConversionError(
-                source, f"tokens {seen[text]} and {i} both become {text!r} in llama.cpp's form"
-            )
-        seen[text] = i
-
-
 def _write_gguf(
     out_path: Path,
     model: _HFModel,
@@ -471,10 +349,10 @@ def _write_gguf(
     max_tokens: int,
     precision: Precision,
     tensors: list[tuple[str, npt.NDArray[Any]]],
-    token_texts: list[str],
-    token_types: list[int],
+    vocab: Vocab,
     segment_offset: int | None,
     n_labels: int,
+    prefixes: tuple[str, str] = ("", ""),
 ) -> str:
     import gguf
 
@@ -512,27 +390,17 @@ def _write_gguf(
             writer.add_classifier_output_labels(
                 [str(labels.get(str(i), f"LABEL_{i}")) for i in range(n_labels)]
             )
-        writer.add_tokenizer_model("bert")
-        writer.add_tokenizer_pre("default")
-        writer.add_token_list(token_texts)
-        writer.add_token_types(token_types)
-        writer.add_token_type_count(int(cfg.get("type_vocab_size", 2)))
-        sp = model.vocab.special
-        writer.add_bos_token_id(sp["cls"])
-        writer.add_sep_token_id(sp["sep"])
-        writer.add_unk_token_id(sp["unk"])
-        writer.add_pad_token_id(sp["pad"])
-        writer.add_mask_token_id(sp["mask"])
-        writer.add_add_bos_token(True)
-        writer.add_add_eos_token(False)
-        writer.add_add_sep_token(True)
-        writer.add_bool("tokenizer.ggml.normalizer.lowercase", model.vocab.lowercase)
-        writer.add_bool("tokenizer.ggml.normalizer.strip_accents", model.vocab.strip_accents)
+        write_vocab(writer, vocab, int(cfg.get("type_vocab_size", 2)))
         writer.add_uint32("funes.converter_version", CONVERTER_VERSION)
         writer.add_string(KIND_KEY, kind)
         writer.add_uint32(MAX_TOKENS_KEY, max_tokens)
-        writer.add_uint32(MAX_WORD_CHARS_KEY, model.vocab.max_word_chars)
+        if vocab.kind == "wordpiece":
+            writer.add_uint32(MAX_WORD_CHARS_KEY, vocab.max_word_chars)
         writer.add_string("funes.source_weights_sha256", model.weights_sha256)
+        # Written only when set, so a model without prefixes keeps its pinned bytes.
+        for key, text in zip((QUERY_PREFIX_KEY, PASSAGE_PREFIX_KEY), prefixes, strict=True):
+            if text:
+                writer.add_string(key, text)
         if segment_offset is not None:
             writer.add_uint32(SEGMENT_OFFSET_KEY, segment_offset)
         for tname, array in tensors:
@@ -552,7 +420,7 @@ def _write_gguf(
 
 def _check_shapes(model: _HFModel) -> None:
     cfg = model.config
-    n_vocab = len(model.vocab.tokens)
+    n_vocab = len(model.vocab.texts)
     word = _find(model, "embeddings.word_embeddings.weight")
     if word.shape != (n_vocab, int(cfg["hidden_size"])):
         raise ConversionError(
@@ -567,6 +435,8 @@ def convert_embedding(
     *,
     precision: Precision = Precision.F16,
     name: str | None = None,
+    query_prefix: str = "",
+    passage_prefix: str = "",
 ) -> ConversionResult:
     """Convert a BERT sentence-embedding model (sentence-transformers layout) to GGUF.
 
@@ -577,14 +447,16 @@ def convert_embedding(
         precision: Storage of the weight matrices. F16 halves the file and is what funes
             ships (cosine ≥ 0.9999 to the F32 reference; see docs/models.md).
         name: `general.name`; defaults to the directory name.
+        query_prefix: Text the model wants before every query (e5: "query: "), recorded in
+            the GGUF (`funes.query_prefix`) so every embedder of the file applies it.
+        passage_prefix: The same before every passage (e5: "passage: ").
 
     Raises:
         ConversionError: the directory is not a BERT model this converter understands.
     """
+    precision = Precision(precision)
     model = _load_hf_model(model_dir)
     _check_shapes(model)
-    texts, types = _vocab_texts(model.vocab)
-    _check_unique(model.source, texts)
     tensors = list(_mapped_tensors(model, keep=lambda n: not n.startswith("cls")))
     digest = _write_gguf(
         out_path,
@@ -595,10 +467,10 @@ def convert_embedding(
         max_tokens=model.max_tokens,
         precision=precision,
         tensors=tensors,
-        token_texts=texts,
-        token_types=types,
+        vocab=model.vocab,
         segment_offset=None,
         n_labels=0,
+        prefixes=(query_prefix, passage_prefix),
     )
     return ConversionResult(
         path=out_path,
@@ -608,7 +480,7 @@ def convert_embedding(
         pooling=model.pooling,
         max_tokens=model.max_tokens,
         n_ctx_train=int(model.config.get("max_position_embeddings", 512)),
-        vocab_size=len(model.vocab.tokens),
+        vocab_size=model.vocab.size,
         precision=precision,
     )
 
@@ -645,6 +517,7 @@ def convert_cross_encoder(
     Raises:
         ConversionError: not a BERT sequence classifier with a pooler.
     """
+    precision = Precision(precision)
     model = _load_hf_model(model_dir)
     _check_shapes(model)
     names = {n.removeprefix("bert.") for n in model.tensors}
@@ -654,8 +527,10 @@ def convert_cross_encoder(
     n_labels = int(_find(model, "classifier.weight").shape[0])
     if int(model.config.get("type_vocab_size", 2)) < 2:
         raise ConversionError(model.source, "no segment embeddings (type_vocab_size < 2)")
-    texts, types = _vocab_texts(model.vocab)
-    _check_unique(model.source, texts)
+    if model.vocab.kind != "wordpiece":
+        raise ConversionError(model.source, "the segment-id remedy of a cross-encoder needs a "
+                                            "WordPiece vocabulary")
+    texts, types = model.vocab.texts, model.vocab.types
     n_vocab = len(texts)
     from gguf import TokenType
 
@@ -680,8 +555,7 @@ def convert_cross_encoder(
         max_tokens=model.max_tokens,
         precision=precision,
         tensors=tensors,
-        token_texts=texts,
-        token_types=types,
+        vocab=dataclasses.replace(model.vocab, texts=texts, types=types),
         segment_offset=n_vocab,
         n_labels=n_labels,
     )

@@ -1,10 +1,16 @@
 """Sentence embeddings on the CPU through llama.cpp (the shared `runtime.Runtime`).
 
-An `Embedder` frames each text as `[CLS] … [SEP]` (the body truncated so the frame fits the
-model's cap, [SEP] kept last), decodes it, and L2-normalises the pooled vector in float32. The
-result: token ids identical to the reference WordPiece (`tokenizers`) on everything tested, and
-embeddings within cosine 0.99999 of a float64 reference BERT (the tokenisation rules live in
-`funes.inference.runtime`).
+An `Embedder` frames each text as `[CLS] … [SEP]` (`<s> … </s>` for a SentencePiece model; the
+body truncated so the frame fits the model's cap, the closing token kept last), decodes it,
+and L2-normalises the pooled vector in float32. The result: token ids identical to the
+reference tokenizer (`tokenizers`) on everything tested, and embeddings within cosine 0.99999
+of a float64 reference BERT (the tokenisation rules live in `funes.inference.runtime`).
+
+Some models are trained to see a query and a passage differently (multilingual-e5: "query: "
+and "passage: " before the text). Their GGUF records the two prefixes (`funes.query_prefix`,
+`funes.passage_prefix`, written by the converter from the catalog), and `embed_query` /
+`embed_passages` put them on; `embed` embeds text exactly as given. A memory's stamp is the
+GGUF's sha256, so vectors made with and without a model's prefixes can never be mixed.
 
 The module keeps one loaded model per file per process (`open_embedder`), because loading
 costs tens of milliseconds and a context tens of megabytes.
@@ -20,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from funes.inference.runtime import CONTEXT_QUANTUM, Runtime, clean_text, default_threads
+from funes.inference.vocab import PASSAGE_PREFIX_KEY, QUERY_PREFIX_KEY
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -61,6 +68,9 @@ class Embedder:
         self.max_text_tokens = self.max_tokens - len(runtime.prefix) - len(runtime.suffix)
         #: GGUF metadata (strings), e.g. `general.name`.
         self.metadata = dict(runtime.metadata)
+        #: Text put before a query / a passage ("" for a model that wants none).
+        self.query_prefix = self.metadata.get(QUERY_PREFIX_KEY, "")
+        self.passage_prefix = self.metadata.get(PASSAGE_PREFIX_KEY, "")
         #: Registry identity, set when loaded through `load_embedder` (None if opened by path).
         self.info: ModelInfo | None = None
 
@@ -109,9 +119,13 @@ class Embedder:
         return out
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        """Embed one text; returns a (dim,) float32 unit vector."""
-        vec: npt.NDArray[np.float32] = self.embed([text])[0]
+        """Embed one query (after the model's query prefix); a (dim,) float32 unit vector."""
+        vec: npt.NDArray[np.float32] = self.embed([self.query_prefix + _text(text)])[0]
         return vec
+
+    def embed_passages(self, texts: Iterable[str]) -> npt.NDArray[np.float32]:
+        """Embed passages (each after the model's passage prefix), as `embed` does."""
+        return self.embed(self.passage_prefix + _text(t) for t in texts)
 
     def close(self) -> None:
         """Free llama.cpp's memory; the embedder is unusable afterwards."""
@@ -120,6 +134,12 @@ class Embedder:
                 if value is self:
                     del _EMBEDDERS[key]
         self._rt.close()
+
+
+def _text(value: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected str, got {type(value).__name__}")
+    return value
 
 
 _CACHE_LOCK = threading.Lock()

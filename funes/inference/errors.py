@@ -20,7 +20,8 @@ class ConversionError(ModelError):
         super().__init__(
             f"cannot convert {source}: {detail}",
             hint="only BERT-family safetensors (BertModel, BertForSequenceClassification) "
-            "with a WordPiece vocabulary are supported; import a ready GGUF instead",
+            "with a WordPiece or SentencePiece Unigram vocabulary are supported; import a ready "
+            "GGUF instead",
         )
         self.source = source
 

@@ -74,6 +74,10 @@ class FakeEmbedder:
         vec: npt.NDArray[np.float32] = self.embed([text])[0]
         return vec
 
+    def embed_passages(self, texts: Iterable[str]) -> npt.NDArray[np.float32]:
+        """Passages embed like any text: the fake has no prefixes."""
+        return self.embed(texts)
+
 
 class FakeReranker:
     """Share of the query's distinct words found in the passage, as a logit in [-4, 4]."""

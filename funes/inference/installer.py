@@ -101,7 +101,10 @@ def _convert_into_cache(
     precision = Precision(known.precision)
     try:
         if known.kind == "embed":
-            result = convert_embedding(model_dir, staging, precision=precision, name=known.name)
+            result = convert_embedding(
+                model_dir, staging, precision=precision, name=known.name,
+                query_prefix=known.query_prefix, passage_prefix=known.passage_prefix,
+            )
         else:
             result = convert_cross_encoder(model_dir, staging, precision=precision, name=known.name)
         if known.sha256 is not None and result.sha256 != known.sha256:

@@ -40,7 +40,11 @@ class EmbedderProtocol(Protocol):
         ...
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        """One (dim,) unit vector."""
+        """One (dim,) unit vector for a query (the model's query prefix put on)."""
+        ...
+
+    def embed_passages(self, texts: Iterable[str]) -> npt.NDArray[np.float32]:
+        """An (n, dim) array for passages (the model's passage prefix put on)."""
         ...
 
 

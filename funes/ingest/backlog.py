@@ -364,7 +364,8 @@ def drain_held(
         texts_by_id = embed_texts(repo, ids, rep)
         vectors = []
         for i, cid in enumerate(ids):
-            vectors.append(embedder.embed_query(texts_by_id[cid]))
+            # a passage: models trained with a passage prefix (e5) get it from the embedder
+            vectors.append(embedder.embed_passages([texts_by_id[cid]])[0])
             if progress:
                 progress(done + i + 1, total, f"{stamp.name}")
             if budget is not None and time.monotonic() - start >= budget:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +209,75 @@ def installed_home(tmp_path_factory: pytest.TempPathFactory) -> Any:
     s = dataclasses.replace(load(), home=home)
     install("minilm-l6-v2", s, offline=True)
     return s
+
+
+@pytest.fixture
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The loopback Hub (tests/support/hubserver.py), with the real client pointed at it."""
+    from tests.support.hubserver import HubServer, client_env
+
+    with HubServer(tmp_path / "hub") as server:
+        client_env(monkeypatch, tmp_path / "hf-home", server)
+        from huggingface_hub import constants
+
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        yield server
+
+
+def serve_pinned(hub: Any, name: str, model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Serve `model_dir` as the Hub repository of the catalogued `name`, and pin to it.
+
+    The catalog entry keeps its repository and file list; for this test only, its revision
+    and sha256s become those of the served files (the real weights cannot be had here).
+    """
+    import hashlib
+
+    from funes.inference import catalog
+
+    known = catalog.KNOWN_MODELS[name]
+    (source,) = known.sources
+    assert isinstance(source, catalog.HubSnapshot)
+    files = {rel: (model_dir / rel).read_bytes() for rel, _ in source.files}
+    hub.create_repo(source.repo, repo_type="model", private=False)
+    revision = hub.commit_files(source.repo, files, repo_type="model")
+    pinned = catalog.HubSnapshot(
+        repo=source.repo, revision=revision,
+        files=tuple((rel, hashlib.sha256(data).hexdigest()) for rel, data in files.items()),
+    )
+    monkeypatch.setitem(catalog.KNOWN_MODELS, name, dataclasses.replace(known, sources=(pinned,)))
+    return pinned
+
+
+@pytest.fixture(scope="session")
+def e5_dir(work_dir: Path) -> Path:
+    """A tiny model in multilingual-e5-small's layout (tests/support/e5model.py)."""
+    from tests.support import e5model
+
+    return e5model.build(work_dir / "multilingual-e5-small")
+
+
+@pytest.fixture(scope="session")
+def e5_conversion(e5_dir: Path, work_dir: Path) -> ConversionResult:
+    """The synthetic e5 converted exactly as `install` converts the catalogued one."""
+    from funes.inference.catalog import E5_SMALL_MODEL, KNOWN_MODELS
+
+    known = KNOWN_MODELS[E5_SMALL_MODEL]
+    return convert_embedding(
+        e5_dir, work_dir / "e5.gguf", precision=Precision(known.precision), name=known.name,
+        query_prefix=known.query_prefix, passage_prefix=known.passage_prefix,
+    )
+
+
+@pytest.fixture(scope="session")
+def e5_embedder(e5_conversion: ConversionResult) -> Any:
+    from funes.inference.embedder import open_embedder
+
+    return open_embedder(e5_conversion.path)
+
+
+@pytest.fixture(scope="session")
+def e5_tokenizer(e5_dir: Path) -> Any:
+    from tests.support import e5model
+
+    return e5model.reference_tokenizer(e5_dir)

@@ -11,9 +11,8 @@ those of the served files.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,38 +20,17 @@ import pytest
 
 from funes.inference import catalog
 from funes.inference.catalog import DEFAULT_RERANK_MODEL, HubSnapshot
-from tests.support.hubserver import HubServer, client_env
+from tests.inference.conftest import serve_pinned
+from tests.support.hubserver import HubServer
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>':DeprecationWarning")
-
-
-@pytest.fixture
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
-    with HubServer(tmp_path / "hub") as server:
-        client_env(monkeypatch, tmp_path / "hf-home", server)
-        from huggingface_hub import constants
-
-        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-        yield server
 
 
 @pytest.fixture
 def served_reranker(hub: HubServer, cross_encoder_dir: Path,
                     monkeypatch: pytest.MonkeyPatch) -> HubSnapshot:
     """Serve a cross-encoder at the pinned repository and pin the catalog to it."""
-    known = catalog.KNOWN_MODELS[DEFAULT_RERANK_MODEL]
-    (source,) = known.sources
-    assert isinstance(source, HubSnapshot)
-    files = {rel: (cross_encoder_dir / rel).read_bytes() for rel, _ in source.files}
-    hub.create_repo(source.repo, repo_type="model", private=False)
-    revision = hub.commit_files(source.repo, files, repo_type="model")
-    pinned = HubSnapshot(
-        repo=source.repo, revision=revision,
-        files=tuple((rel, hashlib.sha256(data).hexdigest()) for rel, data in files.items()),
-    )
-    monkeypatch.setitem(catalog.KNOWN_MODELS, DEFAULT_RERANK_MODEL,
-                        dataclasses.replace(known, sources=(pinned,)))
+    pinned: HubSnapshot = serve_pinned(hub, DEFAULT_RERANK_MODEL, cross_encoder_dir, monkeypatch)
     return pinned
 
 
