@@ -331,6 +331,8 @@ def main() -> None:
                         default=Path(os.environ.get("FUNES_BENCH_CACHE")
                                      or Path.home() / ".cache" / "funes-bench") / "day0")
     parser.add_argument("--out", type=Path, help="also write the markdown block here")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the built memory (its path is printed) for analysis")
     args = parser.parse_args()
 
     entries = load_any(args.data)
@@ -352,7 +354,10 @@ def main() -> None:
         report = run(args, env, home, questions, len(sessions))
     finally:
         stop_detached(env, home)
-        shutil.rmtree(run_dir, ignore_errors=True)
+        if args.keep:
+            print(f"kept the memory: {home / '.funes'}", file=sys.stderr)
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
     print(report)
     if args.out:
         args.out.write_text(report + "\n")
