@@ -15,7 +15,7 @@ from funes.ingest.parsers.base import ParseError, walk_files
 from funes.ingest.parsers.registry import FORMATS
 from funes.ingest.parsers.turnfile import TurnFileCheck, is_turn_file
 from funes.ingest.parsers.turnfile import check as check_turn_file
-from funes.ingest.run import BATCH_BYTES, BATCH_CHUNKS, IndexSummary, index_sources, newest_first
+from funes.ingest.run import BATCH_BYTES, BATCH_CHUNKS, IndexSummary, index_sources
 from funes.ingest.sources import default_sources, explicit_sources
 from funes.ingest.state import memory_states, routed_states
 from funes.model.turns import Turn
@@ -158,7 +158,7 @@ def index(
         max_tokens = 256
     with contextlib.closing(states):
         summary = index_sources(
-            newest_first(sources), router, states, since=when, max_tokens=max_tokens,
+            sources, router, states, since=when, max_tokens=max_tokens, newest=True,
             progress=progress, tool_results=tool_results, searchable=make_searchable,
             scope=_within(workdir),
             batch_chunks=int(configured.config.get("index.batchChunks") or BATCH_CHUNKS),
