@@ -259,6 +259,10 @@ class Commit:
     #: commit without the retracted rows); other machines' fetches map the old one to it.
     #: Omitted when None.
     replaces: ObjectId | None = None
+    #: The redaction rules (funes.ingest.redact.rules_version) the chunks this commit adds
+    #: were redacted with, so a memory that receives them knows whether they met its own
+    #: (`funes status`). None: it adds no chunks, or an older funes wrote it. Omitted when None.
+    redaction: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (without `type`)."""
@@ -282,6 +286,8 @@ class Commit:
             data["tokenizer"] = self.tokenizer
         if self.replaces is not None:
             data["replaces"] = self.replaces
+        if self.redaction is not None:
+            data["redaction"] = self.redaction
         return data
 
     @classmethod
@@ -308,6 +314,7 @@ class Commit:
             links=_ids(data, "links") if "links" in data else (),
             tokenizer=_opt(data, "tokenizer", str),
             replaces=_replaced(data),
+            redaction=_opt(data, "redaction", str),
         )
 
     @property

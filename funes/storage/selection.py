@@ -137,9 +137,13 @@ def published_ids(repo: Repository, base: ObjectId | None) -> dict[str, set[str]
 
 def build(
     repo: Repository, base: ObjectId | None, chosen: dict[Session, set[str]],
-    links: Sequence[Link], message: str,
+    links: Sequence[Link], message: str, *, redaction: str | None = None,
 ) -> Built:
-    """The next commit of the published memory on top of `base` (its current tip)."""
+    """The next commit of the published memory on top of `base` (its current tip).
+
+    `redaction`: the rules the publish gate checks the new chunks with before they leave
+    (`Commit.redaction`).
+    """
     ids = set().union(*chosen.values()) if chosen else set()
     there = published_ids(repo, base)
     base_hidden = repo.tombstoned_ids(base) if base else set()
@@ -174,6 +178,7 @@ def build(
         message=message,
         chunk_count=total,
         links=link_ids,
+        redaction=redaction if new else None,
     )
     built.commit = repo.objects.put(sign_commit(repo, commit))
     return built
