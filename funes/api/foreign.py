@@ -40,8 +40,8 @@ from funes._env import Settings
 from funes.errors import UsageError
 from funes.inference import registry
 from funes.inference.catalog import DEFAULT_EMBED_MODEL, known_by_repo
-from funes.ingest.represent import label, representation
 from funes.ingest.redact import rules_version
+from funes.ingest.represent import label, representation
 from funes.ingest.scrub import note_ingest
 from funes.model.chunk import Chunk
 from funes.model.objects import ExclusionRule, ModelStamp
