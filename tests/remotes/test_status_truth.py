@@ -10,8 +10,11 @@ does not make them look current.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from funes import api
 from funes.api import security
@@ -20,6 +23,7 @@ from funes.api.syncstate import last_sync
 from funes.ingest.redact import rules_version
 from funes.ingest.scrub import UNRECORDED, stored_rules
 from funes.storage.repo import Repository
+from tests.agents.conftest import funes_mcp, mcp_session
 from tests.builders import make_batch, make_chunk
 from tests.remotes.conftest import World
 from tests.security.conftest import AWS_KEY
@@ -91,19 +95,24 @@ def test_chunks_an_older_funes_wrote_still_ask_for_scrub_after_they_travel(
     assert api.status(c).redaction_outdated is None
 
 
-def test_a_sync_the_gate_held_chunks_back_from_is_not_ok(world: World) -> None:
+def test_a_sync_the_gate_held_chunks_back_from_is_not_ok(world: World, run: Any,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     a = world.machine("a")
     dirty = make_chunk(100, session="leaky", text=f"export AWS_ACCESS_KEY_ID={AWS_KEY}")
     a.commit_chunks([*make_batch(0, 3), dirty], "index: stored before a detector existed")
-    synced = api.sync(a)
-    assert synced.pushed is not None and len(synced.pushed.held) == 1
+    monkeypatch.chdir(a.path.parent)
+    synced = run("sync")
+    assert synced.exit_code == 1 and "held back 1 chunk(s)" in synced.stdout, synced.stdout
     last = last_sync(a, "origin")
     assert last is not None and not last.ok and last.held == 1
     line = next(x for x in _status(a).splitlines() if x.startswith("remote   origin"))
     assert " ok (" not in line and "INCOMPLETE: sync: the publish gate held back 1 chunk(s)" \
         in line and "fix: `funes scrub && funes sync origin`" in line, line
-    status: Any = json.loads(json.dumps(api.remote_status(a)[0], default=vars))
-    assert status["last"]["ok"] is False and status["last"]["held"] == 1
+    remote = json.loads(run("--format", "json", "status", "--offline").stdout)["remotes"][0]
+    assert remote["last"]["ok"] is False and remote["last"]["held"] == 1
+    tools = mcp_session(funes_mcp(), [("status", {})], cwd=a.path.parent,
+                        env={k: v for k, v in os.environ.items() if k.startswith("HF_")})[2]
+    assert "INCOMPLETE: sync: the publish gate held back 1 chunk(s)" in tools[0][1], tools[0][1]
 
     security.scrub(a)  # the fix the line names
     api.sync(a)
