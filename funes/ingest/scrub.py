@@ -9,7 +9,7 @@ originals' bytes from disk; the publish gate keeps them off remotes meanwhile.
 
 The rules the stored chunks were redacted with are recorded in ``index/redaction.json``
 (ingest writes it for a new memory, scrub after a full pass, a merge from what each incoming
-commit says its chunks met), so `funes status` can say when an upgrade brought rules the
+chunks manifest says its rows met), so `funes status` can say when an upgrade brought rules the
 stored chunks have not met yet, and says nothing for chunks this version wrote elsewhere.
 """
 
@@ -69,7 +69,7 @@ def note_ingest(repo: Repository) -> None:
 def note_merged(repo: Repository, stamps: Iterable[str | None], had_chunks: bool) -> None:
     """After a merge (pull, sync, clone, a remote's copy) brought chunks: which rules they met.
 
-    Each incoming commit that adds chunks says which rules redacted them (`Commit.redaction`;
+    Each incoming chunks manifest says which rules redacted its rows (`Manifest.redaction`;
     None: a funes older than the stamp wrote it). The record keeps the oldest rules stored
     chunks met: it stays at the installed rules only when every incoming chunk met those too,
     so a clone of what this version wrote needs no `funes scrub`, and one of an older funes's

@@ -473,7 +473,7 @@ class Repository:
         `restamp` replaces the embedding model stamp with `model` (`funes reindex`), where
         otherwise a different model is refused. `tokenizer` re-stamps the full-text tokenizer
         (`funes reindex --tokenizer`); otherwise the parent's is carried forward. `redaction`:
-        the rules the chunks were redacted with, stamped on the commit when it adds any.
+        the rules the chunks were redacted with, stamped on their manifest.
         `message` may be a function of the number of chunks actually added (known only after
         deduplication).
         """
@@ -537,7 +537,8 @@ class Repository:
             )
             records = self.chunks.write_fragments(chunks_to_arrow(ordered))
             manifests.append(
-                self.objects.put(Manifest("chunks", tuple(sorted(fresh)), tuple(records)))
+                self.objects.put(Manifest("chunks", tuple(sorted(fresh)), tuple(records),
+                                          redaction))
             )
             journal_tables["chunks"] = [f.path for r in records for f in r.files]
             appends.append((self.chunks, records))
@@ -570,7 +571,6 @@ class Repository:
             chunk_count=base_count + len(fresh) - removed + restored,
             links=link_ids,
             tokenizer=words,
-            redaction=redaction if fresh else None,
         )
         commit = sign_commit(self, commit)  # signed when $FUNES_HOME/keys/signing.key exists
         oid = self.objects.put(commit)

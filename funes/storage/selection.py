@@ -142,7 +142,7 @@ def build(
     """The next commit of the published memory on top of `base` (its current tip).
 
     `redaction`: the rules the publish gate checks the new chunks with before they leave
-    (`Commit.redaction`).
+    (`Manifest.redaction`).
     """
     ids = set().union(*chosen.values()) if chosen else set()
     there = published_ids(repo, base)
@@ -152,7 +152,7 @@ def build(
     have_vectors = set().union(*(v for t, v in there.items() if t != "chunks"))
     vector_ids = (ids | there.get("chunks", set())) - have_vectors - repo.tombstoned_ids()
     forgotten = (there.get("chunks", set()) - base_hidden) & repo.tombstoned_ids()
-    chunk_manifest = publish.rows_manifest(repo, "chunks", new)
+    chunk_manifest = publish.rows_manifest(repo, "chunks", new, redaction=redaction)
     vector_manifest = publish.rows_manifest(repo, home, vector_ids)
     manifests = [m for m in (chunk_manifest, vector_manifest) if m is not None]
     vectors = len(repo.objects.manifest(vector_manifest).ids) if vector_manifest else 0
@@ -178,7 +178,6 @@ def build(
         message=message,
         chunk_count=total,
         links=link_ids,
-        redaction=redaction if new else None,
     )
     built.commit = repo.objects.put(sign_commit(repo, commit))
     return built

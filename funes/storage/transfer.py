@@ -551,8 +551,8 @@ class MergeResult:
     fragments: int  # fragments appended to the local tables
     rows: int  # rows those fragments hold (duplicates of local rows included)
     chunk_count: int  # chunks visible after the merge (the union, tombstones applied)
-    #: The redaction stamps (`Commit.redaction`) of the incoming commits that add chunks
-    #: (None: an older funes wrote one), so the memory knows which rules its new chunks met.
+    #: The redaction stamps (`Manifest.redaction`) of the incoming chunk manifests (None: an
+    #: older funes wrote one), so the memory knows which rules its new chunks met.
     redaction: frozenset[str | None] = frozenset()
 
 
@@ -645,7 +645,7 @@ def _fragments_to_append(
 ) -> tuple[dict[str, list[FragmentRecord]], dict[str, list[str]], int, frozenset[str | None]]:
     """Fragments the incoming commits add that the local tables do not hold yet.
 
-    Also the redaction stamps of the incoming commits that add chunks (`MergeResult`).
+    Also the redaction stamps of the incoming chunk manifests (`MergeResult.redaction`).
     """
     present: dict[str, set[str]] = {}
     appends: dict[str, list[FragmentRecord]] = {}
@@ -657,7 +657,7 @@ def _fragments_to_append(
         for mid in commit.manifests:
             manifest = repo.objects.manifest(mid)
             if manifest.table == "chunks":
-                rules.add(commit.redaction)
+                rules.add(manifest.redaction)
             table = repo.table(manifest.table)
             if manifest.table not in present:
                 present[manifest.table] = table.logical_paths() if table.exists() else set()
