@@ -120,3 +120,15 @@ def test_a_sync_the_gate_held_chunks_back_from_is_not_ok(world: World, run: Any,
     api.sync(a)
     last = last_sync(a, "origin")
     assert last is not None and last.ok and not last.held
+
+
+def test_a_manifest_keeps_its_rules_stamp_and_older_manifests_parse() -> None:
+    from funes.model.objects import MalformedObjectError, Manifest, decode, encode
+
+    stamped = Manifest("chunks", ("a" * 64,), (), rules_version())
+    assert decode(encode(stamped)[1]) == stamped
+    older = Manifest("chunks", ("a" * 64,), ())
+    assert "redaction" not in older.to_dict()  # manifests written before keep their ids
+    assert decode(encode(older)[1]).redaction is None
+    with pytest.raises(MalformedObjectError, match="too long"):
+        Manifest.from_dict({**older.to_dict(), "redaction": "x" * 201})
