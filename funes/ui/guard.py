@@ -39,7 +39,7 @@ SECURITY_HEADERS = (
      b"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
     (b"x-frame-options", b"DENY"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),  # no-referrer would make Origin "null"
     (b"cache-control", b"no-store"),
     (b"cross-origin-resource-policy", b"same-origin"),
 )
