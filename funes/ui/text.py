@@ -18,13 +18,19 @@ from markupsafe import Markup
 REDACTION = re.compile(r"\[REDACTED:([A-Za-z0-9_.\-]{1,64})\]")
 #: Query words worth marking (short ones would mark half a page).
 _WORD = re.compile(r"\w{3,}", re.UNICODE)
+#: Words too common to be worth marking (English; a question's other words still are).
+_COMMON = frozenset(
+    "the and for are was were has have had not but you your our can does did how what when "
+    "where which who why with this that these those from into about there their then than "
+    "will would should could been being its any all".split())
 
 
 def terms_of(query: str | None) -> list[str]:
     """The words of a query that a page marks where they occur."""
     if not query:
         return []
-    return list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))[:12]
+    words = (w.lower() for w in _WORD.findall(query))
+    return list(dict.fromkeys(w for w in words if w not in _COMMON))[:12]
 
 
 def _pattern(terms: Iterable[str]) -> re.Pattern[str]:
