@@ -27,6 +27,7 @@ PAGES = (
 
 
 def main() -> int:
+    """Build the memory, serve it, photograph each page into docs/ui/."""
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
         os.environ.update(HOME=str(home), FUNES_HOME=str(home / ".funes"), FUNES_SERVE="off",

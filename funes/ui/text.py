@@ -19,10 +19,12 @@ REDACTION = re.compile(r"\[REDACTED:([A-Za-z0-9_.\-]{1,64})\]")
 #: Query words worth marking (short ones would mark half a page).
 _WORD = re.compile(r"\w{3,}", re.UNICODE)
 #: Words too common to be worth marking (English; a question's other words still are).
-_COMMON = frozenset(
-    "the and for are was were has have had not but you your our can does did how what when "
-    "where which who why with this that these those from into about there their then than "
-    "will would should could been being its any all".split())
+_COMMON = frozenset({
+    "the", "and", "for", "are", "was", "were", "has", "have", "had", "not", "but", "you", "your",
+    "our", "can", "does", "did", "how", "what", "when", "where", "which", "who", "why", "with",
+    "this", "that", "these", "those", "from", "into", "about", "there", "their", "then", "than",
+    "will", "would", "should", "could", "been", "being", "its", "any", "all",
+})
 
 
 def terms_of(query: str | None) -> list[str]:
