@@ -35,9 +35,10 @@ def claude_lines(session: str, cwd: str, texts: list[tuple[str, Any]], day: str)
 
 
 def planted_transcript(directory: Path, session: str = PLANTED_SESSION,
-                       passage: str = PLANTED, day: str = "2026-03-04") -> Path:
+                       passage: str = PLANTED, day: str = "2026-03-04",
+                       cwd: str = "/src/heliotrope") -> Path:
     path = directory / f"{session}.jsonl"
-    path.write_text(claude_lines(session, "/src/heliotrope", [
+    path.write_text(claude_lines(session, cwd, [
         ("user", "How long does the cache keep entries? Look at the config."),
         ("assistant", [
             {"type": "text", "text": f"I read the settings: {passage}. "
