@@ -32,16 +32,25 @@ def main() -> int:
         home = Path(tmp) / "home"
         os.environ.update(HOME=str(home), FUNES_HOME=str(home / ".funes"), FUNES_SERVE="off",
                           FUNES_AUTHOR_NAME="Ada Example", FUNES_AUTHOR_EMAIL="ada@example.org")
+        from dataclasses import replace
+        from datetime import UTC, datetime
+
         from funes import api
         from funes.ui.server import UiServer
+        from tests.gitlink.conftest import dulwich_commit, init_git
         from tests.ui.browser import chromium
         from tests.ui.conftest import OWN_FIXTURES, planted_transcript
 
-        settings = api.load_settings()
-        repo = api.init(settings, Path(tmp) / "app").repo
-        planted = planted_transcript(Path(tmp))
+        code = init_git(Path(tmp) / "heliotrope")
+        settings = replace(api.load_settings(), cwd=code)
+        repo = api.init(settings, code).repo
+        planted = planted_transcript(Path(tmp), cwd=str(code))
         fixtures = sorted((OWN_FIXTURES / "traces" / "claude").glob("*.jsonl"))
         api.index(settings, memory=str(repo.path), paths=[str(p) for p in [*fixtures, planted]])
+        when = int(datetime(2026, 3, 4, 11, 0, tzinfo=UTC).timestamp())
+        dulwich_commit(code, {"config/cache.toml": "ttl_seconds = 90\n"},
+                       "Cache: evict after ninety seconds", when)
+        api.link_commit(settings, index=False)
         server = UiServer.make(settings, [str(repo.path)]).start()
         out = ROOT / "docs" / "ui"
         out.mkdir(parents=True, exist_ok=True)
