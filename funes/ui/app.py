@@ -49,6 +49,8 @@ class UiState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
     _opened: dict[str | None, api.MemoryChoice] = field(default_factory=dict)
+    #: Each open memory's HEAD (by label) once the watcher has warmed its listing for it.
+    heads: dict[str, str | None] = field(default_factory=dict)
 
     def choice(self, label: str | None) -> api.MemoryChoice:
         """The memory a page reads: one of those `funes ui` was started with, never another.
@@ -167,31 +169,59 @@ def static(request: Request) -> Response:
                     headers={"Cache-Control": "no-store"})
 
 
+def watch(state: UiState) -> None:
+    """Follow each open memory's HEAD; when it moves, warm the listing, then tell the pages.
+
+    One look at HEAD a second for all pages (a ref read). A new HEAD (a hook indexed a turn,
+    an index run, a pull) makes the session catalogue stale: it is rebuilt here, once, before
+    `heads` moves and the live pages ask for the timeline again, so neither they nor the next
+    person opening `/` wait for it.
+    """
+    while not state.stopping.is_set():
+        for choice in list(state._opened.values()):
+            try:
+                with state.lock:
+                    head = overview.head_id(choice.repo)
+                if choice.label in state.heads and head == state.heads[choice.label]:
+                    continue
+                with state.lock:
+                    api.sessions(choice.repo, limit=1)
+            except (FunesError, OSError):
+                head = None  # a page shows the error; keep watching
+            state.heads[choice.label] = head
+        state.stopping.wait(POLL_SECONDS)
+
+
 def events(state: UiState) -> Callable[[Request], Any]:
     """Server-sent events: `head` whenever the memory's HEAD moves (a hook indexed a turn)."""
 
     async def events(request: Request) -> Response:
         label = request.query_params.get("memory") or None
 
-        def look() -> str | None:
+        def resolve() -> tuple[str, str | None]:
             with state.lock:
-                return overview.head_id(state.choice(label).repo)
+                choice = state.choice(label)
+                known = state.heads.get(choice.label)
+                return choice.label, known if choice.label in state.heads \
+                    else overview.head_id(choice.repo)
+
+        name, last = await asyncio.to_thread(resolve)
 
         async def stream() -> AsyncIterator[bytes]:
-            last = await asyncio.to_thread(look)
+            nonlocal last
             yield b"retry: 2000\n\n"
             quiet = 0.0
             while not state.stopping.is_set():
-                await asyncio.sleep(POLL_SECONDS)
+                await asyncio.sleep(POLL_SECONDS / 2)
                 if await request.is_disconnected():
                     return
-                now = await asyncio.to_thread(look)
+                now = state.heads.get(name, last)
                 if now != last:
                     last = now
                     quiet = 0.0
                     yield f"event: head\ndata: {now or ''}\n\n".encode()
                 else:
-                    quiet += POLL_SECONDS
+                    quiet += POLL_SECONDS / 2
                     if quiet >= 15:
                         quiet = 0.0
                         yield b": still here\n\n"

@@ -20,7 +20,7 @@ from funes import api
 from funes._env import display_available
 from funes.errors import FunesError
 from funes.ui import pages
-from funes.ui.app import Pages, UiState, events, static
+from funes.ui.app import Pages, UiState, events, static, watch
 from funes.ui.guard import Guard
 
 __all__ = ["HOST", "PortInUseError", "UiServer", "build_app", "serve_ui"]
@@ -107,11 +107,15 @@ class UiServer:
 
     def run(self) -> None:
         """Serve until interrupted (Ctrl-C) or `stop`."""
+        watcher = threading.Thread(target=watch, args=(self.state,), name="funes-ui-watch",
+                                   daemon=True)
+        watcher.start()
         try:
             self.server.run(sockets=[self.sock])
         finally:
             self.state.stopping.set()
             self.sock.close()
+            watcher.join(30)
 
     def start(self) -> UiServer:
         """Serve from a background thread (tests, the bench); returns once it answers."""
