@@ -58,7 +58,7 @@ def timing(headers: dict[str, str]) -> dict[str, float]:
 
 
 def p(xs: Sequence[float], q: float) -> float:
-    return br.pct(list(xs), q)
+    return br.pct(list(xs), q) / 1000  # br.pct takes seconds; these are milliseconds
 
 
 def figure(totals: Sequence[float], libs: Sequence[float]) -> str:

@@ -205,3 +205,26 @@ def test_a_taken_port_is_a_clear_error(ui_server: Any, settings: Any, ui_memory:
     with pytest.raises(PortInUseError, match="cannot listen") as caught:
         UiServer.make(settings, [str(ui_memory)], ui_server.state.port)
     assert caught.value.hint and "--port" in caught.value.hint
+
+
+def test_events_announce_a_new_head(ui_server: Any, settings: Any, ui_memory: Path) -> None:
+    from funes import api
+    from tests.ui.conftest import planted_transcript
+
+    conn = http.client.HTTPConnection("127.0.0.1", ui_server.state.port, timeout=60)
+    conn.request("GET", "/events", headers={"Host": f"127.0.0.1:{ui_server.state.port}"})
+    response = conn.getresponse()
+    assert response.status == 200
+    assert response.getheader("Content-Type", "").startswith("text/event-stream")
+    assert response.readline() == b"retry: 2000\n"
+    path = planted_transcript(ui_memory.parent, "new-session-0003", "a fresh turn arrives")
+    api.index(settings, memory=str(ui_memory), paths=[str(path)])
+    head = api.log(api.open_memory(settings, str(ui_memory)), limit=1)[0].id
+    lines = []
+    while not lines or lines[-1] != f"data: {head}":
+        line = response.readline().decode().strip()
+        assert line.startswith(("event:", "data:", ":", "")), line
+        if line:
+            lines.append(line)
+    assert "event: head" in lines
+    conn.close()
