@@ -61,9 +61,9 @@ def p(xs: Sequence[float], q: float) -> float:
     return br.pct(list(xs), q) / 1000  # br.pct takes seconds; these are milliseconds
 
 
-def figure(totals: Sequence[float], libs: Sequence[float]) -> str:
+def figure(totals: Sequence[float], libs: Sequence[float], cpus: Sequence[float]) -> str:
     return (f"p50 {p(totals, 50):.0f} ms, p95 {p(totals, 95):.0f} ms, max {max(totals):.0f} ms "
-            f"(library p50 {p(libs, 50):.0f} ms)")
+            f"(library p50 {p(libs, 50):.0f} ms; server CPU p50 {p(cpus, 50):.0f} ms)")
 
 
 def browser_weights(url: str, paths: Sequence[str]) -> list[tuple[str, int, int, int]]:
@@ -78,18 +78,23 @@ def browser_weights(url: str, paths: Sequence[str]) -> list[tuple[str, int, int,
     with tempfile.TemporaryDirectory() as tmp, chromium(Path(tmp) / "profile") as context:
         for path in paths:
             page = context.new_page()
-            seen: list[Any] = []
+            asked: list[Any] = []
+            done: list[Any] = []
 
-            def finished(request: Any, seen: list[Any] = seen) -> None:
-                seen.append(request)
+            def sent(request: Any, asked: list[Any] = asked) -> None:
+                asked.append(request)
 
+            def finished(request: Any, done: list[Any] = done) -> None:
+                done.append(request)
+
+            page.on("request", sent)
             page.on("requestfinished", finished)
             page.goto(url.rstrip("/") + path, wait_until="load")
             page.wait_for_timeout(300)
+            size = sum(r.sizes()["responseBodySize"] for r in done)
+            foreign = sum(1 for r in asked if not r.url.startswith(url))
             page.close()
-            size = sum(r.sizes()["responseBodySize"] for r in seen)
-            foreign = sum(1 for r in seen if not r.url.startswith(url))
-            out.append((path, len(seen), size, foreign))
+            out.append((path, len(asked), size, foreign))
     return out
 
 
@@ -127,27 +132,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         fetch(port, "/")  # warm: imports, templates, the catalogue
         fetch(port, "/search?" + urlencode({"q": queries[0]}))  # warm: models loaded
         load = br.load_now()
-        tot, lib = [], []
+        tot, lib, cpu = [], [], []
         for _ in range(args.reps):
             status, headers, _ = fetch(port, "/")
             assert status == 200
             t = timing(headers)
             tot.append(t["total"])
             lib.append(t["lib"])
+            cpu.append(t["cpu"])
         add((f"timeline first page `/` (catalogue cached), {label}",
-                     figure(tot, lib), f"{load} → {br.load_now()}"))
+                     figure(tot, lib, cpu), f"{load} → {br.load_now()}"))
         load = br.load_now()
-        tot, lib = [], []
+        tot, lib, cpu = [], [], []
         for _ in range(max(3, args.reps // 4)):
             rbrowse._catalogues.clear()
             status, headers, _ = fetch(port, "/")
             t = timing(headers)
             tot.append(t["total"])
             lib.append(t["lib"])
+            cpu.append(t["cpu"])
         add((f"timeline first page `/`, catalogue rebuilt (first view after a commit), "
-                     f"{label}", figure(tot, lib), f"{load} → {br.load_now()}"))
+                     f"{label}", figure(tot, lib, cpu), f"{load} → {br.load_now()}"))
         load = br.load_now()
-        tot, lib = [], []
+        tot, lib, cpu = [], [], []
         hits = []
         for q in queries:
             status, headers, body = fetch(port, "/search?" + urlencode({"q": q}))
@@ -155,10 +162,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             t = timing(headers)
             tot.append(t["total"])
             lib.append(t["lib"])
+            cpu.append(t["cpu"])
             hits.append(body.count(b'<li class="hit">'))
         add((f"search `/search?q=…` ({len(queries)} LongMemEval questions, reranked "
                      f"within recall's budget, {sum(hits) / len(hits):.1f} hits each), {label}",
-                     figure(tot, lib), f"{load} → {br.load_now()}"))
+                     figure(tot, lib, cpu), f"{load} → {br.load_now()}"))
         first = api.sessions(api.open_memory(rs, str(mem.path)), limit=1).sessions[0]
         paths = ["/", "/search?" + urlencode({"q": queries[0]}),
                  f"/session/{quote(first.session_id)}", "/commits", "/memory"]
@@ -171,9 +179,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                          f"HTML); external addresses in the HTML: {len(external)}",
                          br.load_now()))
         for path, count, size, foreign in browser_weights(ui.url, paths):
+            note = " (the timeline's event stream counted, open)" if path == "/" else ""
             add((f"Chromium loading `{path[:60]}`",
-                         f"{count} request(s), {size / 1024:.1f} KB, "
-                         f"{foreign} request(s) not to the server", br.load_now()))
+                 f"{count} request(s){note}, {size / 1024:.1f} KB, {foreign} request(s) not "
+                 "to the server", br.load_now()))
     finally:
         ui.stop()
     text = "\n".join([
