@@ -62,8 +62,10 @@ def p(xs: Sequence[float], q: float) -> float:
 
 
 def figure(totals: Sequence[float], libs: Sequence[float], cpus: Sequence[float]) -> str:
+    own = [t - lib for t, lib in zip(totals, libs, strict=True)]
     return (f"p50 {p(totals, 50):.0f} ms, p95 {p(totals, 95):.0f} ms, max {max(totals):.0f} ms "
-            f"(library p50 {p(libs, 50):.0f} ms; server CPU p50 {p(cpus, 50):.0f} ms)")
+            f"(library p50 {p(libs, 50):.0f} ms, the page's own p50 {p(own, 50):.1f} ms; "
+            f"server CPU p50 {p(cpus, 50):.0f} ms)")
 
 
 def browser_weights(url: str, paths: Sequence[str]) -> list[tuple[str, int, int, int]]:
