@@ -18,11 +18,13 @@ __all__ = [
     "BranchInfo",
     "CodeCommitPage",
     "LinkedCode",
+    "Origin",
     "branches",
     "code_commits",
     "head_id",
     "hidden_count",
     "session_commits",
+    "session_origins",
 ]
 
 #: Most code commits one page lists.
@@ -124,3 +126,61 @@ def head_id(repo: Repository) -> str | None:
     """The memory's HEAD commit id: what changes when an index run or a hook adds a turn."""
     head = repo.head()
     return str(head) if head is not None else None
+
+
+# -- where each session came from ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Who committed a session's chunks into the memory, and on which machine."""
+
+    author: str  # "Name <email>" of the memory commit
+    host: str
+
+    @property
+    def label(self) -> str:
+        """`Name@host`, as the timeline shows and filters it."""
+        name = self.author.split("<", 1)[0].strip() or self.author
+        return f"{name}@{self.host}"
+
+
+_origins: dict[tuple[str, str | None], dict[str, tuple[Origin, ...]]] = {}
+
+
+def session_origins(repo: Repository) -> dict[str, tuple[Origin, ...]]:
+    """Each session's origins: the author and host of the commits that added its chunks.
+
+    A session indexed on one machine has one; a session continued on a teammate's machine and
+    merged here has several (oldest first). Walks the history once per HEAD (a manifest
+    read per commit, a scan of two columns), kept in the process; funes ui's watcher computes
+    it in the background when HEAD moves.
+    """
+    head = head_id(repo)
+    key = (str(repo.path.resolve()), head)
+    found = _origins.get(key)
+    if found is not None:
+        return found
+    by_chunk: dict[str, Origin] = {}
+    commits = list(repo.walk())
+    for _, commit in reversed(commits):  # oldest first: a chunk's origin is its first adder
+        origin = Origin(commit.author, commit.host)
+        for mid in commit.manifests:
+            manifest = repo.objects.manifest(mid)
+            if manifest.table != "chunks":
+                continue
+            for cid in manifest.ids:
+                by_chunk.setdefault(cid, origin)
+    out: dict[str, dict[Origin, None]] = {}
+    if repo.chunks.exists() and by_chunk:
+        table = repo.chunks.dataset().to_table(columns=["id", "session_id"])
+        for cid, sid in zip(table.column("id").to_pylist(),
+                            table.column("session_id").to_pylist(), strict=True):
+            adder = by_chunk.get(cid)
+            if adder is not None:
+                out.setdefault(sid, {})[adder] = None
+    result = {sid: tuple(origins) for sid, origins in out.items()}
+    for old in [k for k in _origins if k[0] == key[0]]:
+        del _origins[old]  # one HEAD per memory is enough for a page
+    _origins[key] = result
+    return result

@@ -194,6 +194,7 @@ def watch(state: UiState) -> None:
                     continue
                 with state.lock:
                     api.sessions(choice.repo, limit=1)
+                    overview.session_origins(choice.repo)
             except (FunesError, OSError):
                 head = None  # a page shows the error; keep watching
             state.heads[choice.label] = head

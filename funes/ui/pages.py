@@ -74,9 +74,17 @@ class Handlers:
             project, harness = _multi(request, "project"), _multi(request, "agent")
             since = request.query_params.get("since") or None
             offset = _int(request, "offset", 0) or 0
-            page = self.pages.call(timer, api.sessions, choice.repo, project=project,
-                                   harness=harness, since=since, limit=TIMELINE_PAGE,
-                                   offset=offset)
+            origin = request.query_params.get("origin") or None
+            with self.pages.library(timer):
+                origins = overview.session_origins(choice.repo)
+                only = None
+                if origin is not None:
+                    only = {sid for sid, found in origins.items()
+                            if any(o.label == origin for o in found)}
+                page = api.sessions(choice.repo, project=project, harness=harness,
+                                    since=since, limit=TIMELINE_PAGE, offset=offset,
+                                    only=only)
+            labels = sorted({o.label for found in origins.values() for o in found})
             days: dict[str, list[api.SessionInfo]] = {}
             for info in page.sessions:
                 days.setdefault(text.day_of(info.end or info.start), []).append(info)
@@ -86,6 +94,7 @@ class Handlers:
                 request, timer, "timeline.html", title="Timeline", choice=choice, page=page,
                 days=days, project=" ".join(project), agent=" ".join(harness),
                 since=since or "", harnesses=api.HARNESSES, more=more, live=True,
+                origins=origins, origin_labels=labels, origin=origin or "",
                 notice=request.query_params.get("done"))
 
         return self._page(request, body)

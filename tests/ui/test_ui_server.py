@@ -228,3 +228,30 @@ def test_events_announce_a_new_head(ui_server: Any, settings: Any, ui_memory: Pa
             lines.append(line)
     assert "event: head" in lines
     conn.close()
+
+
+def test_the_timeline_names_and_filters_who_committed_each_session(
+        ui_server: Any, settings: Any, ui_memory: Path) -> None:
+    import socket as sock
+    from dataclasses import replace
+
+    from funes import api
+    from funes.api import overview
+    from tests.ui.conftest import planted_transcript
+
+    other = replace(settings, author_name="Bea Other", author_email="bea@example.org")
+    path = planted_transcript(ui_memory.parent, "bea-session-0004", "bea's own passage")
+    api.index(other, memory=str(ui_memory), paths=[str(path)])
+    origins = overview.session_origins(api.open_memory(settings, str(ui_memory)))
+    host = {o.host for found in origins.values() for o in found}
+    assert len(host) == 1 and next(iter(host)) in (sock.gethostname(), sock.getfqdn())
+    bea = f"Bea Other@{next(iter(host))}"
+    mine = f"Test Author@{next(iter(host))}"
+    assert [o.label for o in origins["bea-session-0004"]] == [bea]
+    assert [o.label for o in origins[PLANTED_SESSION]] == [mine]
+    _, _, page = request(ui_server, "GET", "/")
+    assert f"from <span title=\"Bea Other &lt;bea@example.org&gt;\">{bea}</span>" in page
+    _, _, only = request(ui_server, "GET", "/?" + urlencode({"origin": bea}))
+    assert "bea-session-0004" in only and PLANTED_SESSION not in only
+    _, _, rest = request(ui_server, "GET", "/?" + urlencode({"origin": mine}))
+    assert "bea-session-0004" not in rest and PLANTED_SESSION in rest
