@@ -145,32 +145,42 @@ class Origin:
         return f"{name}@{self.host}"
 
 
-_origins: dict[tuple[str, str | None], dict[str, tuple[Origin, ...]]] = {}
+@dataclass
+class _Adders:
+    """Which commit first added each chunk, for the commits read so far (one per memory)."""
+
+    seen: set[str]
+    by_chunk: dict[str, Origin]
+    head: str | None = None
+    sessions: dict[str, tuple[Origin, ...]] | None = None
+
+
+_adders: dict[str, _Adders] = {}
 
 
 def session_origins(repo: Repository) -> dict[str, tuple[Origin, ...]]:
     """Each session's origins: the author and host of the commits that added its chunks.
 
     A session indexed on one machine has one; a session continued on a teammate's machine and
-    merged here has several (oldest first). Walks the history once per HEAD (a manifest
-    read per commit, a scan of two columns), kept in the process; funes ui's watcher computes
-    it in the background when HEAD moves.
+    merged here has several (oldest first). Kept in the process per memory: when HEAD moves,
+    only the manifests of commits not read before are read (a hook's commit adds one), then
+    two columns of the chunk table are scanned; funes ui's watcher does it in the background.
     """
     head = head_id(repo)
-    key = (str(repo.path.resolve()), head)
-    found = _origins.get(key)
-    if found is not None:
-        return found
-    by_chunk: dict[str, Origin] = {}
-    commits = list(repo.walk())
-    for _, commit in reversed(commits):  # oldest first: a chunk's origin is its first adder
+    state = _adders.setdefault(str(repo.path.resolve()), _Adders(set(), {}))
+    if state.sessions is not None and state.head == head:
+        return state.sessions
+    fresh = [(oid, commit) for oid, commit in repo.walk() if str(oid) not in state.seen]
+    for oid, commit in reversed(fresh):  # oldest first: a chunk's origin is its first adder
         origin = Origin(commit.author, commit.host)
         for mid in commit.manifests:
             manifest = repo.objects.manifest(mid)
             if manifest.table != "chunks":
                 continue
             for cid in manifest.ids:
-                by_chunk.setdefault(cid, origin)
+                state.by_chunk.setdefault(cid, origin)
+        state.seen.add(str(oid))
+    by_chunk = state.by_chunk
     out: dict[str, dict[Origin, None]] = {}
     if repo.chunks.exists() and by_chunk:
         table = repo.chunks.dataset().to_table(columns=["id", "session_id"])
@@ -179,8 +189,6 @@ def session_origins(repo: Repository) -> dict[str, tuple[Origin, ...]]:
             adder = by_chunk.get(cid)
             if adder is not None:
                 out.setdefault(sid, {})[adder] = None
-    result = {sid: tuple(origins) for sid, origins in out.items()}
-    for old in [k for k in _origins if k[0] == key[0]]:
-        del _origins[old]  # one HEAD per memory is enough for a page
-    _origins[key] = result
-    return result
+    state.sessions = {sid: tuple(origins) for sid, origins in out.items()}
+    state.head = head
+    return state.sessions
