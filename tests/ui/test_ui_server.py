@@ -11,7 +11,7 @@ import re
 import socket
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote_plus, urlencode
 
 import pytest
 
@@ -255,3 +255,35 @@ def test_the_timeline_names_and_filters_who_committed_each_session(
     assert "bea-session-0004" in only and PLANTED_SESSION not in only
     _, _, rest = request(ui_server, "GET", "/?" + urlencode({"origin": mine}))
     assert "bea-session-0004" not in rest and PLANTED_SESSION in rest
+
+
+def test_push_and_sync_through_the_pages_reach_a_directory_remote(
+        ui_memory: Path, settings: Any, tmp_path: Path) -> None:
+    from funes import api
+    from funes.ui.server import UiServer
+
+    remote = tmp_path / "team-remote"
+    api.remote_add(api.open_memory(settings, str(ui_memory)), "origin", str(remote))
+    ui = UiServer.make(settings, [str(ui_memory)]).start()
+    try:
+        own = {"Origin": f"http://127.0.0.1:{ui.state.port}"}
+        status, _, page = request(ui, "GET", "/memory")
+        assert status == 200 and 'href="/memory/push?remote=origin"' in page
+        status, _, ask = request(ui, "GET", "/memory/push?remote=origin")
+        assert status == 200 and "funes push origin" in ask and not remote.exists()
+        status, _, _ = request(ui, "POST", "/memory/push?remote=origin", body="token=nope",
+                               headers=own)
+        assert status == 403 and not remote.exists()
+        token = f"token={ui.state.token}"
+        status, headers, _ = request(ui, "POST", "/memory/push?remote=origin", body=token,
+                                     headers=own)
+        assert status == 303 and "pushed" in unquote_plus(headers["location"]), headers
+        head = api.log(api.open_memory(settings, str(ui_memory)), limit=1)[0].id
+        assert (remote / "refs" / "heads" / "main").read_text().strip() == head
+        status, headers, _ = request(ui, "POST", "/memory/sync?remote=origin", body=token,
+                                     headers=own)
+        assert status == 303 and "synced with origin" in unquote_plus(headers["location"])
+        status, _, page = request(ui, "GET", headers["location"])
+        assert status == 200 and "synced with origin" in page and "ok: " in page
+    finally:
+        ui.stop()
