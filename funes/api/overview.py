@@ -49,6 +49,14 @@ class LinkedCode:
         """The message's first line."""
         return self.message.strip().splitlines()[0] if self.message.strip() else ""
 
+    @property
+    def sessions(self) -> list[tuple[str, str, tuple[str, ...]]]:
+        """(harness, session_id, its turn ids) for each session behind the commit."""
+        grouped: dict[tuple[str, str], list[str]] = {}
+        for harness, session, turn in self.turns:
+            grouped.setdefault((harness, session), []).append(turn)
+        return [(h, s, tuple(t)) for (h, s), t in grouped.items()]
+
 
 @dataclass(frozen=True)
 class CodeCommitPage:
