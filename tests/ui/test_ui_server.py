@@ -287,3 +287,9 @@ def test_push_and_sync_through_the_pages_reach_a_directory_remote(
         assert status == 200 and "synced with origin" in page and "ok: " in page
     finally:
         ui.stop()
+
+
+def test_no_memory_is_a_clear_error(run: Any, project_dir: Path) -> None:
+    result = run("ui", "--no-open")
+    assert result.exit_code == 3
+    assert "not a funes repository" in result.stderr and "funes init" in result.stderr
