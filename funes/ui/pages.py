@@ -107,7 +107,7 @@ class Handlers:
         def body(timer: Timer) -> Response:
             choice = self.pages.choice(request, timer)
             q = (request.query_params.get("q") or "").strip()
-            k = _int(request, "k", 10, 1, MAX_HITS) or 10
+            k = _int(request, "k", None, 1, MAX_HITS)  # None: the memory's recall.k
             harness, project = _multi(request, "agent"), _multi(request, "project")
             since = request.query_params.get("since") or None
             result = None
