@@ -293,3 +293,39 @@ def test_no_memory_is_a_clear_error(run: Any, project_dir: Path) -> None:
     result = run("ui", "--no-open")
     assert result.exit_code == 3
     assert "not a funes repository" in result.stderr and "funes init" in result.stderr
+
+
+def test_a_memory_not_yours_is_marked_on_every_page(
+        ui_memory: Path, settings: Any, tmp_path: Path) -> None:
+    from funes import api
+    from funes.ui.server import UiServer
+
+    remote = tmp_path / "their-remote"
+    mine = api.open_memory(settings, str(ui_memory))
+    api.remote_add(mine, "origin", str(remote))
+    api.push(mine)
+    copy = api.clone(settings, str(remote), str(tmp_path / "their-copy")).path
+    theirs = api.open_memory(settings, str(copy))
+    theirs.config.set("core.owned", "false")  # a teammate's memory, as funes decides it
+    ui = UiServer.make(settings, [str(copy)]).start()
+    try:
+        badge = '<span class="badge untrusted"'
+        for path in ("/", "/search?" + urlencode({"q": "heliotrope cache"}),
+                     f"/session/{PLANTED_SESSION}"):
+            status, _, page = request(ui, "GET", path)
+            assert status == 200 and "not yours" in page, path
+            assert badge in page, path
+    finally:
+        ui.stop()
+    status, _, page = request_own(ui_memory, settings)
+    assert status == 200 and badge not in page and "not yours" not in page
+
+
+def request_own(memory: Path, settings: Any) -> tuple[int, dict[str, str], str]:
+    from funes.ui.server import UiServer
+
+    ui = UiServer.make(settings, [str(memory)]).start()
+    try:
+        return request(ui, "GET", "/search?" + urlencode({"q": "heliotrope cache"}))
+    finally:
+        ui.stop()
