@@ -329,3 +329,31 @@ def request_own(memory: Path, settings: Any) -> tuple[int, dict[str, str], str]:
         return request(ui, "GET", "/search?" + urlencode({"q": "heliotrope cache"}))
     finally:
         ui.stop()
+
+
+def test_several_memories_each_on_its_own_pages(ui_memory: Path, settings: Any,
+                                               tmp_path: Path) -> None:
+    from funes import api
+    from funes.ui.server import UiServer
+    from tests.ui.conftest import planted_transcript
+
+    other = api.init(settings, tmp_path / "other").repo
+    path = planted_transcript(tmp_path, "other-session-0005", "the other memory's passage")
+    api.index(settings, memory=str(other.path), paths=[str(path)])
+    ui = UiServer.make(settings, [str(ui_memory), str(other.path)]).start()
+    try:
+        _, second = ui.state.labels()
+        _, _, page = request(ui, "GET", "/")
+        assert 'id="pick-memory"' in page and PLANTED_SESSION in page
+        assert "other-session-0005" not in page
+        _, _, page = request(ui, "GET", "/?" + urlencode({"memory": second}))
+        assert "other-session-0005" in page and PLANTED_SESSION not in page
+        _, _, hits = request(ui, "GET", "/search?" + urlencode({"q": "other memory's passage",
+                                                                "memory": second}))
+        link = re.search(r'href="(/session/other-session-0005\?[^"]+)"', hits)
+        assert link and f"memory={quote(second)}" in link.group(1)
+        status, _, page = request(ui, "GET", link.group(1).replace("&amp;", "&").split("#")[0])
+        assert status == 200, page[page.find("<main"):][:800]
+        assert "the other memory's passage" in re.sub(r"<[^>]+>", "", page)
+    finally:
+        ui.stop()
