@@ -249,9 +249,12 @@ def ensure_vectors(
 #: The indexes of `chunks.lance`: full-text on `text`, B-tree on `id`.
 CHUNK_INDEXES = ("text_idx", "id_idx")
 #: Segments smaller than this are always merged by the next fold: each segment costs every
-#: full-text query a little (three segments made a BM25 query 2x one segment's), and
-#: re-indexing a couple of thousand rows takes milliseconds, whatever the memory's size.
-SMALL_SEGMENT = 2048
+#: full-text query a little (three segments made a BM25 query 2x one segment's). Larger ones
+#: follow the geometric rule: at 2,048 the newest segment was re-indexed and its rows packed
+#: again by every fold until it held 2,048 rows, so a hook's call late in a memory's life
+#: read and wrote 1.8x what it did on day one, against 1.46x at 256, with the same 1-3
+#: segments and recall within 1.2x of one segment (bench/results/life.md, "Hooks mode").
+SMALL_SEGMENT = 256
 
 
 def merge_count(ds: lance.LanceDataset, name: str) -> tuple[int, int]:
