@@ -223,9 +223,15 @@ def _tail_start(text: str, window: int, tok: WordPieceTokenizer) -> int:
     end = len(text) - window
     if end <= 0:
         return 0
-    lo = max(0, end - 4 * window)
-    runs = [m.end() for m in _space_run(tok).finditer(text, lo, end)]
-    return runs[-4] if len(runs) >= 4 else 0
+    run = _space_run(tok)
+    for back in (64, 512, 4 * window):  # nearly always the first: prose has words, not blobs
+        lo = max(0, end - back)
+        runs = [m.end() for m in run.finditer(text, lo, end)]
+        if len(runs) >= 4:
+            return runs[-4]
+        if lo == 0:
+            break
+    return 0
 
 
 def stitch_texts(texts: Sequence[str], *, overlap_tokens: int = DEFAULT_OVERLAP_TOKENS) -> str:
