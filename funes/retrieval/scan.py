@@ -68,7 +68,7 @@ class _Found:
 
     seq: int
     ts: str
-    ids: set[str]
+    ids: dict[str, int]  # the visible chunks found: id → Lance row address
     doubt: bool = False  # some chunk is hidden, or the cache kept it chunk by chunk
 
 
@@ -113,7 +113,7 @@ def scan(repo: Repository, needle: str, *, sessions: Sequence[str] = (),
 
 
 def _search(repo: Repository, needle: bytes, scope: set[str], hidden: set[str],
-            ) -> tuple[dict[Block, _Found], dict[Block, set[str]]]:
+            ) -> tuple[dict[Block, _Found], dict[Block, dict[str, int]]]:
     """The blocks the cache finds `needle` in; and the split blocks to check at their seams.
 
     A block the cache kept chunk by chunk (`partial`) and found in none of its chunks may
@@ -125,7 +125,7 @@ def _search(repo: Repository, needle: bytes, scope: set[str], hidden: set[str],
 
     found: dict[Block, _Found] = {}
     partial: list[pa.Table] = []
-    pieces_of: dict[Block, set[str]] = {}
+    pieces_of: dict[Block, dict[str, int]] = {}
     wanted = pa.array(sorted(scope), pa.string()) if scope else None
     with scantext.pieces(repo) as pieces:
         for piece in pieces:
@@ -137,19 +137,19 @@ def _search(repo: Repository, needle: bytes, scope: set[str], hidden: set[str],
             rows = scantext.find(piece, needle, within)
             if rows:
                 hit = meta.take(rows).select(["session_id", "turn_id", "block_idx", "seq",
-                                              "ts", "ids", "partial"]).to_pylist()
+                                              "ts", "ids", "rows"]).to_pylist()
                 for r in hit:
-                    ids = set(r["ids"])
-                    visible = ids - hidden
+                    visible = {i: a for i, a in zip(r["ids"], r["rows"], strict=True)
+                               if i not in hidden}
                     if not visible:
                         continue
                     key = (r["session_id"], r["turn_id"], int(r["block_idx"]))
                     f = found.get(key)
                     if f is None:
-                        found[key] = f = _Found(int(r["seq"]), r["ts"] or "", set())
+                        found[key] = f = _Found(int(r["seq"]), r["ts"] or "", {})
                     f.seq, f.ts = min(f.seq, int(r["seq"])), min(f.ts, r["ts"] or "")
-                    f.ids |= visible
-                    f.doubt = f.doubt or visible != ids
+                    f.ids.update(visible)
+                    f.doubt = f.doubt or len(visible) != len(r["ids"])
             if len(needle) >= 2:
                 partial.append(meta.filter(meta.column("partial"))
                                .select(["session_id", "turn_id", "block_idx"]))
@@ -160,7 +160,7 @@ def _search(repo: Repository, needle: bytes, scope: set[str], hidden: set[str],
 
 
 def _chunks_of(pieces: list[scantext.Piece], blocks: pa.Table, scope: set[str],
-               hidden: set[str]) -> dict[Block, set[str]]:
+               hidden: set[str]) -> dict[Block, dict[str, int]]:
     """The visible chunk ids, in every piece, of the blocks some piece kept chunk by chunk."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -170,18 +170,20 @@ def _chunks_of(pieces: list[scantext.Piece], blocks: pa.Table, scope: set[str],
     if not keys:
         return {}
     sessions = pa.array(sorted({k[0] for k in keys}), pa.string())
-    out: dict[Block, set[str]] = {}
+    out: dict[Block, dict[str, int]] = {}
     for piece in pieces:
         meta = piece.meta
         near = meta.filter(pc.is_in(meta.column("session_id"), value_set=sessions))
-        for r in near.select(["session_id", "turn_id", "block_idx", "ids"]).to_pylist():
+        for r in near.select(["session_id", "turn_id", "block_idx", "ids", "rows"]).to_pylist():
             key = (r["session_id"], r["turn_id"], int(r["block_idx"]))
             if key in keys:
-                out.setdefault(key, set()).update(set(r["ids"]) - hidden)
+                out.setdefault(key, {}).update((i, a) for i, a in zip(r["ids"], r["rows"],
+                                                                      strict=True)
+                                               if i not in hidden)
     return out
 
 
-def _verify(ds: Any, blocks: dict[Block, set[str]], needle: str, context: int,
+def _verify(ds: Any, blocks: dict[Block, dict[str, int]], needle: str, context: int,
             hidden: set[str]) -> dict[Block, ScanMatch]:
     """Each block's match read from its visible chunks: their provenance, the original case.
 
@@ -189,12 +191,11 @@ def _verify(ds: Any, blocks: dict[Block, set[str]], needle: str, context: int,
     looked for in the block stitched whole (it straddles a seam), excerpted from its first
     chunk. A block whose chunks do not hold it (hidden ones left out) is not returned.
     """
-    ids = sorted({i for chunk_ids in blocks.values() for i in chunk_ids} - hidden)
+    wanted = {i: a for chunk_ids in blocks.values() for i, a in chunk_ids.items()
+              if i not in hidden}
     rows: dict[Block, dict[int, dict[str, Any]]] = {}
-    for start in range(0, len(ids), 500):
-        quoted = ", ".join(_lit(i) for i in ids[start : start + 500])
-        for row in ds.to_table(columns=_SCAN_COLUMNS, filter=f"id IN ({quoted})").to_pylist():
-            rows.setdefault(_block(row), {}).setdefault(int(row["split_idx"]), row)
+    for row in _read(ds, wanted):
+        rows.setdefault(_block(row), {}).setdefault(int(row["split_idx"]), row)
     found: dict[Block, ScanMatch] = {}
     for key in blocks:
         chunks = [c for _, c in sorted(rows.get(key, {}).items())]
@@ -205,6 +206,29 @@ def _verify(ds: Any, blocks: dict[Block, set[str]], needle: str, context: int,
         if match is not None:
             found[key] = match
     return found
+
+
+def _read(ds: Any, wanted: dict[str, int]) -> list[dict[str, Any]]:
+    """The chunks `wanted` (id → row address), by address; by id what is not where expected.
+
+    An address names a row of the dataset version the cache was built from; the same data
+    files keep their rows, so it holds in every version that has the fragment. Each row read
+    is checked against its id all the same, and a miss is looked up by id.
+    """
+    by_address = sorted(set(wanted.values()))
+    out: list[dict[str, Any]] = []
+    try:
+        table = ds._take_rows(by_address, columns=_SCAN_COLUMNS) if by_address else None
+    except (ValueError, OSError, IndexError):
+        table = None
+    if table is not None and table.num_rows == len(by_address):
+        got = dict(zip(by_address, table.to_pylist(), strict=True))
+        out = [got[a] for i, a in wanted.items() if got[a]["id"] == i]
+    missing = sorted(set(wanted) - {r["id"] for r in out})
+    for start in range(0, len(missing), 500):
+        quoted = ", ".join(_lit(i) for i in missing[start : start + 500])
+        out += ds.to_table(columns=_SCAN_COLUMNS, filter=f"id IN ({quoted})").to_pylist()
+    return out
 
 
 def _stitched(chunks: list[dict[str, Any]], needle: str, context: int) -> ScanMatch | None:

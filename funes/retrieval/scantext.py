@@ -11,7 +11,8 @@ match. So each fragment of `chunks.lance` gets, once, two files in `index/scan/`
 - `<key>.txt`: the fragment's blocks, each stitched from its chunks (docs/chunking.md) and
   lower-cased (Python's Unicode lower case, as the scan's excerpts match), NUL-separated;
 - `<key>.arrow`: one row per block (Arrow IPC): its byte range in the text, its coordinates,
-  the ids of its chunks (tombstones are applied at search time, so `forget` needs no rebuild).
+  the ids of its chunks (tombstones are applied at search time, so `forget` needs no rebuild)
+  and their row addresses (the blocks shown are read by address, not by an id filter).
 
 `<key>` hashes the fragment's data files, deletion file and row count: a fragment never
 changes under its files, so a cache file is valid forever, a new commit (a new fragment)
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["FORMAT", "Piece", "encode", "find", "pieces"]
 
 #: Changes when the files' layout or their text (stitching, lower-casing) changes.
-FORMAT = 1
+FORMAT = 2
 #: Stale cache files older than this are removed when a new one is written.
 _STALE_AFTER = 3600.0
 _COLUMNS = ["id", "text", "session_id", "turn_id", "block_idx", "split_idx", "seq", "ts"]
@@ -62,7 +63,9 @@ def encode(text: str) -> bytes:
 class Piece:
     """One fragment's cached blocks: their metadata and their lower-cased text."""
 
-    meta: pa.Table  # start, end, session_id, turn_id, block_idx, seq, ts, split_idx, ids, partial
+    #: start, end (bytes of `text`), session_id, turn_id, block_idx, seq, ts, split_idx, ids
+    #: and rows (the chunks' ids and Lance row addresses, in split order), partial
+    meta: pa.Table
     text: bytes | mmap.mmap
 
     def close(self) -> None:
@@ -85,15 +88,15 @@ def _build(fragment: Any) -> tuple[pa.Table, bytes]:
     """The metadata table and the text of one fragment's blocks."""
     import pyarrow as pa
 
-    table = fragment.to_table(columns=_COLUMNS)
-    cols = {c: table.column(c).to_pylist() for c in _COLUMNS}
+    table = fragment.to_table(columns=_COLUMNS, with_row_address=True)
+    cols = {c: table.column(c).to_pylist() for c in [*_COLUMNS, "_rowaddr"]}
     blocks: dict[tuple[str, str, int], list[int]] = {}
     for i, (sid, tid, bidx) in enumerate(zip(cols["session_id"], cols["turn_id"],
                                              cols["block_idx"], strict=True)):
         blocks.setdefault((sid, tid, int(bidx)), []).append(i)
     out: dict[str, list[Any]] = {k: [] for k in (
         "start", "end", "session_id", "turn_id", "block_idx", "seq", "ts", "split_idx", "ids",
-        "partial")}
+        "rows", "partial")}
     parts: list[bytes] = []
     at = 0
 
@@ -110,6 +113,7 @@ def _build(fragment: Any) -> tuple[pa.Table, bytes]:
         out["ts"].append(min(times) if times else None)
         out["split_idx"].append(min(int(cols["split_idx"][r]) for r in rows))
         out["ids"].append([cols["id"][r] for r in rows])
+        out["rows"].append([cols["_rowaddr"][r] for r in rows])
         out["partial"].append(partial)
         parts.append(data)
         at += len(data) + len(_SEP)
@@ -135,6 +139,7 @@ def _build(fragment: Any) -> tuple[pa.Table, bytes]:
                         ("session_id", pa.string()), ("turn_id", pa.string()),
                         ("block_idx", pa.int64()), ("seq", pa.int64()), ("ts", pa.string()),
                         ("split_idx", pa.int64()), ("ids", pa.list_(pa.string())),
+                        ("rows", pa.list_(pa.uint64())),
                         ("partial", pa.bool_())])
     meta = pa.table(out, schema=schema)
     return meta, _SEP.join(parts)

@@ -94,3 +94,30 @@ def test_case_changes_length_and_non_ascii_text(repo: Repository) -> None:
     assert hit.found == "café crème" and hit.before.endswith("Straße: ")
     assert browse.scan(repo, "i̇stanbul").total == 1  # what "İ".lower() is
     assert browse.scan(repo, "strasse").total == 0  # lower case, not case folding
+
+
+def test_a_pack_rebuilds_the_cache_and_scans_find_the_same(repo: Repository) -> None:
+    from funes.storage import pack
+
+    for i in range(6):
+        repo.commit_chunks([_chunk(f"s{i}", 0, f"Commit {i}: the Flux capacitor again.",
+                                   day=i + 1)], f"c{i}")
+    before = browse.scan(repo, "flux capacitor")
+    assert before.total == 6 and len(_files(repo)) == 6
+    pack.pack(repo, force=True)
+    assert len(repo.chunks.dataset().get_fragments()) < 6
+    after = browse.scan(repo, "flux capacitor")
+    assert [(h.row["id"], h.found, h.before) for h in after.hits] == \
+        [(h.row["id"], h.found, h.before) for h in before.hits]
+    assert len(_files(repo)) > 6  # the packed fragments' files, beside the old ones
+
+
+def test_a_chunk_not_at_its_cached_address_is_read_by_id(repo: Repository) -> None:
+    from funes.retrieval import scan
+
+    repo.commit_chunks([_chunk("a", 0, "first"), _chunk("b", 1, "second")], "seed")
+    ds = repo.chunks.dataset()
+    ids = ds.to_table(columns=["id"], with_row_address=True).to_pylist()
+    swapped = {ids[0]["id"]: ids[1]["_rowaddr"], ids[1]["id"]: 1 << 40}
+    rows = scan._read(ds, swapped)
+    assert sorted(r["id"] for r in rows) == sorted(swapped)
