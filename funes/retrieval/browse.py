@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from funes.errors import FunesError, UsageError
 from funes.retrieval.get import COLUMNS as TURN_COLUMNS
@@ -108,8 +108,64 @@ def _visible(repo: Repository, table: pa.Table) -> pa.Table:
     return table.filter(pc.invert(gone))
 
 
+@dataclass(frozen=True)
+class _Built:
+    """The last catalogue built for a memory: what it was built from, to update it from."""
+
+    fragments: frozenset[str]  # funes.retrieval.scantext.fragment_key of each fragment
+    hidden: frozenset[str]  # the tombstoned chunk ids it left out
+    rows: list[SessionRow]
+
+
+_latest: dict[str, _Built] = {}
+
+
 def _build(repo: Repository) -> list[SessionRow]:
-    return _rows(repo, repo.chunks.dataset().to_table(columns=_CATALOGUE_COLUMNS))
+    """The catalogue of the memory's current version: updated from the last one when it can.
+
+    A commit appends fragments and changes no row of the others, so when the last catalogue
+    built here covered a subset of this version's fragments under the same tombstones, only
+    the sessions the new fragments touch are aggregated again (from all their rows): a
+    listing after each turn's commit costs that session, not the memory. Anything else (a
+    pack rewrote the fragments, `forget` hid chunks, another memory) rebuilds it whole.
+    """
+    from funes.retrieval.scantext import fragment_key
+
+    ds = repo.chunks.dataset()
+    fragments = {fragment_key(f): f for f in ds.get_fragments()}
+    hidden = frozenset(repo.tombstoned_ids())
+    where = str(repo.path.resolve())
+    prev = _latest.get(where)
+    if prev is not None and prev.hidden == hidden and prev.fragments <= fragments.keys():
+        added = [f for k, f in fragments.items() if k not in prev.fragments]
+        rows = _update(repo, ds, prev.rows, added)
+    else:
+        rows = _rows(repo, ds.to_table(columns=_CATALOGUE_COLUMNS))
+    _latest[where] = _Built(frozenset(fragments), hidden, rows)
+    return rows
+
+
+def _update(repo: Repository, ds: Any, rows: list[SessionRow],
+            added: list[Any]) -> list[SessionRow]:
+    """`rows` with the sessions holding a row of the fragments `added` aggregated again."""
+    import pyarrow.compute as pc
+
+    touched: set[str] = set()
+    for fragment in added:
+        column = fragment.to_table(columns=["session_id"]).column("session_id")
+        touched.update(pc.unique(column).to_pylist())
+    if not touched:
+        return rows
+    fresh = _rows(repo, ds.to_table(columns=_CATALOGUE_COLUMNS, filter=(
+        f"session_id IN ({', '.join(_lit(s) for s in sorted(touched))})")))
+    return _newest_first([r for r in rows if r.session_id not in touched] + fresh)
+
+
+def _newest_first(rows: list[SessionRow]) -> list[SessionRow]:
+    """Newest first; sessions without a parseable time last (then by id, a stable order)."""
+    out = sorted(rows, key=lambda r: r.session_id)
+    out.sort(key=lambda r: (r.start_time is not None, r.start_time or 0), reverse=True)
+    return out
 
 
 def _rows(repo: Repository, table: pa.Table) -> list[SessionRow]:
@@ -126,18 +182,15 @@ def _rows(repo: Repository, table: pa.Table) -> list[SessionRow]:
     opening = _openings(table)
     out = []
     for r in stats.to_pylist():
-        out.append((r["time_min"], SessionRow(
+        out.append(SessionRow(
             session_id=r["session_id"], harness=r["harness_min"], project=r["project_max"],
             workdir=r["workdir_min"], start=r["ts_min"] or "", end=r["ts_max"] or "",
             start_time=r["time_min"], end_time=r["time_max"],
             turns=int(r["turn_id_count_distinct"]), chunks=int(r["id_count_distinct"]),
             first_seq=int(r["seq_min"]), last_seq=int(r["seq_max"]),
             parent_session_id=r["parent_session_id_max"],
-            opening_id=opening.get(r["session_id"]))))
-    # Newest first; sessions without a parseable time last (then by id, for a stable order).
-    out.sort(key=lambda pair: pair[1].session_id)
-    out.sort(key=lambda pair: (pair[0] is not None, pair[0] or 0), reverse=True)
-    return [row for _, row in out]
+            opening_id=opening.get(r["session_id"])))
+    return _newest_first(out)
 
 
 def _openings(table: pa.Table) -> dict[str, str]:

@@ -44,7 +44,7 @@ from funes.storage.repo import Repository
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["FORMAT", "Piece", "encode", "find", "pieces"]
+__all__ = ["FORMAT", "Piece", "encode", "find", "fragment_key", "pieces"]
 
 #: Changes when the files' layout or their text (stitching, lower-casing) changes.
 FORMAT = 2
@@ -74,7 +74,7 @@ class Piece:
             self.text.close()
 
 
-def _key(fragment: Any) -> str:
+def fragment_key(fragment: Any) -> str:
     """A name for the fragment's content: its files, deletions and size never change under it."""
     meta = fragment.metadata
     files = sorted(str(f.path) for f in meta.files)
@@ -205,7 +205,7 @@ def pieces(repo: Repository) -> Iterator[list[Piece]]:
         keys = []
         built = False
         for fragment in repo.chunks.dataset().get_fragments():
-            key = _key(fragment)
+            key = fragment_key(fragment)
             keys.append(key)
             piece = _open(directory, key)
             if piece is None:
