@@ -121,3 +121,16 @@ def test_a_chunk_not_at_its_cached_address_is_read_by_id(repo: Repository) -> No
     swapped = {ids[0]["id"]: ids[1]["_rowaddr"], ids[1]["id"]: 1 << 40}
     rows = scan._read(ds, swapped)
     assert sorted(r["id"] for r in rows) == sorted(swapped)
+
+
+def test_upkeep_caches_new_fragments_of_a_memory_scanned_before(repo: Repository) -> None:
+    from funes.retrieval import indexes
+
+    repo.commit_chunks([_chunk("a", 0, "first words")], "one")
+    indexes.maintain(repo)
+    assert not (repo.path / "index" / "scan").exists()  # never scanned: no cache
+    browse.scan(repo, "words")
+    repo.commit_chunks([_chunk("b", 0, "more words", day=2)], "two")
+    assert len(_files(repo)) == 1
+    indexes.maintain(repo)
+    assert len(_files(repo)) == 2
