@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from funes.errors import UsageError
 from funes.ingest.chunking import ChunkingError, stitch_texts
 from funes.retrieval import scantext
+from funes.retrieval.browse import read_chunks
 from funes.retrieval.get import COLUMNS as TURN_COLUMNS
-from funes.retrieval.recall import _lit
 from funes.storage.repo import Repository
 
 if TYPE_CHECKING:
@@ -194,7 +194,7 @@ def _verify(ds: Any, blocks: dict[Block, dict[str, int]], needle: str, context: 
     wanted = {i: a for chunk_ids in blocks.values() for i, a in chunk_ids.items()
               if i not in hidden}
     rows: dict[Block, dict[int, dict[str, Any]]] = {}
-    for row in _read(ds, wanted):
+    for row in read_chunks(ds, wanted, _SCAN_COLUMNS):
         rows.setdefault(_block(row), {}).setdefault(int(row["split_idx"]), row)
     found: dict[Block, ScanMatch] = {}
     for key in blocks:
@@ -206,29 +206,6 @@ def _verify(ds: Any, blocks: dict[Block, dict[str, int]], needle: str, context: 
         if match is not None:
             found[key] = match
     return found
-
-
-def _read(ds: Any, wanted: dict[str, int]) -> list[dict[str, Any]]:
-    """The chunks `wanted` (id → row address), by address; by id what is not where expected.
-
-    An address names a row of the dataset version the cache was built from; the same data
-    files keep their rows, so it holds in every version that has the fragment. Each row read
-    is checked against its id all the same, and a miss is looked up by id.
-    """
-    by_address = sorted(set(wanted.values()))
-    out: list[dict[str, Any]] = []
-    try:
-        table = ds._take_rows(by_address, columns=_SCAN_COLUMNS) if by_address else None
-    except (ValueError, OSError, IndexError):
-        table = None
-    if table is not None and table.num_rows == len(by_address):
-        got = dict(zip(by_address, table.to_pylist(), strict=True))
-        out = [got[a] for i, a in wanted.items() if got[a]["id"] == i]
-    missing = sorted(set(wanted) - {r["id"] for r in out})
-    for start in range(0, len(missing), 500):
-        quoted = ", ".join(_lit(i) for i in missing[start : start + 500])
-        out += ds.to_table(columns=_SCAN_COLUMNS, filter=f"id IN ({quoted})").to_pylist()
-    return out
 
 
 def _stitched(chunks: list[dict[str, Any]], needle: str, context: int) -> ScanMatch | None:

@@ -238,7 +238,7 @@ def test_the_catalogue_updated_after_a_commit_is_the_one_built_whole(
         memory: Repository, monkeypatch: Any) -> None:
     def whole() -> list[rbrowse.SessionRow]:
         return rbrowse._rows(memory, memory.chunks.dataset().to_table(
-            columns=rbrowse._CATALOGUE_COLUMNS))
+            columns=rbrowse._CATALOGUE_COLUMNS, with_row_address=True))
 
     rbrowse.catalogue(memory)
     full: list[int] = []

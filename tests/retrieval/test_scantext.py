@@ -113,13 +113,13 @@ def test_a_pack_rebuilds_the_cache_and_scans_find_the_same(repo: Repository) -> 
 
 
 def test_a_chunk_not_at_its_cached_address_is_read_by_id(repo: Repository) -> None:
-    from funes.retrieval import scan
+    from funes.retrieval.browse import read_chunks
 
     repo.commit_chunks([_chunk("a", 0, "first"), _chunk("b", 1, "second")], "seed")
     ds = repo.chunks.dataset()
     ids = ds.to_table(columns=["id"], with_row_address=True).to_pylist()
     swapped = {ids[0]["id"]: ids[1]["_rowaddr"], ids[1]["id"]: 1 << 40}
-    rows = scan._read(ds, swapped)
+    rows = read_chunks(ds, swapped, ["id", "text"])
     assert sorted(r["id"] for r in rows) == sorted(swapped)
 
 
