@@ -68,8 +68,22 @@ class _Found:
 
     seq: int
     ts: str
-    ids: dict[str, int]  # the visible chunks found: id → Lance row address
-    doubt: bool = False  # some chunk is hidden, or the cache kept it chunk by chunk
+    #: Where: (cache metadata table, row) of each cached piece of the block that holds it;
+    #: its chunks are resolved only for the blocks shown or doubted (`ids`).
+    refs: list[tuple[pa.Table, int]]
+    doubt: bool = False  # some chunk of it is hidden: checked against the visible ones
+    known: dict[str, int] | None = None  # chunk ids → row addresses, when known already
+
+    def ids(self, hidden: set[str]) -> dict[str, int]:
+        """The visible chunks found: id → Lance row address."""
+        if self.known is None:
+            self.known = {}
+            for meta, row in self.refs:
+                ids = meta.column("ids")[row].as_py()
+                rows = meta.column("rows")[row].as_py()
+                self.known.update((i, a) for i, a in zip(ids, rows, strict=True)
+                                  if i not in hidden)
+        return self.known
 
 
 def scan(repo: Repository, needle: str, *, sessions: Sequence[str] = (),
@@ -92,22 +106,22 @@ def scan(repo: Repository, needle: str, *, sessions: Sequence[str] = (),
     hidden = repo.tombstoned_ids()
     found, seams = _search(repo, scantext.encode(needle), set(sessions), hidden)
     ds = repo.chunks.dataset()
-    checked = _verify(ds, {k: f.ids for k, f in found.items() if f.doubt} | seams, needle,
-                      context, hidden)
+    checked = _verify(ds, {k: f.ids(hidden) for k, f in found.items() if f.doubt} | seams,
+                      needle, context, hidden)
     for key in [k for k, f in found.items() if f.doubt and k not in checked]:
         del found[key]  # its visible chunks do not hold the needle
     for key in seams:
         if key in checked:
             row = checked[key].row
-            found[key] = _Found(int(row["seq"]), row["ts"] or "", seams[key])
+            found[key] = _Found(int(row["seq"]), row["ts"] or "", [], known=seams[key])
     first_time: dict[str, str] = {}
     for (sid, _, _), f in found.items():
         first_time[sid] = min(first_time.get(sid, f.ts), f.ts)
     order = sorted(found, key=lambda k: (first_time[k[0]], k[0], found[k].seq, k[2]))
     shown = order[offset : offset + limit]
     matches = {k: checked[k] for k in shown if k in checked}
-    matches.update(_verify(ds, {k: found[k].ids for k in shown if k not in matches}, needle,
-                           context, hidden))
+    matches.update(_verify(ds, {k: found[k].ids(hidden) for k in shown if k not in matches},
+                           needle, context, hidden))
     result = [matches[k] for k in shown if k in matches]
     return ScanResult(needle, result, len(found), len(first_time), offset)
 
@@ -124,6 +138,7 @@ def _search(repo: Repository, needle: bytes, scope: set[str], hidden: set[str],
     import pyarrow.compute as pc
 
     found: dict[Block, _Found] = {}
+    hidden_ids = pa.array(sorted(hidden), pa.string()) if hidden else None
     partial: list[pa.Table] = []
     pieces_of: dict[Block, dict[str, int]] = {}
     wanted = pa.array(sorted(scope), pa.string()) if scope else None
@@ -136,20 +151,7 @@ def _search(repo: Repository, needle: bytes, scope: set[str], hidden: set[str],
                 within = pc.indices_nonzero(mask).to_pylist()
             rows = scantext.find(piece, needle, within)
             if rows:
-                hit = meta.take(rows).select(["session_id", "turn_id", "block_idx", "seq",
-                                              "ts", "ids", "rows"]).to_pylist()
-                for r in hit:
-                    visible = {i: a for i, a in zip(r["ids"], r["rows"], strict=True)
-                               if i not in hidden}
-                    if not visible:
-                        continue
-                    key = (r["session_id"], r["turn_id"], int(r["block_idx"]))
-                    f = found.get(key)
-                    if f is None:
-                        found[key] = f = _Found(int(r["seq"]), r["ts"] or "", {})
-                    f.seq, f.ts = min(f.seq, int(r["seq"])), min(f.ts, r["ts"] or "")
-                    f.ids.update(visible)
-                    f.doubt = f.doubt or len(visible) != len(r["ids"])
+                _collect(found, meta, rows, hidden_ids)
             if len(needle) >= 2:
                 partial.append(meta.filter(meta.column("partial"))
                                .select(["session_id", "turn_id", "block_idx"]))
@@ -157,6 +159,41 @@ def _search(repo: Repository, needle: bytes, scope: set[str], hidden: set[str],
             pieces_of = _chunks_of(pieces, pa.concat_tables(partial), scope, hidden)
     seams = {k: ids for k, ids in pieces_of.items() if k not in found and len(ids) >= 2}
     return found, seams
+
+
+def _collect(found: dict[Block, _Found], meta: pa.Table, rows: list[int],
+             hidden: pa.Array | None) -> None:
+    """Add the blocks of `meta`'s `rows` to `found`, each once, leaving out the hidden ones.
+
+    Column by column, and tombstones checked by Arrow: a needle as common as "the" holds in
+    most blocks of a memory.
+    """
+    import numpy as np
+    import pyarrow.compute as pc
+
+    hit = meta.take(rows)
+    gone = np.zeros(len(rows), dtype=np.int64)
+    if hidden is not None:
+        ids = hit.column("ids").combine_chunks()
+        flat = pc.is_in(pc.list_flatten(ids), value_set=hidden)
+        parents = pc.list_parent_indices(ids).to_numpy()
+        gone = np.bincount(parents[flat.to_numpy(zero_copy_only=False)],
+                           minlength=len(rows))
+    sizes = pc.list_value_length(hit.column("ids")).to_numpy()
+    columns = hit.select(["session_id", "turn_id", "block_idx", "seq", "ts"]).to_pydict()
+    for j, (sid, tid, bidx, seq, ts) in enumerate(zip(
+            columns["session_id"], columns["turn_id"], columns["block_idx"], columns["seq"],
+            columns["ts"], strict=True)):
+        if gone[j] >= sizes[j]:
+            continue  # every chunk of it is forgotten
+        key = (sid, tid, bidx)
+        f = found.get(key)
+        if f is None:
+            found[key] = _Found(seq, ts or "", [(meta, rows[j])], bool(gone[j]))
+            continue
+        f.seq, f.ts = min(f.seq, seq), min(f.ts, ts or "")
+        f.refs.append((meta, rows[j]))
+        f.doubt = f.doubt or bool(gone[j])
 
 
 def _chunks_of(pieces: list[scantext.Piece], blocks: pa.Table, scope: set[str],
