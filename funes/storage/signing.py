@@ -389,6 +389,12 @@ def chunk_marks(repo: Repository, *, written: bool = True) -> Marks:
                            "ids": sorted(doubtful), "own_ids": sorted(mine)})
         unsaved = 0
     _LATEST[where] = _State(head, doubtful, signed_seen, mine, unsaved)
+    # Two HEADs per memory and trust signature (a request may still read the one before):
+    # each entry holds every own chunk id of the memory (113k ids: ~15 MB), and a warm
+    # server sees a new HEAD after every hook commit.
+    same = [k for k in _UNTRUSTED_CACHE if k[0] == cache_key[0] and k[2:] == cache_key[2:]]
+    for other in same[:-1]:
+        del _UNTRUSTED_CACHE[other]
     if len(_UNTRUSTED_CACHE) > 64:
         _UNTRUSTED_CACHE.clear()
     result = Marks(doubtful, mine)
