@@ -6,7 +6,8 @@ Recall ranks passages and says nothing about what it did not reach. These reader
   project, working directory, turn and chunk counts, and the chunk its opening prompt starts
   with. One scan of the narrow provenance columns, aggregated by Arrow (no text is read), and
   kept per memory version (HEAD and the chunk table's Lance version) in this process: a warm
-  process lists sessions in the time a dictionary lookup takes, a cold one pays one scan.
+  process lists sessions in the time a dictionary lookup takes, a cold one pays one scan,
+  and after a commit only the sessions its new fragments touch are aggregated again.
 - **A range of turns** (`turn_range`): the turns of one session whose seq lies in
   `[first, last]`, stitched whole like `get`, cut at a character budget so an agent reading a
   4,000-turn session gets a page and the seq to continue from.
