@@ -414,9 +414,7 @@ def chunk_marks(repo: Repository, *, written: bool = True) -> Marks:
                            "written_size": size})
         unsaved = 0
     _LATEST[where] = _State(head, doubtful, signed_seen, mine, unsaved, size)
-    # Two HEADs per memory and trust signature (a request may still read the one before):
-    # each entry holds every own chunk id of the memory (113k ids: ~15 MB), and a warm
-    # server sees a new HEAD after every hook commit.
+    # Two HEADs per memory (a request may still read the older): each holds every own id.
     same = [k for k in _UNTRUSTED_CACHE if k[0] == cache_key[0] and k[2:] == cache_key[2:]]
     for other in same[:-1]:
         del _UNTRUSTED_CACHE[other]
@@ -443,9 +441,8 @@ def trust_rule(settings: Settings) -> str:
 
 _MARKS = "untrusted.json"
 _CATCH_UP_LIMIT = 5000
-#: Commits a process catches up before it writes `untrusted.json` again. Writing it holds
-#: every chunk id of a memory of the user's own (113k: a 100 ms rewrite after every hook
-#: commit); a process starting from a file this many commits old walks them, which is cheap.
+#: Commits a process catches up before it rewrites `untrusted.json` (every own chunk id: 100 ms
+#: at 113k, after each hook commit); a process reading an older file walks them, cheaply.
 _SAVE_AFTER = 32
 
 
@@ -461,8 +458,7 @@ class _State:
     written_size: int  # how much of `written-here` the marks took in (-1: unknown)
 
 
-#: The latest _State per memory and trust signature: a HEAD that moved on is caught up from
-#: it, without reading `untrusted.json` back.
+#: The latest _State per memory and trust signature: a new HEAD is caught up from it.
 _LATEST: dict[tuple[str, str], _State] = {}
 
 
@@ -470,9 +466,8 @@ def _state_of(data: dict[str, Any] | None) -> _State | None:
     if data is None:
         return None
     size = data.get("written_size")
-    return _State(data["head"], frozenset(str(i) for i in data["ids"]),
-                  bool(data.get("signed_seen")), frozenset(str(i) for i in data["own_ids"]), 0,
-                  size if isinstance(size, int) else -1)
+    return _State(data["head"], frozenset(map(str, data["ids"])), bool(data.get("signed_seen")),
+                  frozenset(map(str, data["own_ids"])), 0, size if isinstance(size, int) else -1)
 
 
 def _load_marks(repo: Repository, signature: dict[str, Any]) -> dict[str, Any] | None:
