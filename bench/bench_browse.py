@@ -13,11 +13,12 @@ its wall time on a shared machine, with that CPU time too.
 Measures, on one memory:
 
 * the library as the warm server runs it (a fresh snapshot per call, this process warm):
-  `sessions` (catalogue cached, and rebuilt), `get --from/--to`, `scan` (several needles),
-  `sketch` cold (no cache at all), from its disk cache, and from the process's;
+  `sessions` (catalogue cached, and built whole), `get --from/--to`, `scan` (its text cache
+  built, then several needles), `sketch` cold (no cache at all), from its disk cache, and from
+  the process's; `sessions` and `scan` right after a one-turn commit (an agent's hook);
 * the same verbs as an agent runs them: `funes <verb>` in a fresh process answered by a
-  running `funes serve` (the thin client), and as MCP tool calls through `funes mcp` (the relay
-  to the same server);
+  running `funes serve` (the thin client; an empty interpreter's start beside it, the floor of
+  any fresh process), and as MCP tool calls through `funes mcp` (the relay to the same server);
 * pooled recall over three memories (this one, a team clone: a copy marked not the user's, and
   a public remote: a directory remote read with `--memory file://…`) against a single-memory
   recall, both warm, reranked, in one run (a ratio robust to load);
