@@ -286,5 +286,6 @@ def _remote_line(r: RemoteStatus) -> str:
     if r.last.ok:
         return line + f"; last sync {_when(r.last.time)} ok ({r.last.detail})"
     ok = f", last ok {_when(r.last.last_ok)}" if r.last.last_ok else ", never succeeded"
-    return (line + f"; last sync {_when(r.last.time)} FAILED: {r.last.detail}{ok}; "
+    failed = "INCOMPLETE" if r.last.held else "FAILED"
+    return (line + f"; last sync {_when(r.last.time)} {failed}: {r.last.detail}{ok}; "
             f"fix: `{r.last.fix}`")

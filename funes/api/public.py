@@ -14,6 +14,7 @@ from typing import Any
 from funes.api.remotes import Progress, PushResult, current_branch, progress_or_silent, push
 from funes.api.syncstate import recorded
 from funes.errors import FunesError, UsageError
+from funes.ingest.redact import rules_version
 from funes.model.ids import ObjectId
 from funes.model.objects import Commit
 from funes.model.refs import RefName, check_ref_name
@@ -312,7 +313,8 @@ def publish_selection(
                                prior + len(ids - there), None, dry_run=True)
     what = f"--linked-to {linked_to}" if linked_to else f"{len(chosen)} session(s)"
     message = f"publish {tag or branch}: {len(chosen)} session(s) ({what})"
-    built = selection.build(repo, base, chosen, selection.narrowed(links, set(chosen)), message)
+    built = selection.build(repo, base, chosen, selection.narrowed(links, set(chosen)), message,
+                            redaction=rules_version())
     tip = built.commit or base
     result = SelectionResult(name, handle.spec.url, branch, tag, keys, built.added,
                              built.vectors, built.forgotten, built.total, built.commit)
@@ -320,10 +322,11 @@ def publish_selection(
         return result
     with repo.writing():
         repo.config.set(f"remote.{name}.selection", "true")
-    with recorded(repo, name, "push"):
+    with recorded(repo, name, "push") as outcome:
         pushed = _sync.push(repo, handle, branch, tip=tip,
                             tags={tag_ref: tip} if tag_ref is not None else {},
                             progress=progress_or_silent(progress))
+        outcome.pushed(pushed)
     public: bool | None = None
     if handle.spec.kind == "hf":
         public = _make_public(repo, name, handle.spec, confirm, progress, pushed)

@@ -83,7 +83,7 @@ def sync(
     _sync.check_branch(branch)
     name = remote or _sync.default_remote(repo, branch)
     refuse_selection(repo, name)
-    with recorded(repo, name, "sync"):
+    with recorded(repo, name, "sync") as outcome:
         handle = _sync.configured_remote(repo, name)
         merged: MergeResult | None = None
         pushed: PushResult | None = None
@@ -106,6 +106,7 @@ def sync(
                 if attempt >= attempts:
                     raise
                 continue
+            outcome.pushed(pushed)
             return SyncResult(name, handle.spec.url, merged, pushed, attempt)
     raise AssertionError("unreachable")  # pragma: no cover
 

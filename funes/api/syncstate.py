@@ -22,11 +22,12 @@ from funes.model.ids import ObjectId
 from funes.model.refs import RefName, remote_ref
 from funes.remotes import sync as _sync
 from funes.remotes.base import LAST_FETCH, RemoteNotFoundError
+from funes.remotes.sync import PushResult
 from funes.storage.atomic import write_atomic
 from funes.storage.repo import Repository
 from funes.storage.transfer import ancestors
 
-__all__ = ["STALE_AFTER", "LastSync", "RemoteStatus", "default_remote_name", "last_sync",
+__all__ = ["STALE_AFTER", "LastSync", "Outcome", "RemoteStatus", "default_remote_name", "last_sync",
            "record_sync", "recorded", "remote_status", "sync_note"]
 
 #: A memory that has not synced with a remote for this long gets a note in agent output.
@@ -47,6 +48,8 @@ class LastSync:
     fix: str | None
     #: When a sync last succeeded (0: never).
     last_ok: float
+    #: Chunks the publish gate held back (the rest was sent): the sync is not "ok" then.
+    held: int = 0
 
 
 @dataclass(frozen=True)
@@ -87,16 +90,22 @@ def last_sync(repo: Repository, name: str) -> LastSync | None:
         data = json.loads(raw) if len(raw) <= _RECORD_MAX else {}
         return LastSync(float(data["time"]), bool(data["ok"]), str(data["detail"])[:500],
                         str(data["fix"])[:200] if data.get("fix") else None,
-                        float(data.get("last_ok") or 0))
+                        float(data.get("last_ok") or 0), int(data.get("held") or 0))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def record_sync(repo: Repository, name: str, ok: bool, detail: str, fix: str | None) -> None:
-    """Record how a sync against `name` ended (`funes status` shows it; `last_sync` reads it)."""
+def record_sync(repo: Repository, name: str, ok: bool, detail: str, fix: str | None,
+                *, held: int = 0) -> None:
+    """Record how a sync against `name` ended (`funes status` shows it; `last_sync` reads it).
+
+    A sync whose push the publish gate held chunks back from is not ok (`held`): the team
+    lacks those turns until they are scrubbed, so it keeps the last fully ok time too.
+    """
     now = time.time()
     before = last_sync(repo, name)
-    body = {"time": now, "ok": ok, "detail": detail, "fix": fix,
+    ok = ok and not held
+    body = {"time": now, "ok": ok, "detail": detail, "fix": fix, "held": held,
             "last_ok": now if ok else (before.last_ok if before else 0)}
     path = _record_path(repo, name)
     with contextlib.suppress(OSError):
@@ -104,15 +113,38 @@ def record_sync(repo: Repository, name: str, ok: bool, detail: str, fix: str | N
         write_atomic(path, json.dumps(body).encode())
 
 
+@dataclass
+class Outcome:
+    """What the block `recorded` wraps reports back: chunks its push held back."""
+
+    held: int = 0
+
+    def pushed(self, result: PushResult | None) -> None:
+        """Note the chunks the publish gate held back from `result` (None: no push ran)."""
+        if result is not None and not result.dry_run:
+            self.held = len(result.held)
+
+
 @contextlib.contextmanager
-def recorded(repo: Repository, name: str, verb: str) -> Iterator[None]:
-    """Record how a sync, push or pull against `name` ended (what `status` shows)."""
+def recorded(repo: Repository, name: str, verb: str) -> Iterator[Outcome]:
+    """Record how a sync, push or pull against `name` ended (what `status` shows).
+
+    A push the publish gate held chunks back from is recorded as not ok (`Outcome.pushed`),
+    with `funes scrub` as the fix: "ok" would tell the team it has every turn.
+    """
+    outcome = Outcome()
     try:
-        yield
+        yield outcome
     except FunesError as exc:
         record_sync(repo, name, False, exc.message, _fix_for(repo, exc, name))
         raise
-    record_sync(repo, name, True, verb, None)
+    if outcome.held:
+        record_sync(repo, name, False,
+                    f"{verb}: the publish gate held back {outcome.held} chunk(s) that still "
+                    "look secret (the rest was sent)",
+                    f"funes scrub && funes sync {name}", held=outcome.held)
+    else:
+        record_sync(repo, name, True, verb, None)
 
 
 def _fix_for(repo: Repository, exc: FunesError, name: str) -> str:
