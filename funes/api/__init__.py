@@ -183,6 +183,7 @@ from funes.api.share import (
 from funes.api.syncstate import (
     LastSync,
     RemoteStatus,
+    held_fix,
     last_sync,
     record_sync,
     remote_status,
@@ -319,6 +320,7 @@ __all__ = [
     "is_directory_remote",
     "is_harness",
     "is_remote_memory",
+    "held_fix",
     "last_sync",
     "link_commit",
     "link_commit_for_hook",
