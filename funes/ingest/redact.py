@@ -296,8 +296,11 @@ def _d(
     ignore_case_anchors: bool = False,
     flags: int = 0,
 ) -> Detector:
+    # Repetitions bounded like the gitleaks rules' (a match attempt costs at most a constant:
+    # linear time on any text); `_whole` extends a match cut short to its whole token.
+    bounded = gitleaks.bounded(pattern, gitleaks.RULE_REPEAT_MAX)
     return Detector(
-        kind, anchors, re.compile(pattern, flags), group, validate, priority, ignore_case_anchors
+        kind, anchors, re.compile(bounded, flags), group, validate, priority, ignore_case_anchors
     )
 
 
@@ -634,7 +637,7 @@ _SECRET_NAME: Final = re.compile(
     r"[_.-]?key)$"
 )
 _ENTROPY_NAME: Final = re.compile(r"key$")
-_NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_NAME_CHARS_STR: Final = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
 #: Separator then value, matched right after the name.
 _ASSIGN_TAIL: Final = re.compile(
     r"""(?P<kq>\\?["'])?[ \t]*(?::=|=>|[:=])[ \t]*
@@ -684,11 +687,12 @@ def _assignment_at(
         if not (hump or compound):
             return  # "monkey", "bypass"
     # The full name: name characters back from the matched last word.
-    name_start = start
-    while name_start > 0 and text[name_start - 1] in _NAME_CHARS and start - name_start < 64:
-        name_start -= 1
-        if text.startswith("--", name_start):
-            break  # a flag starts here, whatever is glued before it
+    # (at most 64 of them; a flag's "--" starts the name, whatever is glued before it)
+    lo = max(0, start - 64)
+    name_start = lo + len(text[lo:start].rstrip(_NAME_CHARS_STR))
+    flag_at = text.rfind("--", name_start, start)
+    if flag_at >= 0:
+        name_start = flag_at
     raw_name = text[name_start:end]
     name = lowered[name_start:end].strip("_.-")
     if "public" in name:
