@@ -181,19 +181,34 @@ def betterleaks_findings(
             k += 1
         if not parts:
             continue
-        starts: dict[int, list[int]] = {}
-        for item in _scan("\n".join(parts)):
+        items = _scan("\n".join(parts))
+        # A multi-line rule can match across the newline that joins two texts: such a text is
+        # scanned again alone, so no text is judged by its neighbour's lines.
+        alone: set[int] = set()
+        by_text: dict[int, list[Any]] = {}
+        for item in items:
             n = bisect_right(first_lines, item.location.start_line) - 1
             if n < 0 or item.location.start_line >= line:
                 raise EngineUnavailableError("betterleaks reported a finding outside the text")
-            text = parts[n]
-            if n not in starts:
-                starts[n] = [0, *(m.end() for m in re.finditer("\n", text))]
-            span = _span_of(text, starts[n], item, first_lines[n])
-            if span is None or span[1] <= span[0] or only_markers(text, *span):
-                continue
-            out[ids[n]].append(Finding(item.rule_id or "betterleaks", *span))
+            if n + 1 < len(first_lines) and item.location.end_line >= first_lines[n + 1]:
+                alone.add(n)
+            by_text.setdefault(n, []).append(item)
+        for n, found in by_text.items():
+            if n in alone:
+                _place(parts[n], _scan(parts[n]), 1, out[ids[n]])
+            else:
+                _place(parts[n], found, first_lines[n], out[ids[n]])
     return out
+
+
+def _place(text: str, items: Sequence[Any], first_line: int, out: list[Finding]) -> None:
+    """Add the findings `items` report in `text` (whose first line is `first_line`) to `out`."""
+    starts = [0, *(m.end() for m in re.finditer("\n", text))]
+    for item in items:
+        span = _span_of(text, starts, item, first_line)
+        if span is None or span[1] <= span[0] or only_markers(text, *span):
+            continue
+        out.append(Finding(item.rule_id or "betterleaks", *span))
 
 
 def redact_texts(texts: Sequence[str], *, second: bool = True) -> list[tuple[str, list[Finding]]]:
