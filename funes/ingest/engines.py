@@ -120,8 +120,10 @@ def _char_col(line: str, byte_col: int) -> int:
 
 def _span_of(text: str, line_starts: list[int], item: Any, first_line: int
              ) -> tuple[int, int] | None:
-    """Where a Betterleaks finding's value is in `text`, whose first line is the batch's
-    `first_line` (None: it cannot be placed)."""
+    """Where a Betterleaks finding's value is in `text` (None: it cannot be placed).
+
+    `text`'s first line is line `first_line` of the batch the finding's location counts in.
+    """
     loc, match = item.location, item.match
     first = loc.start_line - first_line
     if not 0 <= first < len(line_starts):
@@ -254,23 +256,22 @@ def redact_turns(turns: Sequence[Turn], *, second: bool = True) -> list[tuple[Tu
     out: list[tuple[Turn, Counter[str]]] = []
     for turn in turns:
         counts: Counter[str] = Counter()
-
-        def take() -> str:
+        cleaned: list[str] = []
+        for _ in range(len(turn.blocks) + 2 + len(turn.extra)):
             text, found = next(done)
             counts.update(f.kind for f in found)
-            return text
-
-        blocks = [b if (t := take()) == b.text else replace(b, text=t) for b in turn.blocks]
-        project, workdir = take(), take()
-        extra = {k: take() for k in turn.extra}
+            cleaned.append(text)
         if not counts:
             out.append((turn, counts))
             continue
+        texts = iter(cleaned)
+        blocks = tuple(b if (t := next(texts)) == b.text else replace(b, text=t)
+                       for b in turn.blocks)
+        project, workdir = next(texts), next(texts)
+        extra = {k: next(texts) for k in turn.extra}
         out.append((replace(
             turn,
-            blocks=tuple(blocks) if any(a is not b for a, b in zip(blocks, turn.blocks,
-                                                                     strict=True))
-            else turn.blocks,
+            blocks=blocks,
             project=project if turn.project else turn.project,
             workdir=workdir if turn.workdir else turn.workdir,
             extra=extra,

@@ -27,9 +27,9 @@ from typing import Any
 
 from funes.errors import FunesError
 from funes.ingest.chunking import chunk_turn
+from funes.ingest.engines import redact_turns
 from funes.ingest.parsers.base import SourceTruncatedError
 from funes.ingest.parsers.registry import parse_file
-from funes.ingest.engines import redact_turns
 from funes.ingest.sources import SourceFile
 from funes.ingest.state import Plan
 from funes.model.chunk import Chunk

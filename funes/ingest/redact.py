@@ -71,8 +71,11 @@ DETECTORS_VERSION: Final = 3
 
 @cache
 def rules_version() -> str:
-    """Which redaction rules this funes runs: its own detectors, the vendored gitleaks set and
-    the second engine's release (funes.ingest.engines runs it at ingest and scrub too)."""
+    """Which redaction rules this funes runs: its detectors, gitleaks' and the second engine's.
+
+    The second engine (Betterleaks) runs at ingest and scrub too (funes.ingest.engines), so a
+    new release of it is a reason to scrub like a new rule of funes's own.
+    """
     from importlib import metadata
 
     try:

@@ -51,10 +51,7 @@ def _session(path: Path) -> Path:
 
 
 def _sent(world: World) -> bytes:
-    if world.hub is not None:
-        root = Path(world.hub.storage_dir)
-    else:
-        root = Path(world.url)
+    root = Path(world.hub.storage_dir) if world.hub is not None else Path(world.url)
     return b"".join(p.read_bytes() for p in root.rglob("*") if p.is_file())
 
 
