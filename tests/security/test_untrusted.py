@@ -83,3 +83,41 @@ def test_a_memory_not_owned_marks_every_passage_but_the_users_own(
     repo.commit_chunks([make_chunk(10, session="mine", text=f"{WORD} my own turn")], "index")
     marks = {h.row["session_id"]: bool(h.row.get("untrusted")) for h in _recall(repo).hits}
     assert marks["mine"] is False and marks["s1"] is True, marks
+
+
+def test_the_marks_catch_up_from_the_commits_noted_since_not_the_whole_file(
+    repo: Repository, monkeypatch: object
+) -> None:
+    """`written-here` grows by a line a commit; a recall after a turn reads only the lines
+    noted since its stored marks (less a margin for a commit in flight), not the whole file."""
+    import pytest
+
+    from funes.storage import signing
+
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    monkeypatch.setattr(signing, "_WRITTEN_MARGIN", 65)  # one line
+    noted = repo.path / signing.WRITTEN_HERE
+    starts: list[int] = []
+    read = signing.written_here
+
+    def reading(repo: Repository, start: int = 0) -> frozenset[str]:
+        starts.append(start)
+        return read(repo, start)
+
+    monkeypatch.setattr(signing, "written_here", reading)
+
+    def own() -> frozenset[str]:
+        signing._UNTRUSTED_CACHE.clear()
+        return signing.chunk_marks(Repository.open(repo.path, repo.settings)).own
+
+    chunks = [make_chunk(400 + i, session="mine") for i in range(6)]
+    for chunk in chunks[:4]:
+        repo.commit_chunks([chunk], "index")
+    assert own() == {c.id for c in chunks[:4]}  # from scratch: the whole file
+    stored = json.loads((repo.path / "index" / "untrusted.json").read_text())
+    assert stored["written_size"] == noted.stat().st_size == 4 * 65
+    for n, chunk in enumerate(chunks[4:], start=5):
+        starts.clear()
+        repo.commit_chunks([chunk], "index")
+        assert own() == {c.id for c in chunks[:n]}
+        assert starts == [(n - 2) * 65]  # the last line known, and the new one
