@@ -70,7 +70,7 @@ _MARKER: Final = re.compile(r"\[?REDACTED:[a-z0-9][a-z0-9:._-]{0,80}\]?")
 #: value after a key name (`key=` + 4 KB: 0.5 s, + 64 KB: minutes); cut, each run costs at most
 #: a constant. A finding in a cut run is extended to the whole token when it is replaced.
 RUN_MAX: Final = 256
-_LONG_RUN: Final = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{%d,}" % (RUN_MAX + 1))
+_LONG_RUN: Final = re.compile(rf"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{{{RUN_MAX + 1},}}")
 
 
 def _cut_runs(text: str) -> str:
