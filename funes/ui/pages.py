@@ -293,7 +293,8 @@ def _problems(status: api.StatusResult, search: api.SearchStatus) -> list[tuple[
                     "funes scrub"))
     for r in status.remotes:
         if r.last is not None and not r.last.ok:
-            out.append((f"the last sync with {r.name} failed: {r.last.detail}",
+            how = "was incomplete" if r.last.held else "failed"
+            out.append((f"the last sync with {r.name} {how}: {r.last.detail}",
                         r.last.fix or f"funes sync {r.name}"))
         if r.behind:
             out.append((f"{r.name} has {r.behind} commit(s) this memory lacks",
