@@ -283,6 +283,8 @@ def _remote_line(r: RemoteStatus) -> str:
     line = f"remote   {r.name} ({r.url}): {_apart(r)}"
     if r.last is None:
         return line + "; never synced (`funes sync`)"
+    if r.last.held:  # ahead/behind alone would hide that the remote's copy lacks them
+        line += f" (its copy lacks {r.last.held} withheld chunk(s))"
     if r.last.ok:
         return line + f"; last sync {_when(r.last.time)} ok ({r.last.detail})"
     ok = f", last ok {_when(r.last.last_ok)}" if r.last.last_ok else ", never succeeded"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,13 +22,14 @@ from funes.model.ids import ObjectId
 from funes.model.refs import RefName, remote_ref
 from funes.remotes import sync as _sync
 from funes.remotes.base import LAST_FETCH, RemoteNotFoundError
+from funes.remotes.gate import HeldChunk
 from funes.remotes.sync import PushResult
 from funes.storage.atomic import write_atomic
 from funes.storage.repo import Repository
 from funes.storage.transfer import ancestors
 
-__all__ = ["STALE_AFTER", "LastSync", "Outcome", "RemoteStatus", "default_remote_name", "last_sync",
-           "record_sync", "recorded", "remote_status", "sync_note"]
+__all__ = ["STALE_AFTER", "LastSync", "Outcome", "RemoteStatus", "default_remote_name",
+           "held_fix", "last_sync", "record_sync", "recorded", "remote_status", "sync_note"]
 
 #: A memory that has not synced with a remote for this long gets a note in agent output.
 STALE_AFTER = 86400.0
@@ -48,7 +49,10 @@ class LastSync:
     fix: str | None
     #: When a sync last succeeded (0: never).
     last_ok: float
-    #: Chunks the publish gate held back (the rest was sent): the sync is not "ok" then.
+    #: Chunks the publish gate keeps off this remote (they still look secret), as of the
+    #: last push; the record is not ok while there are any, and `fix` says what clears them.
+    withheld: tuple[HeldChunk, ...] = ()
+    #: How many chunks are withheld (a record an older funes wrote has the count alone).
     held: int = 0
 
 
@@ -88,49 +92,105 @@ def last_sync(repo: Repository, name: str) -> LastSync | None:
         with _record_path(repo, name).open("rb") as fh:
             raw = fh.read(_RECORD_MAX + 1)
         data = json.loads(raw) if len(raw) <= _RECORD_MAX else {}
+        withheld = tuple(
+            HeldChunk(str(h["chunk"])[:64], str(h["harness"])[:64], str(h["session"])[:200],
+                      str(h["turn"])[:200], tuple(str(d)[:100] for d in h["detectors"][:20]))
+            for h in (data.get("withheld") or [])[:_WITHHELD_MAX]
+        )
         return LastSync(float(data["time"]), bool(data["ok"]), str(data["detail"])[:500],
                         str(data["fix"])[:200] if data.get("fix") else None,
-                        float(data.get("last_ok") or 0), int(data.get("held") or 0))
+                        float(data.get("last_ok") or 0), withheld,
+                        max(len(withheld), int(data.get("held") or 0)))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
+#: Withheld chunks a record lists at most (the count beyond is in its detail).
+_WITHHELD_MAX = 50
+
+
 def record_sync(repo: Repository, name: str, ok: bool, detail: str, fix: str | None,
-                *, held: int = 0) -> None:
+                withheld: tuple[HeldChunk, ...] | None = None, *, verb: str = "push") -> None:
     """Record how a sync against `name` ended (`funes status` shows it; `last_sync` reads it).
 
-    A sync whose push the publish gate held chunks back from is not ok (`held`): the team
-    lacks those turns until they are scrubbed, so it keeps the last fully ok time too.
+    `withheld` is what the push of this sync held back (None: nothing was pushed, so what an
+    earlier push held back is still withheld). While chunks are withheld the record is not
+    ok, whatever the operation did: the team lacks those turns, so the last fully ok time
+    stays, and the fix is the one that clears them.
     """
     now = time.time()
     before = last_sync(repo, name)
-    ok = ok and not held
-    body = {"time": now, "ok": ok, "detail": detail, "fix": fix, "held": held,
-            "last_ok": now if ok else (before.last_ok if before else 0)}
+    if withheld is None:
+        withheld = before.withheld if before is not None else ()
+        if withheld and ok:
+            rules = sorted({d for h in withheld for d in h.detectors})
+            detail = (f"{detail}: nothing new to send; {len(withheld)} chunk(s) still withheld, "
+                      f"they look secret ({', '.join(rules)})")
+            fix = held_fix(withheld, name, verb)
+    fully = ok and not withheld
+    body = {"time": now, "ok": fully, "detail": detail, "fix": fix, "held": len(withheld),
+            "last_ok": now if fully else (before.last_ok if before else 0),
+            "withheld": [{"chunk": h.chunk, "harness": h.harness, "session": h.session,
+                          "turn": h.turn, "detectors": list(h.detectors)}
+                         for h in withheld[:_WITHHELD_MAX]]}
     path = _record_path(repo, name)
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(body).encode())
 
 
+#: Engines whose findings `funes scrub` redacts (funes.ingest.engines); a chunk only an
+#: external scanner (gitleaks, trufflehog on PATH) flags must be forgotten instead.
+_EXTERNAL_PREFIXES = ("gitleaks:", "trufflehog:")
+
+
+def held_fix(held: Sequence[HeldChunk], name: str, verb: str = "push") -> str:
+    """The command that clears chunks the gate holds back, then sends them (redacted).
+
+    `funes scrub` runs the engines the gate runs first, so it redacts whatever they flag; what
+    only an external scanner flags is beyond it, and is forgotten by id. The last step is the
+    operation that held them (`funes push` or `funes sync`).
+    """
+    external = sorted({h.chunk[:12] for h in held
+                       if all(d.startswith(_EXTERNAL_PREFIXES) for d in h.detectors)})
+    steps = []
+    if len(external) < len(held):
+        steps.append("funes scrub")
+    steps += [f"funes forget --chunk {c}" for c in external]
+    again = "sync" if verb == "sync" else "push"
+    return " && ".join([*steps, f"funes {again} {name}"])
+
+
 @dataclass
 class Outcome:
-    """What the block `recorded` wraps reports back: chunks its push held back."""
+    """What the block `recorded` wraps reports back: what its push sent and held back."""
 
-    held: int = 0
+    sent: bool = False
+    withheld: tuple[HeldChunk, ...] = ()
+
+    @property
+    def held(self) -> int:
+        """How many chunks the push held back."""
+        return len(self.withheld)
 
     def pushed(self, result: PushResult | None) -> None:
-        """Note the chunks the publish gate held back from `result` (None: no push ran)."""
-        if result is not None and not result.dry_run:
-            self.held = len(result.held)
+        """Note what the publish gate held back from `result` (None: no push ran).
+
+        A push with nothing to send leaves what an earlier one withheld withheld.
+        """
+        if result is None or result.dry_run:
+            return
+        if result.held or not result.up_to_date:
+            self.sent = True
+            self.withheld = tuple(result.held)
 
 
 @contextlib.contextmanager
 def recorded(repo: Repository, name: str, verb: str) -> Iterator[Outcome]:
     """Record how a sync, push or pull against `name` ended (what `status` shows).
 
-    A push the publish gate held chunks back from is recorded as not ok (`Outcome.pushed`),
-    with `funes scrub` as the fix: "ok" would tell the team it has every turn.
+    A push the publish gate held chunks back from is recorded as not ok, with the chunks, the
+    rules and the fix (`held_fix`): "ok" would tell the team it has every turn.
     """
     outcome = Outcome()
     try:
@@ -138,13 +198,14 @@ def recorded(repo: Repository, name: str, verb: str) -> Iterator[Outcome]:
     except FunesError as exc:
         record_sync(repo, name, False, exc.message, _fix_for(repo, exc, name))
         raise
-    if outcome.held:
+    if outcome.withheld:
+        rules = sorted({d for h in outcome.withheld for d in h.detectors})
         record_sync(repo, name, False,
                     f"{verb}: the publish gate held back {outcome.held} chunk(s) that still "
-                    "look secret (the rest was sent)",
-                    f"funes scrub && funes sync {name}", held=outcome.held)
-    else:
-        record_sync(repo, name, True, verb, None)
+                    f"look secret ({', '.join(rules)}; the rest was sent)",
+                    held_fix(outcome.withheld, name, verb), outcome.withheld, verb=verb)
+        return
+    record_sync(repo, name, True, verb, None, () if outcome.sent else None, verb=verb)
 
 
 def _fix_for(repo: Repository, exc: FunesError, name: str) -> str:
@@ -259,6 +320,9 @@ def sync_note(repo: Repository, now: float | None = None) -> str | None:
     now = time.time() if now is None else now
     for name in sorted(repo.config.subsections("remote")):
         last = last_sync(repo, name)
+        if last is not None and last.held:
+            return (f"# note: {last.held} chunk(s) are withheld from {name}: they "
+                    f"still look secret; run `{last.fix or 'funes scrub'}`")
         if last is None or (last.ok and now - last.time < stale_after):
             continue
         if last.last_ok and now - last.last_ok < stale_after:
