@@ -357,3 +357,28 @@ def test_several_memories_each_on_its_own_pages(ui_memory: Path, settings: Any,
         assert "the other memory's passage" in re.sub(r"<[^>]+>", "", page)
     finally:
         ui.stop()
+
+
+def test_the_memory_page_lists_what_the_gate_held_back_and_the_fix(
+        ui_memory: Path, settings: Any, tmp_path: Path) -> None:
+    from funes import api
+    from funes.api.syncstate import held_fix, record_sync
+    from funes.remotes.gate import HeldChunk
+    from funes.ui.server import UiServer
+
+    repo = api.open_memory(settings, str(ui_memory))
+    api.remote_add(repo, "origin", str(tmp_path / "team-remote"))
+    ui = UiServer.make(settings, [str(ui_memory)]).start()
+    try:
+        _, _, page = request(ui, "GET", "/memory")
+        assert "nothing is held back from any remote" in page and "Held back from" not in page
+        held = (HeldChunk("c" * 64, "claude", PLANTED_SESSION, "turn-7",
+                          ("betterleaks:generic-api-key",)),)
+        record_sync(repo, "origin", True, "push", held_fix(held, "origin"), held)
+        _, _, page = request(ui, "GET", "/memory")
+        assert "Held back from origin by the publish gate" in page
+        assert f'href="/session/{PLANTED_SESSION}?turn=turn-7' in page
+        assert "betterleaks:generic-api-key" in page and "incomplete" in page
+        assert held_fix(held, "origin").split(" && ")[0] in page
+    finally:
+        ui.stop()
