@@ -1,0 +1,125 @@
+"""Redaction coverage on other scanners' test secrets (held out: not what funes was tuned on).
+
+Run:
+    python scripts/secret_samples.py --trufflehog T --detect-secrets D --out S.json
+    python bench/secret_coverage.py --samples S.json [--json] [--misses 30]
+
+Each sample (a scanner's test input and the secrets it must find there) is indexed the way
+ingest stores a block (base64 elision, then redaction) in three contexts:
+
+* **own text**: the scanner's test input as it is;
+* **after TOKEN=**: each secret alone after ``export TOKEN=`` (single-quoted when it holds a
+  space or a shell character);
+* **alone in a sentence**: each secret in a line of prose, with no name beside it.
+
+A secret is *caught* in a context when the stored text no longer holds it; a *partial residue*
+is a context where the secret was cut but a 16-character piece of it is still there (half a
+secret is still a leak). Figures are per source; the families missed most are listed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from funes.ingest.noise import elide_base64  # noqa: E402
+from funes.ingest.redact import redact  # noqa: E402
+
+DEFAULT_SAMPLES = Path(os.environ.get("FUNES_SECRET_SAMPLES", "/work/scratch/secret-samples.json"))
+SENTENCE = "After the outage I rotated it, and the new one is {} so please update the runner."
+_SHELL = frozenset(" \t\n'\"$`\\;&|<>(){}*?!#")
+WINDOW = 16
+
+
+def token_context(secret: str) -> str:
+    if _SHELL.intersection(secret):
+        return "export TOKEN='" + secret.replace("'", "'\\''") + "'"
+    return f"export TOKEN={secret}"
+
+
+def stored(text: str) -> str:
+    """What ingest stores for a block holding `text` (elision runs first, as in the parsers)."""
+    return redact(elide_base64(text))[0]
+
+
+def residue(secret: str, out: str) -> bool:
+    """A 16-character piece of `secret` kept in `out`."""
+    if len(secret) < WINDOW:
+        return False
+    return any(secret[i : i + WINDOW] in out for i in range(len(secret) - WINDOW + 1))
+
+
+def measure(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    by_source: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    missed: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    residues: list[dict[str, str]] = []
+    for s in samples:
+        src, fam = s["source"], s["family"]
+        c = by_source[src]
+        own = stored(s["text"])
+        for secret in s["secrets"]:
+            c["secrets"] += 1
+            ok = secret not in own
+            c["own"] += ok
+            if not ok:
+                missed[src][f"own:{fam}"] += 1
+            elif residue(secret, own):
+                c["residue"] += 1
+                residues.append({"source": src, "family": fam, "context": "own"})
+            for ctx, text in (("token", token_context(secret)),
+                              ("prose", SENTENCE.format(secret))):
+                out = stored(text)
+                hit = secret not in out
+                c[ctx] += hit
+                if not hit:
+                    missed[src][f"{ctx}:{fam}"] += 1
+                elif residue(secret, out):
+                    c["residue"] += 1
+                    residues.append({"source": src, "family": fam, "context": ctx})
+    report: dict[str, Any] = {"sources": {}, "residues": residues}
+    for src, c in sorted(by_source.items()):
+        n = c["secrets"]
+        report["sources"][src] = {
+            "secrets": n,
+            "own": round(c["own"] / n, 3),
+            "token": round(c["token"] / n, 3),
+            "prose": round(c["prose"] / n, 3),
+            "partial_residues": c["residue"],
+            "missed_most": missed[src].most_common(40),
+        }
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--samples", type=Path, default=DEFAULT_SAMPLES)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--misses", type=int, default=20)
+    args = parser.parse_args()
+    if not args.samples.is_file():
+        sys.exit(f"no samples at {args.samples}: run scripts/secret_samples.py first")
+    data = json.loads(args.samples.read_text("utf-8"))
+    report = measure(data["samples"])
+    report["upstream"] = data["upstream"]
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return
+    for src, r in report["sources"].items():
+        up = data["upstream"].get(src, {})
+        print(f"== {src}@{up.get('commit', '?')[:12]}: {r['secrets']} secrets  own text "
+              f"{r['own']:.3f}  after TOKEN= {r['token']:.3f}  alone in a sentence "
+              f"{r['prose']:.3f}  partial residues {r['partial_residues']}")
+        for key, n in r["missed_most"][: args.misses]:
+            print(f"   missed {n:3d}  {key}")
+
+
+if __name__ == "__main__":
+    main()
