@@ -1,0 +1,483 @@
+r"""Detectors learned from the field's other scanners, and the completion of every redaction.
+
+funes's own detectors and the gitleaks rules (funes.ingest.redact, funes.ingest.gitleaks) know
+credentials by a name beside them in an assignment, or by a shape gitleaks has a rule for.
+trufflehog's and detect-secrets' test suites show what that misses: keys written after a name
+in other syntaxes (``jira token - 'x'``, ``<secret>x</secret>`` of any length, ``("user",
+"x")`` after a key word), tokens pasted alone in prose, provider formats no gitleaks rule knows,
+and repeats (a value redacted where it is named, left verbatim where it is pasted again). What
+is here was written from those formats as their providers document them and from
+detect-secrets' keyword-and-entropy heuristics (Apache-2.0); no scanner code is copied.
+
+Three parts, each linear in the text (every expression is a single loop over a character
+class, or a literal alternation, with bounded repetitions; no nested quantifier):
+
+* :func:`scan` adds raw findings: provider tokens by prefix (:data:`PROVIDERS`), values near a
+  secret word in any syntax, random tokens standing alone in prose, long XML secret elements,
+  Fly.io's comma-separated token lists.
+* :func:`complete` runs on the merged findings: every other occurrence of a found value is a
+  finding too, and a finding cut short at a ``.`` inside a token runs on to the token's end.
+* :func:`vetoed` drops a finding of an assignment detector whose name is a well-known
+  non-secret ending in ``token`` or ``key`` (AWS ``NextToken``, ``ClientToken``, pagination
+  and idempotency tokens; ``key_id``-like names are already not secrets).
+
+Precision: the standalone test (:func:`random_word`) wants what a generated credential looks
+like and what text, code and tool output rarely hold between spaces: 20+ characters, a run of
+16+ alphanumerics, digits and letters interleaved, high entropy, not hex (git SHAs, digests),
+not a UUID, not words, not an id with a known id prefix (``req_``, ``toolu_``, ``msg_``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Final, Protocol
+
+__all__ = ["KINDS", "PROVIDERS", "complete", "random_word", "scan", "vetoed"]
+
+#: Kinds this module names in ``[REDACTED:<kind>]``.
+KINDS: Final = ("provider-token", "named-secret", "random-token")
+MARKER: Final = "[REDACTED:"
+
+Raw = list[tuple[int, int, int, str]]
+
+
+class _Span(Protocol):
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+
+
+def _entropy(value: str) -> float:
+    n = len(value)
+    if not n:
+        return 0.0
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+# ------------------------------------------------------------------------------------------------
+# Provider formats: a documented prefix (or shape) and the body that follows it
+# ------------------------------------------------------------------------------------------------
+
+#: (prefix literal, body expression) per provider family, as their documentation describes the
+#: format. Matched anywhere (prefix, then a bounded body), with no word character before.
+PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
+    # cloud
+    "alibaba": (("LTAI", r"[A-Za-z0-9]{12,30}"),),
+    "tencent": (("AKID", r"[A-Za-z0-9]{32}"),),
+    "aws-bedrock": (("ABSK", r"[A-Za-z0-9+/]{100,200}={0,2}"),),
+    "azure-ad-secret": (("Q~", r"[A-Za-z0-9_~.-]{31,34}"),),  # checked with 3 chars before it
+    "yandex": (("AQVN", r"[A-Za-z0-9_-]{35,38}"), ("YCAJE", r"[A-Za-z0-9_-]{30,38}"),
+               ("t1.", r"[A-Z0-9a-z_-]{10,}[=]{0,2}\.[A-Z0-9a-z_-]{86}[=]{0,2}")),
+    "digitalocean": (("dop_v1_", r"[a-f0-9]{64}"), ("doo_v1_", r"[a-f0-9]{64}"),
+                     ("dor_v1_", r"[a-f0-9]{64}")),
+    "flyio": (("fo1_", r"[A-Za-z0-9_-]{40,}"), ("fm1r_", r"[A-Za-z0-9+/=_-]{40,}"),
+              ("fm1a_", r"[A-Za-z0-9+/=_-]{40,}"), ("fm2_", r"[A-Za-z0-9+/=_-]{40,}")),
+    "vault": (("hvs.", r"[A-Za-z0-9_-]{24,}"), ("hvb.", r"[A-Za-z0-9_-]{24,}"),
+              ("hvr.", r"[A-Za-z0-9_-]{24,}")),
+    "doppler": (("dp.pt.", r"[A-Za-z0-9]{40,}"), ("dp.st.", r"[A-Za-z0-9_.-]{40,}"),
+                ("dp.sa.", r"[A-Za-z0-9]{40,}"), ("dp.ct.", r"[A-Za-z0-9]{40,}")),
+    "heroku": (("HRKU-", r"[A-Za-z0-9_-]{30,}"),),
+    "netlify": (("nfp_", r"[A-Za-z0-9]{36,}"),),
+    "supabase": (("sbp_", r"[a-f0-9]{40}"), ("sb_secret_", r"[A-Za-z0-9_-]{20,}")),
+    "render": (("rnd_", r"[A-Za-z0-9]{28,}"),),
+    "vercel": (("vcp_", r"[A-Za-z0-9]{24,}"), ("vck_", r"[A-Za-z0-9]{24,}")),
+    "planetscale": (("pscale_tkn_", r"[A-Za-z0-9_.-]{32,}"), ("pscale_pw_", r"[A-Za-z0-9_.-]{32,}"),
+                    ("pscale_oauth_", r"[A-Za-z0-9_.-]{32,}")),
+    "terraform": ((".atlasv1.", r"[A-Za-z0-9_=-]{60,}"),),
+    "pulumi": (("pul-", r"[a-f0-9]{40}"),),
+    "scalingo": (("tk-us-", r"[A-Za-z0-9_-]{48}"),),
+    # CI and code hosting
+    "buildkite": (("bkua_", r"[a-z0-9]{40}"),),
+    "circleci": (("CCIPAT_", r"[A-Za-z0-9_]{30,}"),),
+    "bitbucket": (("ATBB", r"[A-Za-z0-9_=.-]{24,}"),),
+    "atlassian": (("ATATT3", r"[A-Za-z0-9_=+/.-]{100,}"), ("ATCTT3", r"[A-Za-z0-9_=+/.-]{20,}"),
+                  ("ATSTT3", r"[A-Za-z0-9_=+/.-]{100,}")),
+    "sourcegraph": (("sgp_", r"[A-Za-z0-9_]{40,}"),),
+    "sonar": (("squ_", r"[a-f0-9]{40}"), ("sqp_", r"[a-f0-9]{40}"), ("sqa_", r"[a-f0-9]{40}")),
+    "artifactory": (("AKCp", r"[A-Za-z0-9]{60,}"), ("cmVmdGtu", r"[A-Za-z0-9]{56,}")),
+    "octopus": (("API-", r"[A-Z0-9]{25,27}"),),
+    "gitea": (("gta_", r"[a-f0-9]{40}"),),
+    "rubygems": (("rubygems_", r"[a-f0-9]{48}"),),
+    "clojars": (("CLOJARS_", r"[a-z0-9]{60}"),),
+    "nuget": (("oy2", r"[a-z0-9]{43}"),),
+    "harness": (("pat.", r"[A-Za-z0-9_-]{22}\.[a-f0-9]{24}\.[A-Za-z0-9]{20}"),),
+    "snyk": (("snyk_", r"[A-Za-z0-9_-]{30,}"),),
+    "prefect": (("pnu_", r"[A-Za-z0-9]{36}"),),
+    "readme": (("rdme_", r"[a-z0-9]{70}"),),
+    "postman": (("PMAK-", r"[a-f0-9]{24}-[a-f0-9]{34}"),),
+    "linear": (("lin_api_", r"[A-Za-z0-9]{40}"), ("lin_oauth_", r"[A-Za-z0-9]{64}")),
+    "figma": (("figd_", r"[A-Za-z0-9_-]{38,}"),),
+    "typeform": (("tfp_", r"[A-Za-z0-9_-]{44,}"),),
+    "contentful": (("CFPAT-", r"[A-Za-z0-9_-]{43}"),),
+    # payment
+    "square": (("EAAA", r"[A-Za-z0-9_=+-]{60}"), ("sq0atp-", r"[A-Za-z0-9_-]{22}"),
+               ("sq0csp-", r"[A-Za-z0-9_-]{43}")),
+    "razorpay": (("rzp_live_", r"[A-Za-z0-9]{14,}"), ("rzp_test_", r"[A-Za-z0-9]{14,}")),
+    "shippo": (("shippo_live_", r"[a-f0-9]{40}"), ("shippo_test_", r"[a-f0-9]{40}")),
+    "braintree": (("access_token$production$", r"[a-z0-9]{16}\$[a-f0-9]{32}"),
+                  ("access_token$sandbox$", r"[a-z0-9]{16}\$[a-f0-9]{32}")),
+    "paystack": (("sk_live_", r"[a-f0-9]{40}"),),
+    "flutterwave": (("FLWSECK-", r"[a-f0-9]{32}-X"), ("FLWSECK_TEST-", r"[a-f0-9]{32}-X")),
+    "ramp": (("ramp_sec_", r"[A-Za-z0-9]{40,}"), ("ramp_tok_", r"[A-Za-z0-9]{40,}")),
+    # chat and mail
+    "shopify": (("shpat_", r"[a-fA-F0-9]{32}"), ("shpca_", r"[a-fA-F0-9]{32}"),
+                ("shppa_", r"[a-fA-F0-9]{32}"), ("shpss_", r"[a-fA-F0-9]{32}")),
+    "twilio": (("AC", r"[a-f0-9]{32}"), ("SK", r"[a-f0-9]{32}")),
+    "mailgun": (("key-", r"[a-f0-9]{32}"),),
+    "mailchimp": (("", r"[a-f0-9]{32}-us[0-9]{1,2}"),),
+    "sendgrid": (("SG.", r"[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}"),),
+    "sendinblue": (("xkeysib-", r"[a-f0-9]{64}-[A-Za-z0-9]{16}"),),
+    "postmark": (("", r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}"),),
+    "telegram": (("", r"[0-9]{8,10}:AA[A-Za-z0-9_-]{33}"),),
+    "discord": (("", r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}"),),
+    "twitter": (("AAAAAAAAAAAAAAAAAAAAA", r"[A-Za-z0-9%]{30,}"),),
+    "notion": (("ntn_", r"[A-Za-z0-9]{40,}"), ("secret_", r"[A-Za-z0-9]{43}")),
+    "zendesk": (("", r""),),
+    "dropbox": (("sl.", r"[A-Za-z0-9_-]{130,}"),),
+    "mapbox": (("sk.eyJ", r"[A-Za-z0-9_-]{50,}\.[A-Za-z0-9_-]{20,}"),),
+    # databases
+    "mongodb-atlas": (("mdb_sa_sk_", r"[A-Za-z0-9_-]{30,}"),),
+    "planetscale-db": (("pscale_", r"[a-z]{2,6}_[A-Za-z0-9_]{32,}"),),
+    # observability
+    "newrelic": (("NRAK-", r"[A-Z0-9]{27}"), ("NRII-", r"[A-Za-z0-9_-]{32}"),
+                 ("NRJS-", r"[a-f0-9]{19}"), ("NRAA-", r"[a-f0-9]{27}")),
+    "grafana": (("glc_", r"[A-Za-z0-9+/]{32,}={0,2}"), ("glsa_", r"[A-Za-z0-9]{32}_[a-f0-9]{8}")),
+    "sentry": (("sntrys_", r"[A-Za-z0-9+/=_]{40,}"), ("sntryu_", r"[a-f0-9]{64}")),
+    "dynatrace": (("dt0c01.", r"[A-Z0-9]{24}\.[A-Z0-9]{64}"), ("dt0s01.", r"[A-Z0-9]{24}\.[A-Z0-9]{64}")),
+    "honeycomb": (("hcaik_", r"[a-z0-9]{58}"), ("hcxik_", r"[a-z0-9]{58}")),
+    "launchdarkly": (("api-", r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}"),
+                     ("sdk-", r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}")),
+    "sumologic": (("su", r"[A-Za-z0-9]{12}(?=[^A-Za-z0-9])"),),
+    # AI providers
+    "groq": (("gsk_", r"[A-Za-z0-9]{48,}"),),
+    "xai": (("xai-", r"[A-Za-z0-9]{70,}"),),
+    "replicate": (("r8_", r"[A-Za-z0-9]{37}"),),
+    "perplexity": (("pplx-", r"[A-Za-z0-9]{40,}"),),
+    "openrouter": (("sk-or-v1-", r"[a-f0-9]{64}"),),
+    "langsmith": (("lsv2_pt_", r"[a-f0-9]{32}_[a-f0-9]{10}"), ("lsv2_sk_", r"[a-f0-9]{32}_[a-f0-9]{10}")),
+    "pinecone": (("pcsk_", r"[A-Za-z0-9_]{50,}"),),
+    "tavily": (("tvly-", r"[A-Za-z0-9-]{32,}"),),
+    "firecrawl": (("fc-", r"[a-f0-9]{32}"),),
+    "elevenlabs": (("sk_", r"[a-f0-9]{48}"),),
+    "deepgram": (("dg_", r"[a-f0-9]{40}"),),
+    "age": (("AGE-SECRET-KEY-1", r"[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),),
+    "onepassword": (("ops_", r"eyJ[A-Za-z0-9_=-]{100,}"),),
+    # webhooks (the URL is the credential)
+    "discord-webhook": (("discord.com/api/webhooks/", r"[0-9]{17,20}/[A-Za-z0-9_-]{60,70}"),
+                        ("discordapp.com/api/webhooks/", r"[0-9]{17,20}/[A-Za-z0-9_-]{60,70}")),
+    "teams-webhook": ((".webhook.office.com/webhookb2/", r"[A-Za-z0-9@/_-]{60,400}"),
+                      ("outlook.office.com/webhook/", r"[A-Za-z0-9@/_-]{60,400}"),
+                      (".logic.azure.com", r":443/workflows/[a-f0-9]{32}/triggers/[A-Za-z0-9_/?=&%.-]{40,400}")),
+    "salesforce": (("00D", r"[A-Za-z0-9]{12,15}![A-Za-z0-9._]{80,260}"), ("5Aep", r"[A-Za-z0-9._]{80,90}")),
+}
+PROVIDERS.pop("zendesk")  # no documented prefix: found by name (named values)
+
+_NOT_WORD_BEFORE = r"(?<![A-Za-z0-9_])"
+_NOT_TOKEN_AFTER = r"(?![A-Za-z0-9_])"
+
+
+def _provider_patterns() -> tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...]:
+    """One compiled alternation per family, anchored on its literal prefixes."""
+    out = []
+    for family, formats in PROVIDERS.items():
+        alts = []
+        anchors = []
+        for prefix, body in formats:
+            before = "(?<=[A-Za-z0-9_~.-]{3})" if prefix == "Q~" else (
+                "" if prefix.startswith((".", "discord", "outlook")) else _NOT_WORD_BEFORE)
+            alts.append(before + re.escape(prefix) + body)
+            if prefix:
+                anchors.append(prefix)
+        pattern = "(?:" + "|".join(alts) + ")" + (
+            "" if family.endswith("webhook") or family == "salesforce" else _NOT_TOKEN_AFTER)
+        out.append((family, tuple(anchors), re.compile(pattern)))
+    return tuple(out)
+
+
+_PROVIDERS: Final = _provider_patterns()
+_PROVIDER_PRIORITY: Final = 3
+
+
+def _scan_providers(text: str, out: Raw) -> None:
+    for _family, anchors, pattern in _PROVIDERS:
+        if anchors and not any(a in text for a in anchors):
+            continue
+        for m in pattern.finditer(text):
+            value = m.group(0)
+            if _entropy(value) < 2.5 or "xxxxx" in value.lower():
+                continue  # "AC" + 32 zeros, "key-xxxx…": a placeholder in the format's shape
+            out.append((m.start(), m.end(), _PROVIDER_PRIORITY, "provider-token"))
+
+
+# ------------------------------------------------------------------------------------------------
+# Random-looking words
+# ------------------------------------------------------------------------------------------------
+
+_HEX: Final = frozenset("0123456789abcdefABCDEF-")
+_UUID_RE: Final = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+_ALNUM_RUN: Final = re.compile(r"[A-Za-z0-9]{16,}")
+#: Prefixes of ids that look random and are not credentials: API request and message ids,
+#: tool-call ids, payment object ids, content hashes, integrity strings, trace ids.
+_ID_PREFIX: Final = re.compile(
+    r"(?i)^(?:req|request|msg|message|toolu|tool|call|chatcmpl|run|thread|asst|file|batch|step"
+    r"|resp|sess|session|trace|span|job|task|build|evt|cus|sub|ch|pi|pm|seti|in|ii|prod|price"
+    r"|txn|po|acct|ba|card|src|tok|sha\d*|md5|blake\d*|h1|id|uid|uuid|ocid\d|arn|etag|commit"
+    r"|rev|ref|img|image|data|cache|node|pod|deploy|chunk|row|doc|obj|vs|sk-ant-api\d\d-x)[_:-]"
+)
+_WORDY_PART: Final = re.compile(r"[A-Z]?[a-z]{3,}|[A-Z]{3,}")
+_VOWELS: Final = frozenset("aeiouAEIOU")
+
+
+def _transitions(value: str) -> int:
+    """How often the character class changes (lower, upper, digit): random text changes often."""
+    n = 0
+    prev = -1
+    for ch in value:
+        cls = 0 if ch.islower() else 1 if ch.isupper() else 2 if ch.isdigit() else 3
+        if cls != prev and prev != -1 and cls != 3 and prev != 3:
+            n += 1
+        prev = cls
+    return n
+
+
+def _word_letters(value: str) -> int:
+    """How many letters of `value` are in pronounceable word parts (`Token`, `config`)."""
+    return sum(
+        len(p) for p in _WORDY_PART.findall(value)
+        if _VOWELS.intersection(p) and len(p) <= 12 and _VOWELS.intersection(p[:4])
+    )
+
+
+def random_word(value: str, *, relaxed: bool = False) -> bool:
+    """Whether `value` looks machine-generated (a credential's body), not words, ids or digests.
+
+    `relaxed`: a secret word is next to it, so hex (32+ characters), all-lowercase and shorter
+    values are enough; standing alone it must be 20+ characters with a 16+ alphanumeric run and
+    letters and digits interleaved.
+    """
+    n = len(value)
+    if n < (12 if relaxed else 20) or n > 1024 or MARKER in value:
+        return False
+    if _UUID_RE.fullmatch(value) and not relaxed:
+        return False
+    hexish = _HEX.issuperset(value)
+    if hexish and (not relaxed or len(value.replace("-", "")) < 32):
+        return False  # git SHAs, digests, ids: never alone; after a secret word, 32+ only
+    digits = sum(ch.isdigit() for ch in value)
+    letters = sum(ch.isalpha() for ch in value)
+    if not letters or value.isdigit():
+        return False
+    if not relaxed:
+        if digits < 2 or _ALNUM_RUN.search(value) is None or _ID_PREFIX.match(value):
+            return False
+    body = value.replace("-", "").replace("_", "")
+    if _word_letters(value) * 2 > letters:
+        return False  # mostly words: identifiers, file names, slugs
+    if hexish:
+        return _entropy(body) >= 3.0
+    trans = _transitions(body)
+    if trans < max(4, len(body) // (6 if relaxed else 5)):
+        return False
+    return _entropy(body) >= (3.3 if relaxed else 3.7)
+
+
+# ------------------------------------------------------------------------------------------------
+# Tokens standing alone in prose, and values near a secret word in any syntax
+# ------------------------------------------------------------------------------------------------
+
+#: A candidate word: token characters, bounded (a longer run is data, not a key).
+_WORD: Final = re.compile(r"[A-Za-z0-9+/=_.~-]{20,1024}")
+_PROSE_BEFORE: Final = frozenset(" \t\n(`\"'*:<>,[")
+_PROSE_AFTER: Final = frozenset(" \t\n)`\"'*.,;:!?<>]")
+_PROSE_WORDS: Final = re.compile(r"(?<![\w/.-])[A-Za-z]{2,}(?![\w/.-])")
+_STANDALONE_PRIORITY: Final = 9
+_NAMED_PRIORITY: Final = 7
+
+#: Words that say a secret is next: the names detect-secrets' keyword plugin and trufflehog's
+#: keyword prefilters look for, in any syntax (no `=` needed).
+_SECRET_WORDS: Final = re.compile(
+    r"(?i)(?:api[_ -]?key|apikey|access[_ -]?key|secret|token|passw(?:or)?d|passphrase|pwd"
+    r"|credentials?|auth[_ -]?key|private[_ -]?key|client[_ -]?secret|bearer|signing[_ -]?key"
+    r"|webhook|license[_ -]?key|app[_ -]?key|master[_ -]?key)"
+)
+
+
+def _line_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+    ls = text.rfind("\n", max(0, start - 400), start) + 1
+    le = text.find("\n", end, end + 400)
+    return (ls if ls else max(0, start - 400)), (le if le >= 0 else min(len(text), end + 400))
+
+
+def _trim(text: str, s: int, e: int) -> tuple[int, int]:
+    """A word without the sentence's full stop after it."""
+    while e > s and text[e - 1] == ".":
+        e -= 1
+    return s, e
+
+
+def _scan_words(text: str, out: Raw) -> None:
+    """Random tokens alone in prose, and values within reach after a secret word."""
+    named_until = -1
+    named: list[int] = []
+    for m in _SECRET_WORDS.finditer(text):
+        named.append(m.end())
+    k = 0
+    for m in _WORD.finditer(text):
+        s, e = _trim(text, m.start(), m.end())
+        value = text[s:e]
+        if s and text[s - 1] not in _PROSE_BEFORE:
+            continue
+        while k < len(named) and named[k] < s - 48:
+            k += 1
+        near = k < len(named) and named[k] <= s and "\n" not in text[named[k] : s]
+        if near and named[k] > named_until and random_word(value, relaxed=True):
+            out.append((s, e, _NAMED_PRIORITY, "named-secret"))
+            named_until = e
+            continue
+        if e < len(text) and text[e] not in _PROSE_AFTER:
+            continue
+        if value.count("/") > 1 or value.startswith(("/", "~", ".")) or "://" in value:
+            continue
+        if not random_word(value):
+            continue
+        ls, le = _line_bounds(text, s, e)
+        line = text[ls:le]
+        if len(_PROSE_WORDS.findall(line)) < 2:
+            continue  # a bare value on a line of data (tables, lists of digests): not prose
+        out.append((s, e, _STANDALONE_PRIORITY, "random-token"))
+
+
+# ------------------------------------------------------------------------------------------------
+# XML secret elements of any length, Fly.io token lists
+# ------------------------------------------------------------------------------------------------
+
+_XML_OPEN: Final = re.compile(
+    r"(?i)<((?:[A-Za-z_][\w.:-]{0,40})?(?:password|passwd|secret|token|api_?key|credentials?|pwd))>"
+)
+_XML_MAX: Final = 16384
+_FLY: Final = re.compile(r"FlyV1[ \t]+(fm\d[a-z]?_[A-Za-z0-9+/=_-]{20,}(?:,fm\d[a-z]?_[A-Za-z0-9+/=_-]{20,}){0,16})")
+
+
+def _scan_xml(text: str, out: Raw) -> None:
+    for m in _XML_OPEN.finditer(text):
+        close = text.find(f"</{m.group(1)}>", m.end(), m.end() + _XML_MAX)
+        if close < 0:
+            continue
+        s, e = m.end(), close
+        while s < e and text[s] in " \t\r\n":
+            s += 1
+        while e > s and text[e - 1] in " \t\r\n":
+            e -= 1
+        value = text[s:e]
+        if e - s > 256 and MARKER not in value and "<" not in value:
+            out.append((s, e, 5, "xml-secret"))  # shorter ones: redact's xml-secret detector
+
+
+def _scan_fly(text: str, out: Raw) -> None:
+    for m in _FLY.finditer(text):
+        out.append((m.start(1), m.end(1), _PROVIDER_PRIORITY, "provider-token"))
+
+
+def scan(text: str, out: Raw) -> None:
+    """Append this module's raw findings on `text` to `out` (start, end, priority, kind)."""
+    _scan_providers(text, out)
+    if len(text) >= 12:
+        _scan_words(text, out)
+    if "</" in text:
+        _scan_xml(text, out)
+    if "FlyV1" in text:
+        _scan_fly(text, out)
+
+
+# ------------------------------------------------------------------------------------------------
+# Completion: repeats, cuts at a dot
+# ------------------------------------------------------------------------------------------------
+
+_TOKEN_CHARS: Final = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-"
+)
+_DOT_TAIL: Final = re.compile(r"(?:\.[A-Za-z0-9+/=_-]+)+")
+#: A value this short could be a word that happens to be a password; repeats of it are not.
+_REPEAT_MIN: Final = 8
+#: Above this many distinct values, repeats are found with one scan of the text (a table of
+#: the values' first 8 characters) instead of one search per value.
+_FIND_EACH_MAX: Final = 16
+
+
+def complete(text: str, found: Sequence[_Span], priority: dict[str, int]) -> Raw:
+    """More findings implied by `found` (merged, in order): repeats and tokens cut at a dot.
+
+    Every other occurrence of a found value is a finding of the same kind (a secret named once
+    is often pasted again without its name), and a finding that ends at a ``.`` followed by
+    token characters runs on to the token's end (``abc.def`` cut at the dot).
+    """
+    more: Raw = []
+    values: dict[str, str] = {}
+    for f in found:
+        end = f.end
+        if text[end : end + 1] == "." and text[end + 1 : end + 2] in _TOKEN_CHARS and (
+            end > f.start and text[end - 1] in _TOKEN_CHARS
+        ):
+            m = _DOT_TAIL.match(text, end)
+            if m is not None:
+                end = m.end()
+                more.append((f.start, end, priority.get(f.kind, 10), f.kind))
+        value = text[f.start : end]
+        if len(value) >= _REPEAT_MIN and MARKER not in value and "\n" not in value:
+            values.setdefault(value, f.kind)
+    if not values:
+        return more
+    spans = {(f.start, f.end) for f in found}
+    if len(values) <= _FIND_EACH_MAX:
+        for value, kind in values.items():
+            k = text.find(value)
+            while k >= 0:
+                if (k, k + len(value)) not in spans:
+                    more.append((k, k + len(value), priority.get(kind, 10), kind))
+                k = text.find(value, k + len(value))
+        return more
+    heads: dict[str, list[str]] = {}
+    for value in values:
+        heads.setdefault(value[:_REPEAT_MIN], []).append(value)
+    for i in range(len(text) - _REPEAT_MIN + 1):
+        cands = heads.get(text[i : i + _REPEAT_MIN])
+        if cands is None:
+            continue
+        for value in cands:
+            if text.startswith(value, i) and (i, i + len(value)) not in spans:
+                more.append((i, i + len(value), priority.get(values[value], 10), values[value]))
+    return more
+
+
+# ------------------------------------------------------------------------------------------------
+# Vetoes: names that end like a secret and are not one
+# ------------------------------------------------------------------------------------------------
+
+#: Names of well-known non-secret values ending in "token" or "key" (lowercased, separators
+#: removed): pagination cursors, idempotency and client request tokens, continuation markers.
+_NOT_SECRET_NAMES: Final = (
+    "nexttoken", "clienttoken", "idempotencytoken", "idempotencykey", "continuationtoken",
+    "paginationtoken", "pagetoken", "nextpagetoken", "synctoken", "starttoken", "marker",
+    "nextmarker", "cursortoken", "resumetoken", "querytoken", "requesttoken", "clientrequesttoken",
+    "sessiontokenexpiration", "tokentype", "cachekey", "partitionkey", "sortkey", "primarykey",
+    "rangekey", "hashkey", "objectkey", "s3key", "idempotency",
+)
+_NAME_BEFORE: Final = re.compile(r"([A-Za-z][A-Za-z0-9_.-]{0,60})[\"']?\s*[:=]\s*[\"']?$")
+
+
+def vetoed(text: str, start: int, kind: str) -> bool:
+    """Whether a finding at `start` of an assignment-like `kind` is the value of a known
+    non-secret name (`"NextToken": "…"`, `ClientToken=…`)."""
+    if kind not in ("secret", "high-entropy", "generic-api-key", "named-secret"):
+        return False
+    m = _NAME_BEFORE.search(text, max(0, start - 72), start)
+    if m is None:
+        return False
+    name = re.sub(r"[^a-z0-9]", "", m.group(1).lower().rsplit(".", 1)[-1])
+    return name.endswith(_NOT_SECRET_NAMES)
