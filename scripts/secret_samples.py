@@ -262,6 +262,28 @@ _SECRET_NAME = re.compile(r"(?i)key|token|secret|pass|pwd|cred|auth|sig|pat\b|pa
 _HOSTLIKE = re.compile(r"(?i)^(?:[a-z0-9-]+\.)+[a-z]{2,10}(?::\d+)?(?:/\S*)?$")
 
 
+_URL_PASSWORD = re.compile(r"://[^/\s:@]*:([^/\s@]+)@")
+_SECRET_PARAM = re.compile(
+    r"(?i)(?:^|[;&?\s])(?:password|pwd|secret|sig|accountkey|sharedaccesskey|key|token)=([^;&\s]+)"
+)
+
+
+def core(value: str) -> str:
+    """The credential inside a connection string or URL: what leaking would hurt.
+
+    A URL's user name and host, a connection string's endpoint and the parameters of a SAS URL
+    are not secret; the password, ``Secret=``/``AccountKey=`` value or signature is.
+    """
+    m = _URL_PASSWORD.search(value)
+    if m:
+        return m.group(1)
+    if "=" in value and (";" in value or "&" in value):
+        m = _SECRET_PARAM.search(value)
+        if m and len(m.group(1)) >= 8:
+            return m.group(1)
+    return value
+
+
 def _secret_parts(text: str, leaves: list[Leaf]) -> list[str]:
     """The parts of one `want` that are secrets and occur in the input."""
     parts: list[Leaf] = []
@@ -289,7 +311,7 @@ def _secret_parts(text: str, leaves: list[Leaf]) -> list[str]:
             continue  # a literal word beside the secret (a user name)
         if value.startswith(("http://", "https://")) and not re.search(r"[?&/][^/?&]{16,}", value):
             continue
-        out.append(value)
+        out.append(core(value))
     if not out:
         longest = max((v for _, v in parts), key=len, default="")
         if len(longest) >= 8:
@@ -413,7 +435,7 @@ def detect_secrets_samples(repo: Path, commit: str) -> tuple[list[dict[str, Any]
                     stats["skipped"] += 1
                     continue
                 samples.append({"source": "detect-secrets", "family": family,
-                                "text": row[0], "secrets": [secret]})
+                                "text": row[0], "secrets": [core(secret)]})
     return samples, stats
 
 

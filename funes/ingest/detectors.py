@@ -191,6 +191,8 @@ def _provider_patterns() -> tuple[tuple[str, tuple[str, ...], re.Pattern[str]], 
         for prefix, body in formats:
             before = "(?<=[A-Za-z0-9_~.-]{3})" if prefix == "Q~" else (
                 "" if prefix.startswith((".", "discord", "outlook")) else _NOT_WORD_BEFORE)
+            if prefix.startswith(".webhook.") or prefix.startswith(".logic."):
+                before = r"https://[A-Za-z0-9-]{1,64}"  # the whole URL, tenant host included
             alts.append(before + re.escape(prefix) + body)
             if prefix:
                 anchors.append(prefix)
@@ -292,8 +294,9 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
 # ------------------------------------------------------------------------------------------------
 
 #: A candidate word: token characters, bounded (a longer run is data, not a key).
-_WORD: Final = re.compile(r"[A-Za-z0-9+/=_.~-]{20,1024}")
-_PROSE_BEFORE: Final = frozenset(" \t\n(`\"'*:<>,[")
+_WORD: Final = re.compile(r"[A-Za-z0-9+/_.~-]{12,1024}={0,3}")
+_PROSE_BEFORE: Final = frozenset(" \t\n(`\"'*:<>,[=")
+_NAMED_BEFORE: Final = frozenset(" \t\n(`\"'*:<>,[=&?{|")
 _PROSE_AFTER: Final = frozenset(" \t\n)`\"'*.,;:!?<>]")
 _PROSE_WORDS: Final = re.compile(r"(?<![\w/.-])[A-Za-z]{2,}(?![\w/.-])")
 _STANDALONE_PRIORITY: Final = 9
@@ -306,6 +309,23 @@ _SECRET_WORDS: Final = re.compile(
     r"|credentials?|auth[_ -]?key|private[_ -]?key|client[_ -]?secret|bearer|signing[_ -]?key"
     r"|webhook|license[_ -]?key|app[_ -]?key|master[_ -]?key)"
 )
+
+
+#: A quoted value right after a secret word, in syntaxes the assignment detectors do not read
+#: (`token - 'x'`, `secret 'x'`, `password("x")`, `token -> "x"`).
+_QUOTED_AFTER: Final = re.compile(
+    r"""[ \t]{0,3}(?:-{1,2}>?|=>|->|\(|is)?[ \t]{0,3}(?P<q>["'`])(?P<v>[^"'`\n]{8,256})(?P=q)"""
+)
+
+
+def _quoted_secret(value: str) -> bool:
+    """A quoted value after a secret word: a literal with some randomness, not prose or code."""
+    if " " in value or MARKER in value or value[0] in "$%{<[":
+        return False
+    if value.isalpha() or _entropy(value) < 3.0:
+        return False
+    letters = sum(ch.isalpha() for ch in value)
+    return _word_letters(value) * 2 <= letters
 
 
 def _line_bounds(text: str, start: int, end: int) -> tuple[int, int]:
@@ -327,11 +347,15 @@ def _scan_words(text: str, out: Raw) -> None:
     named: list[int] = []
     for m in _SECRET_WORDS.finditer(text):
         named.append(m.end())
+        q = _QUOTED_AFTER.match(text, m.end())
+        if q is not None and _quoted_secret(q.group("v")):
+            out.append((q.start("v"), q.end("v"), _NAMED_PRIORITY, "named-secret"))
     k = 0
     for m in _WORD.finditer(text):
         s, e = _trim(text, m.start(), m.end())
         value = text[s:e]
-        if s and text[s - 1] not in _PROSE_BEFORE:
+        before = text[s - 1] if s else " "
+        if before not in _NAMED_BEFORE:
             continue
         while k < len(named) and named[k] < s - 48:
             k += 1
@@ -339,6 +363,8 @@ def _scan_words(text: str, out: Raw) -> None:
         if near and named[k] > named_until and random_word(value, relaxed=True):
             out.append((s, e, _NAMED_PRIORITY, "named-secret"))
             named_until = e
+            continue
+        if before not in _PROSE_BEFORE or e - s < 20:
             continue
         if e < len(text) and text[e] not in _PROSE_AFTER:
             continue
@@ -410,6 +436,23 @@ _REPEAT_MIN: Final = 8
 _FIND_EACH_MAX: Final = 16
 
 
+#: Kinds whose value may be one part of a `part:part` token (`id:secret`, Asana's `n/id:key`).
+_JOINED_KINDS: Final = frozenset({"random-token", "named-secret", "provider-token"})
+_PART_BEFORE: Final = re.compile(r"[A-Za-z0-9+/_-]{8,256}:$")
+_PART_AFTER: Final = re.compile(r":[A-Za-z0-9+/_-]{8,256}")
+
+
+def _joined(text: str, start: int, end: int) -> tuple[int, int]:
+    """Extend a random value over `:`-joined parts that are random too (one credential)."""
+    m = _PART_BEFORE.search(text, max(0, start - 257), start) if text[start - 1 : start] == ":" else None
+    if m is not None and any(ch.isdigit() for ch in m.group(0)) and not m.group(0)[:-1].isalpha():
+        start = m.start()
+    m = _PART_AFTER.match(text, end) if text[end : end + 1] == ":" else None
+    if m is not None and any(ch.isdigit() for ch in m.group(0)):
+        end = m.end()
+    return start, end
+
+
 def complete(text: str, found: Sequence[_Span], priority: dict[str, int]) -> Raw:
     """More findings implied by `found` (merged, in order): repeats and tokens cut at a dot.
 
@@ -428,7 +471,12 @@ def complete(text: str, found: Sequence[_Span], priority: dict[str, int]) -> Raw
             if m is not None:
                 end = m.end()
                 more.append((f.start, end, priority.get(f.kind, 10), f.kind))
-        value = text[f.start : end]
+        start = f.start
+        if f.kind in _JOINED_KINDS:
+            start, end = _joined(text, start, end)
+            if (start, end) != (f.start, f.end):
+                more.append((start, end, priority.get(f.kind, 10), f.kind))
+        value = text[start:end]
         if len(value) >= _REPEAT_MIN and MARKER not in value and "\n" not in value:
             values.setdefault(value, f.kind)
     if not values:
