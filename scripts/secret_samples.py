@@ -290,12 +290,16 @@ def _secret_parts(text: str, leaves: list[Leaf]) -> list[str]:
     for name, value in leaves:
         if value in text:
             parts.append((name, value))
-        elif name is None:
+        elif name is None and "PRIVATE KEY-----" in value:
+            m = re.search(r"-----BEGIN[^-]*-----(.*?)-----END", value, re.S)
+            if m and m.group(1).strip() and m.group(1).strip() in text:
+                parts.append((None, m.group(1).strip()))
+        elif name is None and "{" not in value:
             parts += [(None, v) for v in re.split(r"[:;|,\s]+", value) if v and v in text]
     out: list[str] = []
     for name, value in parts:
         value = value.strip('"')
-        if len(value) < 8 or value.startswith("//"):
+        if len(value) < 8 or value.startswith("//") or re.fullmatch(r"[a-z_.]+", value):
             continue
         bare = name.rsplit(".", 1)[-1] if name else ""
         if bare and _NOT_SECRET_NAME.search(bare) and not _SECRET_NAME.search(

@@ -69,6 +69,7 @@ def _entropy(value: str) -> float:
 PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     # cloud
     "alibaba": (("LTAI", r"[A-Za-z0-9]{12,30}"),),
+    "aws-appsync": (("da2-", r"[a-z0-9]{26}"),),
     "tencent": (("AKID", r"[A-Za-z0-9]{32}"),),
     "aws-bedrock": (("ABSK", r"[A-Za-z0-9+/]{100,200}={0,2}"),),
     "azure-ad-secret": (("Q~", r"[A-Za-z0-9_~.-]{31,34}"),),  # checked with 3 chars before it
@@ -102,6 +103,7 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "sonar": (("squ_", r"[a-f0-9]{40}"), ("sqp_", r"[a-f0-9]{40}"), ("sqa_", r"[a-f0-9]{40}")),
     "artifactory": (("AKCp", r"[A-Za-z0-9]{60,}"), ("cmVmdGtu", r"[A-Za-z0-9]{56,}")),
     "octopus": (("API-", r"[A-Z0-9]{25,27}"),),
+    "bitbucket-dc": (("BBDC-", r"[A-Za-z0-9+/@_-]{40,44}"),),
     "gitea": (("gta_", r"[a-f0-9]{40}"),),
     "rubygems": (("rubygems_", r"[a-f0-9]{48}"),),
     "clojars": (("CLOJARS_", r"[a-z0-9]{60}"),),
@@ -174,6 +176,7 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "teams-webhook": ((".webhook.office.com/webhookb2/", r"[A-Za-z0-9@/_-]{60,400}"),
                       ("outlook.office.com/webhook/", r"[A-Za-z0-9@/_-]{60,400}"),
                       (".logic.azure.com", r":443/workflows/[a-f0-9]{32}/triggers/[A-Za-z0-9_/?=&%.-]{40,400}")),
+    "zapier-webhook": (("hooks.zapier.com/hooks/catch/", r"[0-9]{3,12}/[A-Za-z0-9]{4,32}/?"),),
     "salesforce": (("00D", r"[A-Za-z0-9]{12,15}![A-Za-z0-9._]{80,260}"), ("5Aep", r"[A-Za-z0-9._]{80,90}")),
 }
 PROVIDERS.pop("zendesk")  # no documented prefix: found by name (named values)
@@ -190,7 +193,7 @@ def _provider_patterns() -> tuple[tuple[str, tuple[str, ...], re.Pattern[str]], 
         anchors = []
         for prefix, body in formats:
             before = "(?<=[A-Za-z0-9_~.-]{3})" if prefix == "Q~" else (
-                "" if prefix.startswith((".", "discord", "outlook")) else _NOT_WORD_BEFORE)
+                "" if prefix.startswith((".", "discord", "outlook", "hooks.")) else _NOT_WORD_BEFORE)
             if prefix.startswith(".webhook.") or prefix.startswith(".logic."):
                 before = r"https://[A-Za-z0-9-]{1,64}"  # the whole URL, tenant host included
             alts.append(before + re.escape(prefix) + body)
@@ -305,10 +308,30 @@ _NAMED_PRIORITY: Final = 7
 #: Words that say a secret is next: the names detect-secrets' keyword plugin and trufflehog's
 #: keyword prefilters look for, in any syntax (no `=` needed).
 _SECRET_WORDS: Final = re.compile(
-    r"(?i)(?:api[_ -]?key|apikey|access[_ -]?key|secret|token|passw(?:or)?d|passphrase|pwd"
+    r"(?i:api[_ -]?key|apikey|access[_ -]?key|secret|token|passw(?:or)?d|passphrase|pwd"
     r"|credentials?|auth[_ -]?key|private[_ -]?key|client[_ -]?secret|bearer|signing[_ -]?key"
-    r"|webhook|license[_ -]?key|app[_ -]?key|master[_ -]?key)"
+    r"|webhook|license[_ -]?key|app[_ -]?key|master[_ -]?key|[_-]key(?![a-z]))"
+    r"|(?<=[a-z0-9])Key(?![a-z])"
 )
+#: Parts of a name that say its value is not a secret even though a secret word ends it.
+_NOT_SECRET_PARTS: Final = re.compile(
+    r"(?i)public|hash|sha\d*|md5|digest|checksum|fingerprint|cache|etag|_id\b|[a-z]Id\b|sort"
+    r"|partition|primary|foreign|index|next|page|idempoten|continu|cursor|csrf|xsrf|type"
+    r"|length|size|count|file|path|url|name|prefix|timeout|expir"
+)
+_NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+def _secret_name(text: str, start: int, end: int) -> bool:
+    """The identifier holding the secret word at `start:end` names a secret (not `public_key`,
+    `cache_key`, `token_type`, `NextToken`)."""
+    s = start
+    while s > 0 and start - s < 64 and text[s - 1] in _NAME_CHARS:
+        s -= 1
+    e = end
+    while e < len(text) and e - end < 32 and (text[e].isalnum() or text[e] == "_"):
+        e += 1
+    return _NOT_SECRET_PARTS.search(text, s, e) is None
 
 
 #: A quoted value right after a secret word, in syntaxes the assignment detectors do not read
@@ -346,6 +369,8 @@ def _scan_words(text: str, out: Raw) -> None:
     named_until = -1
     named: list[int] = []
     for m in _SECRET_WORDS.finditer(text):
+        if not _secret_name(text, m.start(), m.end()):
+            continue
         named.append(m.end())
         q = _QUOTED_AFTER.match(text, m.end())
         if q is not None and _quoted_secret(q.group("v")):
@@ -374,7 +399,7 @@ def _scan_words(text: str, out: Raw) -> None:
             continue
         ls, le = _line_bounds(text, s, e)
         line = text[ls:le]
-        if len(_PROSE_WORDS.findall(line)) < 2:
+        if _PROSE_WORDS.search(line) is None:
             continue  # a bare value on a line of data (tables, lists of digests): not prose
         out.append((s, e, _STANDALONE_PRIORITY, "random-token"))
 
@@ -439,7 +464,7 @@ _FIND_EACH_MAX: Final = 16
 #: Kinds whose value may be one part of a `part:part` token (`id:secret`, Asana's `n/id:key`).
 _JOINED_KINDS: Final = frozenset({"random-token", "named-secret", "provider-token"})
 _PART_BEFORE: Final = re.compile(r"[A-Za-z0-9+/_-]{8,256}:$")
-_PART_AFTER: Final = re.compile(r":[A-Za-z0-9+/_-]{8,256}")
+_PART_AFTER: Final = re.compile(r":[A-Za-z0-9+/_-]{4,256}")
 
 
 def _joined(text: str, start: int, end: int) -> tuple[int, int]:
