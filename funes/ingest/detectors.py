@@ -297,7 +297,9 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
 # ------------------------------------------------------------------------------------------------
 
 #: A candidate word: token characters, bounded (a longer run is data, not a key).
-_WORD: Final = re.compile(r"[A-Za-z0-9+/_.~-]{12,1024}={0,3}")
+_WORD: Final = re.compile(r"[A-Za-z0-9+/_.~-]{12,1024}(?:=+[A-Za-z0-9+/_.~-]{1,1024}){0,4}={0,3}")
+#: `NAME=` at the start of a word: an assignment, whose value is the word after it.
+_NAME_EQ: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}=")
 _PROSE_BEFORE: Final = frozenset(" \t\n(`\"'*:<>,[=")
 _NAMED_BEFORE: Final = frozenset(" \t\n(`\"'*:<>,[=&?{|")
 _PROSE_AFTER: Final = frozenset(" \t\n)`\"'*.,;:!?<>]")
@@ -357,6 +359,12 @@ def _line_bounds(text: str, start: int, end: int) -> tuple[int, int]:
     return (ls if ls else max(0, start - 400)), (le if le >= 0 else min(len(text), end + 400))
 
 
+def _name_like(part: str) -> bool:
+    """An identifier that names something (`API_KEY2`, `token`, `dbPassword`), not random."""
+    letters = sum(ch.isalpha() for ch in part)
+    return part.isupper() or part.islower() or _word_letters(part) * 2 >= letters
+
+
 def _trim(text: str, s: int, e: int) -> tuple[int, int]:
     """A word without the sentence's full stop after it."""
     while e > s and text[e - 1] == ".":
@@ -378,6 +386,11 @@ def _scan_words(text: str, out: Raw) -> None:
     k = 0
     for m in _WORD.finditer(text):
         s, e = _trim(text, m.start(), m.end())
+        head = _NAME_EQ.match(text, s, e)
+        if head is not None and _name_like(head.group(0)[:-1]):
+            s = head.end()
+            if e - s < 12:
+                continue
         value = text[s:e]
         before = text[s - 1] if s else " "
         if before not in _NAMED_BEFORE:
@@ -463,17 +476,27 @@ _FIND_EACH_MAX: Final = 16
 
 #: Kinds whose value may be one part of a `part:part` token (`id:secret`, Asana's `n/id:key`).
 _JOINED_KINDS: Final = frozenset({"random-token", "named-secret", "provider-token"})
-_PART_BEFORE: Final = re.compile(r"[A-Za-z0-9+/_-]{8,256}:$")
-_PART_AFTER: Final = re.compile(r":[A-Za-z0-9+/_-]{4,256}")
+_PART_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
+_PART_AFTER: Final = re.compile(r"[:=]+[A-Za-z0-9+/_-]{4,256}")
 
 
 def _joined(text: str, start: int, end: int) -> tuple[int, int]:
-    """Extend a random value over `:`-joined parts that are random too (one credential)."""
-    m = _PART_BEFORE.search(text, max(0, start - 257), start) if text[start - 1 : start] == ":" else None
-    if m is not None and any(ch.isdigit() for ch in m.group(0)) and not m.group(0)[:-1].isalpha():
-        start = m.start()
-    m = _PART_AFTER.match(text, end) if text[end : end + 1] == ":" else None
-    if m is not None and any(ch.isdigit() for ch in m.group(0)):
+    """Extend a random value over `:`- or `=`-joined parts that are not names (one credential:
+    `id:secret`, Asana's `n/id:key`, base64 with `=` inside)."""
+    for _ in range(4):
+        if text[start - 1 : start] not in (":", "="):
+            break
+        k = start - 1
+        while k > 0 and start - k < 256 and text[k - 1] in _PART_CHARS:
+            k -= 1
+        part = text[k : start - 1]
+        if len(part) < 4 or not any(ch.isdigit() for ch in part) or _name_like(part):
+            break
+        start = k
+    for _ in range(4):
+        m = _PART_AFTER.match(text, end) if text[end : end + 1] in (":", "=") else None
+        if m is None or not any(ch.isdigit() for ch in m.group(0)):
+            break
         end = m.end()
     return start, end
 
