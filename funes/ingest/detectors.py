@@ -135,7 +135,6 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "mailchimp": (("", r"[a-f0-9]{32}-us[0-9]{1,2}"),),
     "sendgrid": (("SG.", r"[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}"),),
     "sendinblue": (("xkeysib-", r"[a-f0-9]{64}-[A-Za-z0-9]{16}"),),
-    "postmark": (("", r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}"),),
     "telegram": (("", r"[0-9]{8,10}:AA[A-Za-z0-9_-]{33}"),),
     "discord": (("", r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}"),),
     "twitter": (("AAAAAAAAAAAAAAAAAAAAA", r"[A-Za-z0-9%]{30,}"),),
@@ -155,7 +154,6 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "honeycomb": (("hcaik_", r"[a-z0-9]{58}"), ("hcxik_", r"[a-z0-9]{58}")),
     "launchdarkly": (("api-", r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}"),
                      ("sdk-", r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}")),
-    "sumologic": (("su", r"[A-Za-z0-9]{12}(?=[^A-Za-z0-9])"),),
     # AI providers
     "groq": (("gsk_", r"[A-Za-z0-9]{48,}"),),
     "xai": (("xai-", r"[A-Za-z0-9]{70,}"),),
@@ -235,6 +233,7 @@ _ID_PREFIX: Final = re.compile(
     r"|txn|po|acct|ba|card|src|tok|sha\d*|md5|blake\d*|h1|id|uid|uuid|ocid\d|arn|etag|commit"
     r"|rev|ref|img|image|data|cache|node|pod|deploy|chunk|row|doc|obj|vs|sk-ant-api\d\d-x)[_:-]"
 )
+_DOTTED: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 _WORDY_PART: Final = re.compile(r"[A-Z]?[a-z]{3,}|[A-Z]{3,}")
 _VOWELS: Final = frozenset("aeiouAEIOU")
 
@@ -251,12 +250,33 @@ def _transitions(value: str) -> int:
     return n
 
 
+#: The most frequent letter pairs of English text and code identifiers. In words most pairs
+#: are among them; in random letters about one pair in five is (120 of 676 possible).
+_COMMON_PAIRS: Final = frozenset(
+    "th he in er an re on at en nd ti es or te of ed is it al ar st to nt ng se ha as ou io le"
+    " ve co me de hi ri ro ic ne ea ra ce li ch ll be ma si om ur ca el ta la ns di fo ho pe ec"
+    " pr no ct us ac ot il tr ly nc et ut ss so rs un lo wa ge ie wh ee wi em ad ol rt po we na"
+    " ul ni ts mo ow pa im mi ai sh ir su id os iv ia am fi ci vi pl ig tu ev ld ry mp fe bl ab"
+    " gh ty op wo sa ay ex ke fr oo av ag if ap gr od bo sp rd do uc bu ei ov by rm ep tt oc fa"
+    " ef cu rn sc gi da yo cr cl du ga qu ue ff ba ey ls va um pp ua up lu go ht ru ug ds lt pi"
+    " rc rr eg au ck ew mu br bi pt ak pu ui rg ib tl ny ki rk ys ob mm fu ph og ms ye ud mb ip"
+    " ub oi rl gu dr hr cc ft wn nu af hu nn eo vo rv nf xp gn sm fl iz ok nl my gl aw ju oa"
+    " eq sy sl ps jo lf nv je nk kn gs dy hy ze ks xt bs ik dd cy rp sk xi oe oy ws".split()
+)
+
+
+def _pronounceable(part: str) -> bool:
+    """A run of letters that reads as a word: most of its letter pairs are common in English."""
+    low = part.lower()
+    pairs = [low[i : i + 2] for i in range(len(low) - 1)]
+    if not pairs:
+        return False
+    return sum(p in _COMMON_PAIRS for p in pairs) * 10 >= len(pairs) * 7
+
+
 def _word_letters(value: str) -> int:
     """How many letters of `value` are in pronounceable word parts (`Token`, `config`)."""
-    return sum(
-        len(p) for p in _WORDY_PART.findall(value)
-        if _VOWELS.intersection(p) and len(p) <= 12 and _VOWELS.intersection(p[:4])
-    )
+    return sum(len(p) for p in _WORDY_PART.findall(value) if _pronounceable(p))
 
 
 def random_word(value: str, *, relaxed: bool = False) -> bool:
@@ -269,7 +289,7 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
     n = len(value)
     if n < (12 if relaxed else 20) or n > 1024 or MARKER in value:
         return False
-    if _UUID_RE.fullmatch(value) and not relaxed:
+    if _UUID_RE.fullmatch(value):
         return False
     hexish = _HEX.issuperset(value)
     if hexish and (not relaxed or len(value.replace("-", "")) < 32):
@@ -284,11 +304,15 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
     body = value.replace("-", "").replace("_", "")
     if _word_letters(value) * 2 > letters:
         return False  # mostly words: identifiers, file names, slugs
+    if _DOTTED.fullmatch(value) and not all(
+        len(p) >= 8 and _transitions(p) >= 3 for p in value.split(".")
+    ):
+        return False  # attribute access (`ed25519.Ed25519PublicKey`), not `random.random`
     if hexish:
         return _entropy(body) >= 3.0
     trans = _transitions(body)
-    if trans < max(4, len(body) // (6 if relaxed else 5)):
-        return False
+    if trans < max(4, len(body) // (3 if not digits else 6 if relaxed else 5)):
+        return False  # CamelCase changes case once a word; random text every few characters
     return _entropy(body) >= (3.3 if relaxed else 3.7)
 
 
@@ -303,7 +327,12 @@ _NAME_EQ: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}=")
 _PROSE_BEFORE: Final = frozenset(" \t\n(`\"'*:<>,[=")
 _NAMED_BEFORE: Final = frozenset(" \t\n(`\"'*:<>,[=&?{|")
 _PROSE_AFTER: Final = frozenset(" \t\n)`\"'*.,;:!?<>]")
-_PROSE_WORDS: Final = re.compile(r"(?<![\w/.-])[A-Za-z]{2,}(?![\w/.-])")
+_PROSE_WORDS: Final = re.compile(r"(?<![\w/.+=-])[A-Za-z]{2,}(?![\w/.+=-])")
+#: A label before a value that says it is an identifier or a digest, not a credential.
+_ID_LABEL: Final = re.compile(
+    r"(?i)\b(?:ids?|identifier|request|trace|span|nonce|hash|digest|checksum|sha\d*|md5|etag"
+    r"|commit|revision|rev|uuid|guid|version|build|session|cursor|marker|integrity)\b[\s:=#'\"(]*$"
+)
 _STANDALONE_PRIORITY: Final = 9
 _NAMED_PRIORITY: Final = 7
 
@@ -408,7 +437,7 @@ def _scan_words(text: str, out: Raw) -> None:
             continue
         if value.count("/") > 1 or value.startswith(("/", "~", ".")) or "://" in value:
             continue
-        if not random_word(value):
+        if not random_word(value) or _ID_LABEL.search(text, max(0, s - 40), s):
             continue
         ls, le = _line_bounds(text, s, e)
         line = text[ls:le]
@@ -564,13 +593,15 @@ _NOT_SECRET_NAMES: Final = (
     "sessiontokenexpiration", "tokentype", "cachekey", "partitionkey", "sortkey", "primarykey",
     "rangekey", "hashkey", "objectkey", "s3key", "idempotency",
 )
-_NAME_BEFORE: Final = re.compile(r"([A-Za-z][A-Za-z0-9_.-]{0,60})[\"']?\s*[:=]\s*[\"']?$")
+_NAME_BEFORE: Final = re.compile(
+    r"([A-Za-z][A-Za-z0-9_.-]{0,60})[\"']?(?:\s*[:=]\s*|(?<=[A-Za-z0-9])[ \t]+)[\"']?$"
+)
 
 
 def vetoed(text: str, start: int, kind: str) -> bool:
     """Whether a finding at `start` of an assignment-like `kind` is the value of a known
     non-secret name (`"NextToken": "…"`, `ClientToken=…`)."""
-    if kind not in ("secret", "high-entropy", "generic-api-key", "named-secret"):
+    if kind not in ("secret", "high-entropy", "generic-api-key", "named-secret", "random-token"):
         return False
     m = _NAME_BEFORE.search(text, max(0, start - 72), start)
     if m is None:
