@@ -35,6 +35,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Final, Protocol
 
+from funes.ingest.gitleaks import Keywords
+
 __all__ = ["KINDS", "PROVIDERS", "complete", "random_word", "scan", "vetoed"]
 
 #: Kinds this module names in ``[REDACTED:<kind>]``.
@@ -132,11 +134,10 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
                 ("shppa_", r"[a-fA-F0-9]{32}"), ("shpss_", r"[a-fA-F0-9]{32}")),
     "twilio": (("AC", r"[a-f0-9]{32}"), ("SK", r"[a-f0-9]{32}")),
     "mailgun": (("key-", r"[a-f0-9]{32}"),),
-    "mailchimp": (("", r"[a-f0-9]{32}-us[0-9]{1,2}"),),
+    "mailchimp": (("-us", r"[0-9]{1,2}"),),  # checked with its 32 hex digits before it
     "sendgrid": (("SG.", r"[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}"),),
     "sendinblue": (("xkeysib-", r"[a-f0-9]{64}-[A-Za-z0-9]{16}"),),
-    "telegram": (("", r"[0-9]{8,10}:AA[A-Za-z0-9_-]{33}"),),
-    "discord": (("", r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}"),),
+    "telegram": ((":AA", r"[A-Za-z0-9_-]{33}"),),  # checked with its bot id before it
     "twitter": (("AAAAAAAAAAAAAAAAAAAAA", r"[A-Za-z0-9%]{30,}"),),
     "notion": (("ntn_", r"[A-Za-z0-9]{40,}"), ("secret_", r"[A-Za-z0-9]{43}")),
     "zendesk": (("", r""),),
@@ -190,13 +191,16 @@ def _provider_patterns() -> tuple[tuple[str, tuple[str, ...], re.Pattern[str]], 
         alts = []
         anchors = []
         for prefix, body in formats:
-            before = "(?<=[A-Za-z0-9_~.-]{3})" if prefix == "Q~" else (
+            before = {
+                "Q~": "(?<=[A-Za-z0-9_~.-]{3})",
+                "-us": r"(?<![A-Za-z0-9_])[a-f0-9]{32}",
+                ":AA": r"(?<![A-Za-z0-9_])[0-9]{8,10}",
+            }.get(prefix) or (
                 "" if prefix.startswith((".", "discord", "outlook", "hooks.")) else _NOT_WORD_BEFORE)
             if prefix.startswith(".webhook.") or prefix.startswith(".logic."):
                 before = r"https://[A-Za-z0-9-]{1,64}"  # the whole URL, tenant host included
             alts.append(before + re.escape(prefix) + body)
-            if prefix:
-                anchors.append(prefix)
+            anchors.append(prefix.lower())
         pattern = "(?:" + "|".join(alts) + ")" + (
             "" if family.endswith("webhook") or family == "salesforce" else _NOT_TOKEN_AFTER)
         out.append((family, tuple(anchors), re.compile(pattern)))
@@ -204,12 +208,17 @@ def _provider_patterns() -> tuple[tuple[str, tuple[str, ...], re.Pattern[str]], 
 
 
 _PROVIDERS: Final = _provider_patterns()
+#: Every provider prefix, found in one pass over the lowercased text (gitleaks' keyword trie).
+_ANCHORS: Final = Keywords(a for _f, anchors, _p in _PROVIDERS for a in anchors)
 _PROVIDER_PRIORITY: Final = 3
 
 
-def _scan_providers(text: str, out: Raw) -> None:
+def _scan_providers(lowered: str, text: str, out: Raw) -> None:
+    present = _ANCHORS.find(lowered)
+    if not present:
+        return
     for _family, anchors, pattern in _PROVIDERS:
-        if anchors and not any(a in text for a in anchors):
+        if present.isdisjoint(anchors):
             continue
         for m in pattern.finditer(text):
             value = m.group(0)
@@ -304,8 +313,9 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
     body = value.replace("-", "").replace("_", "")
     if _word_letters(value) * 2 > letters:
         return False  # mostly words: identifiers, file names, slugs
-    if _DOTTED.fullmatch(value) and not all(
-        len(p) >= 8 and _transitions(p) >= 3 for p in value.split(".")
+    if _DOTTED.fullmatch(value) and any(
+        _word_letters(p) * 2 > sum(ch.isalpha() for ch in p) or len(p) < 6
+        for p in value.split(".")
     ):
         return False  # attribute access (`ed25519.Ed25519PublicKey`), not `random.random`
     if hexish:
@@ -321,7 +331,9 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
 # ------------------------------------------------------------------------------------------------
 
 #: A candidate word: token characters, bounded (a longer run is data, not a key).
-_WORD: Final = re.compile(r"[A-Za-z0-9+/_.~-]{12,1024}(?:=+[A-Za-z0-9+/_.~-]{1,1024}){0,4}={0,3}")
+_WORD: Final = re.compile(
+    r"(?<![A-Za-z0-9+/_.~=-])[A-Za-z0-9+/_.~-]{12,1024}(?:=+[A-Za-z0-9+/_.~-]{1,1024}){0,4}={0,3}"
+)
 #: `NAME=` at the start of a word: an assignment, whose value is the word after it.
 _NAME_EQ: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}=")
 _PROSE_BEFORE: Final = frozenset(" \t\n(`\"'*:<>,[=")
@@ -334,16 +346,19 @@ _ID_LABEL: Final = re.compile(
     r"|commit|revision|rev|uuid|guid|version|build|session|cursor|marker|integrity)\b[\s:=#'\"(]*$"
 )
 _STANDALONE_PRIORITY: Final = 9
+#: A Discord bot token: the bot's id in base64, a timestamp, an HMAC (found among the words).
+_DISCORD: Final = re.compile(r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}")
 _NAMED_PRIORITY: Final = 7
 
 #: Words that say a secret is next: the names detect-secrets' keyword plugin and trufflehog's
 #: keyword prefilters look for, in any syntax (no `=` needed).
-_SECRET_WORDS: Final = re.compile(
-    r"(?i:api[_ -]?key|apikey|access[_ -]?key|secret|token|passw(?:or)?d|passphrase|pwd"
+_SECRET_WORDS: Final = re.compile(  # run on the lowercased text
+    r"api[_ -]?key|apikey|access[_ -]?key|secret|token|passw(?:or)?d|passphrase|pwd"
     r"|credentials?|auth[_ -]?key|private[_ -]?key|client[_ -]?secret|bearer|signing[_ -]?key"
-    r"|webhook|license[_ -]?key|app[_ -]?key|master[_ -]?key|[_-]key(?![a-z]))"
-    r"|(?<=[a-z0-9])Key(?![a-z])"
+    r"|webhook|license[_ -]?key|app[_ -]?key|master[_ -]?key|[_-]key(?![a-z])"
 )
+#: `boostnoteKey`, `AzureOpenAIKey`: a camelCase name ending in Key (on the exact text).
+_CAMEL_KEY: Final = re.compile(r"(?<=[a-z0-9])Key(?![a-z])")
 #: Parts of a name that say its value is not a secret even though a secret word ends it.
 _NOT_SECRET_PARTS: Final = re.compile(
     r"(?i)public|hash|sha\d*|md5|digest|checksum|fingerprint|cache|etag|_id\b|[a-z]Id\b|sort"
@@ -401,11 +416,15 @@ def _trim(text: str, s: int, e: int) -> tuple[int, int]:
     return s, e
 
 
-def _scan_words(text: str, out: Raw) -> None:
+def _scan_words(text: str, lowered: str, out: Raw) -> None:
     """Random tokens alone in prose, and values within reach after a secret word."""
     named_until = -1
     named: list[int] = []
-    for m in _SECRET_WORDS.finditer(text):
+    words = list(_SECRET_WORDS.finditer(lowered))
+    if "Key" in text:
+        words += _CAMEL_KEY.finditer(text)
+        words.sort(key=lambda m: m.start())
+    for m in words:
         if not _secret_name(text, m.start(), m.end()):
             continue
         named.append(m.end())
@@ -423,6 +442,9 @@ def _scan_words(text: str, out: Raw) -> None:
         value = text[s:e]
         before = text[s - 1] if s else " "
         if before not in _NAMED_BEFORE:
+            continue
+        if value.count(".") == 2 and _DISCORD.fullmatch(value) and random_word(value):
+            out.append((s, e, _PROVIDER_PRIORITY, "provider-token"))
             continue
         while k < len(named) and named[k] < s - 48:
             k += 1
@@ -451,15 +473,15 @@ def _scan_words(text: str, out: Raw) -> None:
 # ------------------------------------------------------------------------------------------------
 
 _XML_OPEN: Final = re.compile(
-    r"(?i)<((?:[A-Za-z_][\w.:-]{0,40})?(?:password|passwd|secret|token|api_?key|credentials?|pwd))>"
+    r"<((?:[a-z_][\w.:-]{0,40}?)?(?:password|passwd|secret|token|api_?key|credentials?|pwd))>"
 )
 _XML_MAX: Final = 16384
 _FLY: Final = re.compile(r"FlyV1[ \t]+(fm\d[a-z]?_[A-Za-z0-9+/=_-]{20,}(?:,fm\d[a-z]?_[A-Za-z0-9+/=_-]{20,}){0,16})")
 
 
-def _scan_xml(text: str, out: Raw) -> None:
-    for m in _XML_OPEN.finditer(text):
-        close = text.find(f"</{m.group(1)}>", m.end(), m.end() + _XML_MAX)
+def _scan_xml(text: str, lowered: str, out: Raw) -> None:
+    for m in _XML_OPEN.finditer(lowered):
+        close = lowered.find(f"</{m.group(1)}>", m.end(), m.end() + _XML_MAX)
         if close < 0:
             continue
         s, e = m.end(), close
@@ -477,13 +499,16 @@ def _scan_fly(text: str, out: Raw) -> None:
         out.append((m.start(1), m.end(1), _PROVIDER_PRIORITY, "provider-token"))
 
 
-def scan(text: str, out: Raw) -> None:
-    """Append this module's raw findings on `text` to `out` (start, end, priority, kind)."""
-    _scan_providers(text, out)
+def scan(text: str, lowered: str, out: Raw) -> None:
+    """Append this module's raw findings on `text` to `out` (start, end, priority, kind).
+
+    `lowered` is `text` lowercased, offsets unchanged (what redaction's keyword pass reads).
+    """
+    _scan_providers(lowered, text, out)
     if len(text) >= 12:
-        _scan_words(text, out)
+        _scan_words(text, lowered, out)
     if "</" in text:
-        _scan_xml(text, out)
+        _scan_xml(text, lowered, out)
     if "FlyV1" in text:
         _scan_fly(text, out)
 

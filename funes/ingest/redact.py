@@ -875,7 +875,7 @@ def _scan_once(text: str) -> list[Finding]:
             continue
         raw.append((start, end, _GITLEAKS_PRIORITY, rule))
     # The field's other formats and heuristics, then repeats of what was found (detectors.py).
-    detectors.scan(text, raw)
+    detectors.scan(text, lowered, raw)
     raw = [r for r in raw if not detectors.vetoed(text, r[0], r[3])]
     found = _whole(text, _merge(raw))
     more = detectors.complete(text, found, _KIND_PRIORITY)
