@@ -35,9 +35,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Final, Protocol
 
-from funes.ingest.gitleaks import Keywords
-
-__all__ = ["KINDS", "PROVIDERS", "complete", "random_word", "scan", "vetoed"]
+__all__ = ["ANCHORS", "KINDS", "PROVIDERS", "complete", "random_word", "scan", "vetoed"]
 
 #: Kinds this module names in ``[REDACTED:<kind>]``.
 KINDS: Final = ("provider-token", "named-secret", "random-token")
@@ -208,19 +206,21 @@ def _provider_patterns() -> tuple[tuple[str, tuple[str, ...], re.Pattern[str]], 
 
 
 _PROVIDERS: Final = _provider_patterns()
-#: Every provider prefix, found in one pass over the lowercased text (gitleaks' keyword trie).
-_ANCHORS: Final = Keywords(a for _f, anchors, _p in _PROVIDERS for a in anchors)
+#: Every provider prefix, lowercased: redaction's single keyword pass over the lowercased text
+#: looks for them with its own words (funes.ingest.redact), and only the families whose prefix
+#: occurs run their pattern.
+ANCHORS: Final = frozenset(a for _f, anchors, _p in _PROVIDERS for a in anchors)
+_BY_ANCHOR: Final[dict[str, list[int]]] = {}
+for _i, (_f, _anchors, _p) in enumerate(_PROVIDERS):
+    for _a in _anchors:
+        _BY_ANCHOR.setdefault(_a, []).append(_i)
 _PROVIDER_PRIORITY: Final = 3
 
 
-def _scan_providers(lowered: str, text: str, out: Raw) -> None:
-    present = _ANCHORS.find(lowered)
-    if not present:
-        return
-    for _family, anchors, pattern in _PROVIDERS:
-        if present.isdisjoint(anchors):
-            continue
-        for m in pattern.finditer(text):
+def _scan_providers(text: str, present: set[str], out: Raw) -> None:
+    families = {i for a in present if a in _BY_ANCHOR for i in _BY_ANCHOR[a]}
+    for i in sorted(families):
+        for m in _PROVIDERS[i][2].finditer(text):
             value = m.group(0)
             if _entropy(value) < 2.5 or "xxxxx" in value.lower():
                 continue  # "AC" + 32 zeros, "key-xxxx…": a placeholder in the format's shape
@@ -433,7 +433,10 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
             out.append((q.start("v"), q.end("v"), _NAMED_PRIORITY, "named-secret"))
     k = 0
     for m in _WORD.finditer(text):
-        s, e = _trim(text, m.start(), m.end())
+        s, e = m.span()
+        if e - s < 20 and (k >= len(named) or named[k] > s or named[-1] < s - 48):
+            continue  # short, and no secret word may be near
+        s, e = _trim(text, s, e)
         head = _NAME_EQ.match(text, s, e)
         if head is not None and _name_like(head.group(0)[:-1]):
             s = head.end()
@@ -499,12 +502,13 @@ def _scan_fly(text: str, out: Raw) -> None:
         out.append((m.start(1), m.end(1), _PROVIDER_PRIORITY, "provider-token"))
 
 
-def scan(text: str, lowered: str, out: Raw) -> None:
+def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
     """Append this module's raw findings on `text` to `out` (start, end, priority, kind).
 
-    `lowered` is `text` lowercased, offsets unchanged (what redaction's keyword pass reads).
+    `lowered` is `text` lowercased, offsets unchanged; `present` the words of redaction's
+    keyword pass found in it (a superset of the :data:`ANCHORS` present).
     """
-    _scan_providers(lowered, text, out)
+    _scan_providers(text, present, out)
     if len(text) >= 12:
         _scan_words(text, lowered, out)
     if "</" in text:

@@ -825,7 +825,7 @@ def _words() -> gitleaks.Keywords:
     """Every word redaction's prefilter looks for: detector anchors, key words, rule keywords."""
     return gitleaks.Keywords(
         {k for det in DETECTORS for k in det.keys} | set(_KEY_WORDS)
-        | set(gitleaks.rules().by_keyword)
+        | set(gitleaks.rules().by_keyword) | detectors.ANCHORS
     )
 
 
@@ -875,7 +875,7 @@ def _scan_once(text: str) -> list[Finding]:
             continue
         raw.append((start, end, _GITLEAKS_PRIORITY, rule))
     # The field's other formats and heuristics, then repeats of what was found (detectors.py).
-    detectors.scan(text, lowered, raw)
+    detectors.scan(text, lowered, present, raw)
     raw = [r for r in raw if not detectors.vetoed(text, r[0], r[3])]
     found = _whole(text, _merge(raw))
     more = detectors.complete(text, found, _KIND_PRIORITY)
