@@ -218,8 +218,10 @@ _PROVIDER_PRIORITY: Final = 3
 
 
 def _scan_providers(text: str, present: set[str], out: Raw) -> None:
-    families = {i for a in present if a in _BY_ANCHOR for i in _BY_ANCHOR[a]}
-    for i in sorted(families):
+    hits = ANCHORS.intersection(present)
+    if not hits:
+        return
+    for i in sorted({i for a in hits for i in _BY_ANCHOR[a]}):
         for m in _PROVIDERS[i][2].finditer(text):
             value = m.group(0)
             if _entropy(value) < 2.5 or "xxxxx" in value.lower():
@@ -331,9 +333,10 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
 # ------------------------------------------------------------------------------------------------
 
 #: A candidate word: token characters, bounded (a longer run is data, not a key).
-_WORD: Final = re.compile(
-    r"(?<![A-Za-z0-9+/_.~=-])[A-Za-z0-9+/_.~-]{12,1024}(?:=+[A-Za-z0-9+/_.~-]{1,1024}){0,4}={0,3}"
-)
+_WORD_TAIL: Final = r"(?:=+[A-Za-z0-9+/_.~-]{1,1024}){0,4}={0,3}"
+_WORD: Final = re.compile(r"(?<![A-Za-z0-9+/_.~=-])[A-Za-z0-9+/_.~-]{12,1024}" + _WORD_TAIL)
+#: The same, 20 characters at least: all a text without a secret word needs.
+_LONG_WORD: Final = re.compile(r"(?<![A-Za-z0-9+/_.~=-])[A-Za-z0-9+/_.~-]{20,1024}" + _WORD_TAIL)
 #: `NAME=` at the start of a word: an assignment, whose value is the word after it.
 _NAME_EQ: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}=")
 _PROSE_BEFORE: Final = frozenset(" \t\n(`\"'*:<>,[=")
@@ -432,7 +435,7 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
         if q is not None and _quoted_secret(q.group("v")):
             out.append((q.start("v"), q.end("v"), _NAMED_PRIORITY, "named-secret"))
     k = 0
-    for m in _WORD.finditer(text):
+    for m in (_WORD if named else _LONG_WORD).finditer(text):
         s, e = m.span()
         if e - s < 20 and (k >= len(named) or named[k] > s or named[-1] < s - 48):
             continue  # short, and no secret word may be near
