@@ -29,6 +29,8 @@ not a UUID, not words, not an id with a known id prefix (``req_``, ``toolu_``, `
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import re
 from collections import Counter
@@ -245,7 +247,7 @@ _ID_PREFIX: Final = re.compile(
     r"|rev|ref|img|image|data|cache|node|pod|deploy|chunk|row|doc|obj|vs|sk-ant-api\d\d-x)[_:-]"
 )
 _DOTTED: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
-_WORDY_PART: Final = re.compile(r"[A-Z]?[a-z]{3,}|[A-Z]{3,}")
+_WORDY_PART: Final = re.compile(r"[A-Z][a-z]{2,}|[a-z]{3,}|[A-Z]{3,}")
 _VOWELS: Final = frozenset("aeiouAEIOU")
 
 
@@ -290,6 +292,26 @@ def _word_letters(value: str) -> int:
     return sum(len(p) for p in _WORDY_PART.findall(value) if _pronounceable(p))
 
 
+_VERSION: Final = re.compile(r"v?\d+\.\d+[.+-]")
+_B64_BODY: Final = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9_-]{16,}")
+
+
+def _encoded_text(value: str) -> bool:
+    """`value` is base64 of printable text (a JSON cursor, a sentence), so not random bytes."""
+    if _B64_BODY.fullmatch(value) is None:
+        return False
+    body = value.rstrip("=").replace("-", "+").replace("_", "/")
+    body = body[: len(body) - len(body) % 4] if len(body) % 4 != 1 else body[:-1]
+    try:
+        raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
+    except (ValueError, binascii.Error):
+        return False
+    if not raw:
+        return False
+    printable = sum(32 <= b < 127 or b in (9, 10, 13) for b in raw)
+    return printable * 10 >= len(raw) * 9
+
+
 def random_word(value: str, *, relaxed: bool = False) -> bool:
     """Whether `value` looks machine-generated (a credential's body), not words, ids or digests.
 
@@ -302,6 +324,8 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
         return False
     if _UUID_RE.fullmatch(value):
         return False
+    if value.startswith(("0x", "0X")) or _VERSION.match(value):
+        return False  # a number literal, a version string
     hexish = _HEX.issuperset(value)
     if hexish and (not relaxed or len(value.replace("-", "")) < 32):
         return False  # git SHAs, digests, ids: never alone; after a secret word, 32+ only
@@ -313,6 +337,10 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
         if digits < 2 or _ALNUM_RUN.search(value) is None or _ID_PREFIX.match(value):
             return False
     body = value.replace("-", "").replace("_", "")
+    if value.count("_") >= 2 and max(map(len, value.split("_"))) < 12:
+        return False  # snake_case identifier (`gss_krb5_rfc1964_keydata`)
+    if _encoded_text(value):
+        return False  # base64 of words (`VGhpcyBpcyB0aGUgd2F5`: "This is the way"), not a key
     if _word_letters(value) * 2 > letters:
         return False  # mostly words: identifiers, file names, slugs
     if _DOTTED.fullmatch(value) and any(
@@ -323,7 +351,8 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
     if hexish:
         return _entropy(body) >= 3.0
     trans = _transitions(body)
-    if trans < max(4, len(body) // (3 if not digits else 6 if relaxed else 5)):
+    unworded = _word_letters(value) * 2 < letters  # few words in it: lowercase base36 and kin
+    if trans < (4 if unworded and digits else max(4, len(body) // (3 if not digits else 6 if relaxed else 5))):
         return False  # CamelCase changes case once a word; random text every few characters
     return _entropy(body) >= (3.3 if relaxed else 3.7)
 
@@ -334,9 +363,9 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
 
 #: A candidate word: token characters, bounded (a longer run is data, not a key).
 _WORD_TAIL: Final = r"(?:=+[A-Za-z0-9+/_.~-]{1,1024}){0,4}={0,3}"
-_WORD: Final = re.compile(r"(?<![A-Za-z0-9+/_.~=-])[A-Za-z0-9+/_.~-]{12,1024}" + _WORD_TAIL)
+_WORD: Final = re.compile(r"(?<![A-Za-z0-9+/_.~-])[A-Za-z0-9+/_.~-]{12,1024}" + _WORD_TAIL)
 #: The same, 20 characters at least: all a text without a secret word needs.
-_LONG_WORD: Final = re.compile(r"(?<![A-Za-z0-9+/_.~=-])[A-Za-z0-9+/_.~-]{20,1024}" + _WORD_TAIL)
+_LONG_WORD: Final = re.compile(r"(?<![A-Za-z0-9+/_.~-])[A-Za-z0-9+/_.~-]{20,1024}" + _WORD_TAIL)
 #: `NAME=` at the start of a word: an assignment, whose value is the word after it.
 _NAME_EQ: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}=")
 _PROSE_BEFORE: Final = frozenset(" \t\n(`\"'*:<>,[=")
@@ -358,7 +387,7 @@ _NAMED_PRIORITY: Final = 7
 _SECRET_WORDS: Final = re.compile(  # run on the lowercased text
     r"api[_ -]?key|apikey|access[_ -]?key|secret|token|passw(?:or)?d|passphrase|pwd"
     r"|credentials?|auth[_ -]?key|private[_ -]?key|client[_ -]?secret|bearer|signing[_ -]?key"
-    r"|webhook|license[_ -]?key|app[_ -]?key|master[_ -]?key|[_-]key(?![a-z])"
+    r"|license[_ -]?key|app[_ -]?key|master[_ -]?key|[_-]key(?![a-z])"
 )
 #: `boostnoteKey`, `AzureOpenAIKey`: a camelCase name ending in Key (on the exact text).
 _CAMEL_KEY: Final = re.compile(r"(?<=[a-z0-9])Key(?![a-z])")
@@ -408,8 +437,10 @@ def _line_bounds(text: str, start: int, end: int) -> tuple[int, int]:
 
 def _name_like(part: str) -> bool:
     """An identifier that names something (`API_KEY2`, `token`, `dbPassword`), not random."""
+    if not part[:1].isalpha():
+        return False
     letters = sum(ch.isalpha() for ch in part)
-    return part.isupper() or part.islower() or _word_letters(part) * 2 >= letters
+    return _transitions(part) <= 2 or _word_letters(part) * 2 >= letters
 
 
 def _trim(text: str, s: int, e: int) -> tuple[int, int]:
@@ -455,6 +486,8 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
         while k < len(named) and named[k] < s - 48:
             k += 1
         near = k < len(named) and named[k] <= s and "\n" not in text[named[k] : s]
+        if near and _HEX.issuperset(value) and s - named[k] > 6:
+            near = False  # a digest further along the line (`(b'password', …, 'fdba…')`)
         if near and named[k] > named_until and random_word(value, relaxed=True):
             out.append((s, e, _NAMED_PRIORITY, "named-secret"))
             named_until = e
