@@ -312,6 +312,11 @@ def _encoded_text(value: str) -> bool:
     return printable * 10 >= len(raw) * 9
 
 
+def _periodic(value: str) -> bool:
+    n = len(value)
+    return any(value[p:] == value[: n - p] for p in range(1, min(17, n // 2 + 1)))
+
+
 def random_word(value: str, *, relaxed: bool = False) -> bool:
     """Whether `value` looks machine-generated (a credential's body), not words, ids or digests.
 
@@ -336,6 +341,10 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
     if not relaxed:
         if digits < 2 or _ALNUM_RUN.search(value) is None or _ID_PREFIX.match(value):
             return False
+    elif not digits and (n < 20 or _word_letters(value) * 3 >= letters):
+        return False  # no digit: only a long run of letters that are not words
+    if _periodic(value):
+        return False  # `0123456789abcdef0123…`, `abcd1234abcd1234…`: a test pattern
     body = value.replace("-", "").replace("_", "")
     if value.count("_") >= 2 and max(map(len, value.split("_"))) < 12:
         return False  # snake_case identifier (`gss_krb5_rfc1964_keydata`)
@@ -378,6 +387,8 @@ _ID_LABEL: Final = re.compile(
     r"|commit|revision|rev|uuid|guid|version|build|session|cursor|marker|integrity)\b[\s:=#'\"(]*$"
 )
 _STANDALONE_PRIORITY: Final = 9
+#: Between a `…key` name and its value: quotes, spaces and one assignment operator at most.
+_ASSIGN_GAP: Final = re.compile(r"[\"'`\]>]{0,3}[ \t]{0,4}(?::=|=>|->|[:=(]|\s-)?[ \t]{0,4}[\"'`bru]{0,3}")
 #: A Discord bot token: the bot's id in base64, a timestamp, an HMAC (found among the words).
 _DISCORD: Final = re.compile(r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}")
 _NAMED_PRIORITY: Final = 7
@@ -458,10 +469,13 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
     if "Key" in text:
         words += _CAMEL_KEY.finditer(text)
         words.sort(key=lambda m: m.start())
+    strict: set[int] = set()
     for m in words:
         if not _secret_name(text, m.start(), m.end()):
             continue
         named.append(m.end())
+        if m.group(0).lower().endswith("key"):
+            strict.add(m.end())  # "key" is everywhere in code: only as an assignment's name
         q = _QUOTED_AFTER.match(text, m.end())
         if q is not None and _quoted_secret(q.group("v")):
             out.append((q.start("v"), q.end("v"), _NAMED_PRIORITY, "named-secret"))
@@ -486,6 +500,8 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
         while k < len(named) and named[k] < s - 48:
             k += 1
         near = k < len(named) and named[k] <= s and "\n" not in text[named[k] : s]
+        if near and named[k] in strict and _ASSIGN_GAP.fullmatch(text, named[k], s) is None:
+            near = False
         if near and _HEX.issuperset(value) and s - named[k] > 6:
             near = False  # a digest further along the line (`(b'password', …, 'fdba…')`)
         if near and named[k] > named_until and random_word(value, relaxed=True):
