@@ -329,7 +329,7 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
         return False
     if _UUID_RE.fullmatch(value):
         return False
-    if value.startswith(("0x", "0X")) or _VERSION.match(value):
+    if value.lstrip("+-").startswith(("0x", "0X")) or _VERSION.match(value):
         return False  # a number literal, a version string
     hexish = _HEX.issuperset(value)
     if hexish and (not relaxed or len(value.replace("-", "")) < 32):
@@ -346,8 +346,9 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
     if _periodic(value):
         return False  # `0123456789abcdef0123…`, `abcd1234abcd1234…`: a test pattern
     body = value.replace("-", "").replace("_", "")
-    if value.count("_") >= 2 and max(map(len, value.split("_"))) < 12:
-        return False  # snake_case identifier (`gss_krb5_rfc1964_keydata`)
+    for sep in "_-":
+        if value.count(sep) >= 2 and max(map(len, value.split(sep))) < 12:
+            return False  # snake_case or kebab-case (`gss_krb5_rfc1964_keydata`, a slug)
     if _encoded_text(value):
         return False  # base64 of words (`VGhpcyBpcyB0aGUgd2F5`: "This is the way"), not a key
     if _word_letters(value) * 2 > letters:
@@ -383,8 +384,9 @@ _PROSE_AFTER: Final = frozenset(" \t\n)`\"'*.,;:!?<>]")
 _PROSE_WORDS: Final = re.compile(r"(?<![\w/.+=-])[A-Za-z]{2,}(?![\w/.+=-])")
 #: A label before a value that says it is an identifier or a digest, not a credential.
 _ID_LABEL: Final = re.compile(
-    r"(?i)\b(?:ids?|identifier|request|trace|span|nonce|hash|digest|checksum|sha\d*|md5|etag"
-    r"|commit|revision|rev|uuid|guid|version|build|session|cursor|marker|integrity)\b[\s:=#'\"(]*$"
+    r"(?i)(?:\b|_|(?<=[a-z]))(?:ids?|identifier|request|trace|span|nonce|hash|digest|checksum"
+    r"|sha\d*|md5|etag|commit|revision|rev|uuid|guid|version|build|session|cursor|marker"
+    r"|integrity)\b[\s:=#'\"(]*$"
 )
 _STANDALONE_PRIORITY: Final = 9
 #: Between a `…key` name and its value: quotes, spaces and one assignment operator at most.
@@ -518,7 +520,13 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
             continue
         ls, le = _line_bounds(text, s, e)
         line = text[ls:le]
-        if _PROSE_WORDS.search(line) is None:
+        quoted = before in "\"'`" and text[e : e + 1] == before
+        if quoted:
+            # A quoted string in code or data: prose must be around it, not one key name.
+            outside = line[: s - ls - 1] + " " + line[e - ls + 1 :]
+            if len(_PROSE_WORDS.findall(outside)) < 2:
+                continue
+        elif _PROSE_WORDS.search(line) is None:
             continue  # a bare value on a line of data (tables, lists of digests): not prose
         out.append((s, e, _STANDALONE_PRIORITY, "random-token"))
 
@@ -667,25 +675,33 @@ def complete(text: str, found: Sequence[_Span], priority: dict[str, int]) -> Raw
 
 #: Names of well-known non-secret values ending in "token" or "key" (lowercased, separators
 #: removed): pagination cursors, idempotency and client request tokens, continuation markers.
-_NOT_SECRET_NAMES: Final = (
-    "nexttoken", "clienttoken", "idempotencytoken", "idempotencykey", "continuationtoken",
-    "paginationtoken", "pagetoken", "nextpagetoken", "synctoken", "starttoken", "marker",
-    "nextmarker", "cursortoken", "resumetoken", "querytoken", "requesttoken", "clientrequesttoken",
-    "sessiontokenexpiration", "tokentype", "cachekey", "partitionkey", "sortkey", "primarykey",
-    "rangekey", "hashkey", "objectkey", "s3key", "idempotency",
+_NOT_SECRET_NAMES: Final = re.compile(
+    r"(?:next|page|nextpage|starting|start|continuation|pagination|sync|cursor|resume|query"
+    r"|client|clientrequest|request|idempotency|marker|nextmarker)token$"
+    r"|idempotency(?:key)?$|(?:cache|partition|sort|primary|range|hash|object|s3|foreign)key$"
+    r"|tokentype$|nextmarker$"
 )
 _NAME_BEFORE: Final = re.compile(
     r"([A-Za-z][A-Za-z0-9_.-]{0,60})[\"']?(?:\s*[:=]\s*|(?<=[A-Za-z0-9])[ \t]+)[\"']?$"
 )
 
 
-def vetoed(text: str, start: int, kind: str) -> bool:
-    """Whether a finding at `start` of an assignment-like `kind` is the value of a known
-    non-secret name (`"NextToken": "…"`, `ClientToken=…`)."""
+#: A value that is a placeholder named in capitals: `PASSWORD`, `USER:PASSWORD`, `API_TOKEN`.
+_CAPS_PLACEHOLDER: Final = re.compile(
+    r"(?:[A-Z][A-Z0-9_]{0,30}:)?[A-Z_]{0,30}(?:PASS(?:WORD)?|PASSWD|TOKEN|SECRET|KEY|PWD)[A-Z_]{0,30}"
+)
+
+
+def vetoed(text: str, start: int, end: int, kind: str) -> bool:
+    """Whether a raw finding is not a secret after all: a placeholder named in capitals
+    (`curl -u USER:PASSWORD`), or, for an assignment-like `kind`, the value of a known
+    non-secret name (`"NextToken": "…"`, `ClientToken=…`, `--starting-token …`)."""
+    if end - start <= 64 and _CAPS_PLACEHOLDER.fullmatch(text, start, end):
+        return True
     if kind not in ("secret", "high-entropy", "generic-api-key", "named-secret", "random-token"):
         return False
     m = _NAME_BEFORE.search(text, max(0, start - 72), start)
     if m is None:
         return False
     name = re.sub(r"[^a-z0-9]", "", m.group(1).lower().rsplit(".", 1)[-1])
-    return name.endswith(_NOT_SECRET_NAMES)
+    return _NOT_SECRET_NAMES.search(name) is not None

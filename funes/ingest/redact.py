@@ -876,7 +876,7 @@ def _scan_once(text: str) -> list[Finding]:
         raw.append((start, end, _GITLEAKS_PRIORITY, rule))
     # The field's other formats and heuristics, then repeats of what was found (detectors.py).
     detectors.scan(text, lowered, present, raw)
-    raw = [r for r in raw if not detectors.vetoed(text, r[0], r[3])]
+    raw = [r for r in raw if not detectors.vetoed(text, r[0], r[1], r[3])]
     found = _whole(text, _merge(raw))
     more = detectors.complete(text, found, _KIND_PRIORITY)
     return _whole(text, _merge(raw + more)) if more else found
