@@ -67,9 +67,11 @@ def placeholder_shaped(secret: str) -> bool:
     """
     if re.search(r"(.)\1{4}", secret):
         return True
-    n = len(secret)
-    if any(secret == (secret[:p] * (n // p + 1))[:n] for p in range(1, 9) if n >= 2 * p):
-        return True
+    low = secret.lower()
+    n = len(low)
+    for p in range(1, 17):  # a unit repeated over three quarters of it, whatever the case
+        if n >= 2 * p and low[p:] [: n * 3 // 4 - p] == low[: n * 3 // 4 - p]:
+            return True
     return _entropy(secret) < 2.5
 
 

@@ -119,6 +119,7 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "figma": (("figd_", r"[A-Za-z0-9_-]{38,}"),),
     "typeform": (("tfp_", r"[A-Za-z0-9_-]{44,}"),),
     "contentful": (("CFPAT-", r"[A-Za-z0-9_-]{43}"),),
+    "pypi": (("pypi-AgE", r"[A-Za-z0-9_-]{60,}"),),  # PyPI and TestPyPI macaroons
     # payment
     "square": (("EAAA", r"[A-Za-z0-9_=+-]{60}"), ("sq0atp-", r"[A-Za-z0-9_-]{22}"),
                ("sq0csp-", r"[A-Za-z0-9_-]{43}")),
@@ -169,6 +170,8 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "deepgram": (("dg_", r"[a-f0-9]{40}"),),
     "age": (("AGE-SECRET-KEY-1", r"[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),),
     "onepassword": (("ops_", r"eyJ[A-Za-z0-9_=-]{100,}"),),
+    # tokens whose shape is the format
+    "jwt-unsigned": (("eyJ", r"[A-Za-z0-9_-]{10,4096}\.eyJ[A-Za-z0-9_-]{10,16384}"),),
     # webhooks (the URL is the credential)
     "discord-webhook": (("discord.com/api/webhooks/", r"[0-9]{17,20}/[A-Za-z0-9_-]{60,70}"),
                         ("discordapp.com/api/webhooks/", r"[0-9]{17,20}/[A-Za-z0-9_-]{60,70}")),
