@@ -64,7 +64,7 @@ __all__ = [
 MARKER_PREFIX: Final = "[REDACTED:"
 #: The version of funes's own detectors: bump it when a detector changes what it finds, so
 #: `funes status` tells memories redacted before to run `funes scrub`.
-DETECTORS_VERSION: Final = 2
+DETECTORS_VERSION: Final = 3
 
 
 def rules_version() -> str:
