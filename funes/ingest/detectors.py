@@ -441,6 +441,10 @@ def _quoted_secret(value: str) -> bool:
         return False
     if value.isalpha() or _entropy(value) < 3.0:
         return False
+    classes = any(c.islower() for c in value) + any(c.isupper() for c in value) + any(
+        c.isdigit() for c in value)
+    if classes < 2 or _SECRET_WORDS.search(value.lower()):
+        return False  # `user:passwd`, `my-secret-name`: words about a secret, not one
     letters = sum(ch.isalpha() for ch in value)
     return _word_letters(value) * 2 <= letters
 
