@@ -375,7 +375,7 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
 # ------------------------------------------------------------------------------------------------
 
 #: A candidate word: token characters, bounded (a longer run is data, not a key).
-_WORD_TAIL: Final = r"(?:=+[A-Za-z0-9+/_.~-]{1,1024}){0,4}={0,3}"
+_WORD_TAIL: Final = r"(?:=+[A-Za-z0-9+/_.~-]{1,1024}){0,16}={0,3}"
 _WORD: Final = re.compile(r"(?<![A-Za-z0-9+/_.~-])[A-Za-z0-9+/_.~-]{12,1024}" + _WORD_TAIL)
 #: The same, 20 characters at least: all a text without a secret word needs.
 _LONG_WORD: Final = re.compile(r"(?<![A-Za-z0-9+/_.~-])[A-Za-z0-9+/_.~-]{20,1024}" + _WORD_TAIL)
@@ -431,7 +431,8 @@ def _secret_name(text: str, start: int, end: int) -> bool:
 #: A quoted value right after a secret word, in syntaxes the assignment detectors do not read
 #: (`token - 'x'`, `secret 'x'`, `password("x")`, `token -> "x"`).
 _QUOTED_AFTER: Final = re.compile(
-    r"""[ \t]{0,3}(?:-{1,2}>?|=>|->|\(|is)?[ \t]{0,3}(?P<q>["'`])(?P<v>[^"'`\n]{8,256})(?P=q)"""
+    r"""[ \t]{0,3}(?:-{1,2}>?|=>|->|\(|is)?[ \t]{0,3}"""
+    r"""(?:'(?P<v>[^'\n]{8,256})'|"(?P<v2>[^"\n]{8,256})"|`(?P<v3>[^`\n]{8,256})`)"""
 )
 
 
@@ -486,8 +487,10 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
         if m.group(0).lower().endswith("key"):
             strict.add(m.end())  # "key" is everywhere in code: only as an assignment's name
         q = _QUOTED_AFTER.match(text, m.end())
-        if q is not None and _quoted_secret(q.group("v")):
-            out.append((q.start("v"), q.end("v"), _NAMED_PRIORITY, "named-secret"))
+        if q is not None:
+            g = next(g for g in ("v", "v2", "v3") if q.group(g) is not None)
+            if _quoted_secret(q.group(g)):
+                out.append((q.start(g), q.end(g), _NAMED_PRIORITY, "named-secret"))
     k = 0
     for m in (_WORD if named else _LONG_WORD).finditer(text):
         s, e = m.span()
