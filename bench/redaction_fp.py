@@ -166,6 +166,12 @@ def transcript_like(seed: int = 28, copies: int = 40) -> Iterator[tuple[str, str
     def hx(n: int) -> str:
         return rb(n).hex()
 
+    def b64(n: int) -> str:
+        return base64.b64encode(rb(n)).decode()
+
+    def word64(n: int) -> str:  # base64 without + and /: the alphabet of API object ids
+        return b64(n).replace("+", "x").replace("/", "y")
+
     for k in range(copies):
         sha = [hashlib.sha1(rb(8)).hexdigest() for _ in range(6)]
         uid = [str(uuid.UUID(bytes=rb(16), version=4)) for _ in range(4)]
@@ -180,7 +186,7 @@ def transcript_like(seed: int = 28, copies: int = 40) -> Iterator[tuple[str, str
                 f'"https://registry.npmjs.org/pkg{i}/-/pkg{i}-1.{i}.0.tgz",\n      "integrity": '
                 f'"sha512-{base64.b64encode(rb(64)).decode()}"\n    }},' for i in range(5)),
             "image": f"![chart](data:image/png;base64,{base64.b64encode(rb(600)).decode()})\n"
-                     f'{{"type": "image", "source": {{"data": "{base64.b64encode(rb(900)).decode()}"}}}}',
+                     f'{{"type": "image", "source": {{"data": "{b64(900)}"}}}}',
             "test-output": f"E   AssertionError: assert '{hx(16)}' == '{hx(16)}'\n"
                            f"E     - {hashlib.sha256(rb(9)).hexdigest()}\n"
                            f"E     + {hashlib.sha256(rb(9)).hexdigest()}\n"
@@ -204,14 +210,13 @@ def transcript_like(seed: int = 28, copies: int = 40) -> Iterator[tuple[str, str
                         "[--api-key <API_KEY>]\n  export API_TOKEN=<your-token>\n"
                         "  curl -u USER:PASSWORD https://example.com\n"
                         "  password: ${DB_PASSWORD}\n  secret_key = os.environ['SECRET_KEY']",
-            "containers": f"image: registry.example.com/app@sha256:{hashlib.sha256(rb(5)).hexdigest()}\n"
+            "containers": "image: registry.example.com/app@sha256:"
+                          f"{hashlib.sha256(rb(5)).hexdigest()}\n"
                           f"web-{hx(5)}-{hx(3)[:5]}   1/1   Running   0   3d\n"
                           f"Digest: sha256:{hashlib.sha256(rb(5)).hexdigest()}\n"
                           f"container {hx(32)} exited",
-            "ids": f"toolu_01{base64.b64encode(rb(18)).decode().replace('+', 'x').replace('/', 'y')} "
-                   f"msg_01{base64.b64encode(rb(18)).decode().replace('+', 'a').replace('/', 'b')} "
-                   f"req_011C{base64.b64encode(rb(15)).decode().replace('+', 'c').replace('/', 'd')}"
-                   f"\nchatcmpl-{base64.b64encode(rb(21)).decode().replace('+', 'e').replace('/', 'f')}",
+            "ids": f"toolu_01{word64(18)} msg_01{word64(18)} req_011C{word64(15)}"
+                   f"\nchatcmpl-{word64(21)}",
         }
         for name, text in texts.items():
             yield f"synthetic/{name}#{k}", text

@@ -1,4 +1,4 @@
-"""Measurement samples of secrets from two scanners' own test suites, for bench/secret_coverage.py.
+r"""Measurement samples of secrets from two scanners' own test suites, for bench/secret_coverage.py.
 
 funes's detectors are tuned on gitleaks' tests (scripts/gitleaks_rules.py); these samples come
 from suites that were not used for tuning, so the bench measures coverage the way a held-out
@@ -306,9 +306,9 @@ def _secret_parts(text: str, leaves: list[Leaf]) -> list[str]:
             re.sub(r"(?i)pattern$", "", bare)
         ):
             continue
-        if "@" in value and "." in value.rsplit("@", 1)[-1] and " " not in value:
-            if not re.search(r"://[^/\s]*:[^/\s]*@", value):
-                continue  # an e-mail
+        if ("@" in value and "." in value.rsplit("@", 1)[-1] and " " not in value
+                and not re.search(r"://[^/\s]*:[^/\s]*@", value)):
+            continue  # an e-mail
         if _HOSTLIKE.match(value) and not any(c.isupper() for c in value):
             continue
         if value.isalpha() and value.islower() and name is None:
@@ -324,6 +324,7 @@ def _secret_parts(text: str, leaves: list[Leaf]) -> list[str]:
 
 
 def trufflehog_samples(repo: Path, commit: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Every detector's pattern-test cases with a non-empty `want`, and counts of the rest."""
     samples: list[dict[str, Any]] = []
     stats = {"files": 0, "skipped_cases": 0, "negatives": 0}
     for path in _files(repo, commit, "pkg/detectors"):
@@ -389,6 +390,7 @@ def _evaluate(node: ast.AST, env: dict[str, Any]) -> Any:
 
 
 def detect_secrets_samples(repo: Path, commit: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Every plugin test's flagged payload and keyword case, and counts of the rest."""
     samples: list[dict[str, Any]] = []
     stats = {"files": 0, "skipped": 0, "negatives": 0}
     for path in _files(repo, commit, "tests/plugins"):
@@ -455,6 +457,7 @@ def _dedupe(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def main() -> None:
+    """Write the samples file."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trufflehog", type=Path, required=True)
     parser.add_argument("--detect-secrets", type=Path, required=True)

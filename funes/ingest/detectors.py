@@ -37,7 +37,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Final, Protocol
 
-__all__ = ["ANCHORS", "KINDS", "PROVIDERS", "complete", "random_word", "scan", "vetoed"]
+from funes.ingest import providers
+from funes.ingest.providers import ANCHORS
+
+__all__ = ["ANCHORS", "KINDS", "complete", "random_word", "scan", "vetoed"]
 
 #: Kinds this module names in ``[REDACTED:<kind>]``.
 KINDS: Final = ("provider-token", "named-secret", "random-token")
@@ -60,178 +63,6 @@ def _entropy(value: str) -> float:
     if not n:
         return 0.0
     return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
-
-
-# ------------------------------------------------------------------------------------------------
-# Provider formats: a documented prefix (or shape) and the body that follows it
-# ------------------------------------------------------------------------------------------------
-
-#: (prefix literal, body expression) per provider family, as their documentation describes the
-#: format. Matched anywhere (prefix, then a bounded body), with no word character before.
-PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
-    # cloud
-    "alibaba": (("LTAI", r"[A-Za-z0-9]{12,30}"),),
-    "aws-appsync": (("da2-", r"[a-z0-9]{26}"),),
-    "tencent": (("AKID", r"[A-Za-z0-9]{32}"),),
-    "aws-bedrock": (("ABSK", r"[A-Za-z0-9+/]{100,200}={0,2}"),),
-    "azure-ad-secret": (("Q~", r"[A-Za-z0-9_~.-]{31,34}"),),  # checked with 3 chars before it
-    "yandex": (("AQVN", r"[A-Za-z0-9_-]{35,38}"), ("YCAJE", r"[A-Za-z0-9_-]{30,38}"),
-               ("t1.", r"[A-Z0-9a-z_-]{10,}[=]{0,2}\.[A-Z0-9a-z_-]{86}[=]{0,2}")),
-    "digitalocean": (("dop_v1_", r"[a-f0-9]{64}"), ("doo_v1_", r"[a-f0-9]{64}"),
-                     ("dor_v1_", r"[a-f0-9]{64}")),
-    "flyio": (("fo1_", r"[A-Za-z0-9_-]{40,}"), ("fm1r_", r"[A-Za-z0-9+/=_-]{40,}"),
-              ("fm1a_", r"[A-Za-z0-9+/=_-]{40,}"), ("fm2_", r"[A-Za-z0-9+/=_-]{40,}")),
-    "vault": (("hvs.", r"[A-Za-z0-9_-]{24,}"), ("hvb.", r"[A-Za-z0-9_-]{24,}"),
-              ("hvr.", r"[A-Za-z0-9_-]{24,}")),
-    "doppler": (("dp.pt.", r"[A-Za-z0-9]{40,}"), ("dp.st.", r"[A-Za-z0-9_.-]{40,}"),
-                ("dp.sa.", r"[A-Za-z0-9]{40,}"), ("dp.ct.", r"[A-Za-z0-9]{40,}")),
-    "heroku": (("HRKU-", r"[A-Za-z0-9_-]{30,}"),),
-    "netlify": (("nfp_", r"[A-Za-z0-9]{36,}"),),
-    "supabase": (("sbp_", r"[a-f0-9]{40}"), ("sb_secret_", r"[A-Za-z0-9_-]{20,}")),
-    "render": (("rnd_", r"[A-Za-z0-9]{28,}"),),
-    "vercel": (("vcp_", r"[A-Za-z0-9]{24,}"), ("vck_", r"[A-Za-z0-9]{24,}")),
-    "planetscale": (("pscale_tkn_", r"[A-Za-z0-9_.-]{32,}"), ("pscale_pw_", r"[A-Za-z0-9_.-]{32,}"),
-                    ("pscale_oauth_", r"[A-Za-z0-9_.-]{32,}")),
-    "terraform": ((".atlasv1.", r"[A-Za-z0-9_=-]{60,}"),),
-    "pulumi": (("pul-", r"[a-f0-9]{40}"),),
-    "scalingo": (("tk-us-", r"[A-Za-z0-9_-]{48}"),),
-    # CI and code hosting
-    "buildkite": (("bkua_", r"[a-z0-9]{40}"),),
-    "circleci": (("CCIPAT_", r"[A-Za-z0-9_]{30,}"),),
-    "bitbucket": (("ATBB", r"[A-Za-z0-9_=.-]{24,}"),),
-    "atlassian": (("ATATT3", r"[A-Za-z0-9_=+/.-]{100,}"), ("ATCTT3", r"[A-Za-z0-9_=+/.-]{20,}"),
-                  ("ATSTT3", r"[A-Za-z0-9_=+/.-]{100,}")),
-    "sourcegraph": (("sgp_", r"[A-Za-z0-9_]{40,}"),),
-    "sonar": (("squ_", r"[a-f0-9]{40}"), ("sqp_", r"[a-f0-9]{40}"), ("sqa_", r"[a-f0-9]{40}")),
-    "artifactory": (("AKCp", r"[A-Za-z0-9]{60,}"), ("cmVmdGtu", r"[A-Za-z0-9]{56,}")),
-    "octopus": (("API-", r"[A-Z0-9]{25,27}"),),
-    "bitbucket-dc": (("BBDC-", r"[A-Za-z0-9+/@_-]{40,44}"),),
-    "gitea": (("gta_", r"[a-f0-9]{40}"),),
-    "rubygems": (("rubygems_", r"[a-f0-9]{48}"),),
-    "clojars": (("CLOJARS_", r"[a-z0-9]{60}"),),
-    "nuget": (("oy2", r"[a-z0-9]{43}"),),
-    "harness": (("pat.", r"[A-Za-z0-9_-]{22}\.[a-f0-9]{24}\.[A-Za-z0-9]{20}"),),
-    "snyk": (("snyk_", r"[A-Za-z0-9_-]{30,}"),),
-    "prefect": (("pnu_", r"[A-Za-z0-9]{36}"),),
-    "readme": (("rdme_", r"[a-z0-9]{70}"),),
-    "postman": (("PMAK-", r"[a-f0-9]{24}-[a-f0-9]{34}"),),
-    "linear": (("lin_api_", r"[A-Za-z0-9]{40}"), ("lin_oauth_", r"[A-Za-z0-9]{64}")),
-    "figma": (("figd_", r"[A-Za-z0-9_-]{38,}"),),
-    "typeform": (("tfp_", r"[A-Za-z0-9_-]{44,}"),),
-    "contentful": (("CFPAT-", r"[A-Za-z0-9_-]{43}"),),
-    "pypi": (("pypi-AgE", r"[A-Za-z0-9_-]{60,}"),),  # PyPI and TestPyPI macaroons
-    # payment
-    "square": (("EAAA", r"[A-Za-z0-9_=+-]{60}"), ("sq0atp-", r"[A-Za-z0-9_-]{22}"),
-               ("sq0csp-", r"[A-Za-z0-9_-]{43}")),
-    "razorpay": (("rzp_live_", r"[A-Za-z0-9]{14,}"), ("rzp_test_", r"[A-Za-z0-9]{14,}")),
-    "shippo": (("shippo_live_", r"[a-f0-9]{40}"), ("shippo_test_", r"[a-f0-9]{40}")),
-    "braintree": (("access_token$production$", r"[a-z0-9]{16}\$[a-f0-9]{32}"),
-                  ("access_token$sandbox$", r"[a-z0-9]{16}\$[a-f0-9]{32}")),
-    "paystack": (("sk_live_", r"[a-f0-9]{40}"),),
-    "flutterwave": (("FLWSECK-", r"[a-f0-9]{32}-X"), ("FLWSECK_TEST-", r"[a-f0-9]{32}-X")),
-    "ramp": (("ramp_sec_", r"[A-Za-z0-9]{40,}"), ("ramp_tok_", r"[A-Za-z0-9]{40,}")),
-    # chat and mail
-    "shopify": (("shpat_", r"[a-fA-F0-9]{32}"), ("shpca_", r"[a-fA-F0-9]{32}"),
-                ("shppa_", r"[a-fA-F0-9]{32}"), ("shpss_", r"[a-fA-F0-9]{32}")),
-    "twilio": (("AC", r"[a-f0-9]{32}"), ("SK", r"[a-f0-9]{32}")),
-    "mailgun": (("key-", r"[a-f0-9]{32}"),),
-    "mailchimp": (("-us", r"[0-9]{1,2}"),),  # checked with its 32 hex digits before it
-    "sendgrid": (("SG.", r"[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}"),),
-    "sendinblue": (("xkeysib-", r"[a-f0-9]{64}-[A-Za-z0-9]{16}"),),
-    "telegram": ((":AA", r"[A-Za-z0-9_-]{33}"),),  # checked with its bot id before it
-    "twitter": (("AAAAAAAAAAAAAAAAAAAAA", r"[A-Za-z0-9%]{30,}"),),
-    "notion": (("ntn_", r"[A-Za-z0-9]{40,}"), ("secret_", r"[A-Za-z0-9]{43}")),
-    "zendesk": (("", r""),),
-    "dropbox": (("sl.", r"[A-Za-z0-9_-]{130,}"),),
-    "mapbox": (("sk.eyJ", r"[A-Za-z0-9_-]{50,}\.[A-Za-z0-9_-]{20,}"),),
-    # databases
-    "mongodb-atlas": (("mdb_sa_sk_", r"[A-Za-z0-9_-]{30,}"),),
-    "planetscale-db": (("pscale_", r"[a-z]{2,6}_[A-Za-z0-9_]{32,}"),),
-    # observability
-    "newrelic": (("NRAK-", r"[A-Z0-9]{27}"), ("NRII-", r"[A-Za-z0-9_-]{32}"),
-                 ("NRJS-", r"[a-f0-9]{19}"), ("NRAA-", r"[a-f0-9]{27}")),
-    "grafana": (("glc_", r"[A-Za-z0-9+/]{32,}={0,2}"), ("glsa_", r"[A-Za-z0-9]{32}_[a-f0-9]{8}")),
-    "sentry": (("sntrys_", r"[A-Za-z0-9+/=_]{40,}"), ("sntryu_", r"[a-f0-9]{64}")),
-    "dynatrace": (("dt0c01.", r"[A-Z0-9]{24}\.[A-Z0-9]{64}"), ("dt0s01.", r"[A-Z0-9]{24}\.[A-Z0-9]{64}")),
-    "honeycomb": (("hcaik_", r"[a-z0-9]{58}"), ("hcxik_", r"[a-z0-9]{58}")),
-    "launchdarkly": (("api-", r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}"),
-                     ("sdk-", r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}")),
-    # AI providers
-    "groq": (("gsk_", r"[A-Za-z0-9]{48,}"),),
-    "xai": (("xai-", r"[A-Za-z0-9]{70,}"),),
-    "replicate": (("r8_", r"[A-Za-z0-9]{37}"),),
-    "perplexity": (("pplx-", r"[A-Za-z0-9]{40,}"),),
-    "openrouter": (("sk-or-v1-", r"[a-f0-9]{64}"),),
-    "langsmith": (("lsv2_pt_", r"[a-f0-9]{32}_[a-f0-9]{10}"), ("lsv2_sk_", r"[a-f0-9]{32}_[a-f0-9]{10}")),
-    "pinecone": (("pcsk_", r"[A-Za-z0-9_]{50,}"),),
-    "tavily": (("tvly-", r"[A-Za-z0-9-]{32,}"),),
-    "firecrawl": (("fc-", r"[a-f0-9]{32}"),),
-    "elevenlabs": (("sk_", r"[a-f0-9]{48}"),),
-    "deepgram": (("dg_", r"[a-f0-9]{40}"),),
-    "age": (("AGE-SECRET-KEY-1", r"[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),),
-    "onepassword": (("ops_", r"eyJ[A-Za-z0-9_=-]{100,}"),),
-    # tokens whose shape is the format
-    "jwt-unsigned": (("eyJ", r"[A-Za-z0-9_-]{10,4096}\.eyJ[A-Za-z0-9_-]{10,16384}"),),
-    # webhooks (the URL is the credential)
-    "discord-webhook": (("discord.com/api/webhooks/", r"[0-9]{17,20}/[A-Za-z0-9_-]{60,70}"),
-                        ("discordapp.com/api/webhooks/", r"[0-9]{17,20}/[A-Za-z0-9_-]{60,70}")),
-    "teams-webhook": ((".webhook.office.com/webhookb2/", r"[A-Za-z0-9@/_-]{60,400}"),
-                      ("outlook.office.com/webhook/", r"[A-Za-z0-9@/_-]{60,400}"),
-                      (".logic.azure.com", r":443/workflows/[a-f0-9]{32}/triggers/[A-Za-z0-9_/?=&%.-]{40,400}")),
-    "zapier-webhook": (("hooks.zapier.com/hooks/catch/", r"[0-9]{3,12}/[A-Za-z0-9]{4,32}/?"),),
-    "salesforce": (("00D", r"[A-Za-z0-9]{12,15}![A-Za-z0-9._]{80,260}"), ("5Aep", r"[A-Za-z0-9._]{80,90}")),
-}
-PROVIDERS.pop("zendesk")  # no documented prefix: found by name (named values)
-
-_NOT_WORD_BEFORE = r"(?<![A-Za-z0-9_])"
-_NOT_TOKEN_AFTER = r"(?![A-Za-z0-9_])"
-
-
-def _provider_patterns() -> tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...]:
-    """One compiled alternation per family, anchored on its literal prefixes."""
-    out = []
-    for family, formats in PROVIDERS.items():
-        alts = []
-        anchors = []
-        for prefix, body in formats:
-            before = {
-                "Q~": "(?<=[A-Za-z0-9_~.-]{3})",
-                "-us": r"(?<![A-Za-z0-9_])[a-f0-9]{32}",
-                ":AA": r"(?<![A-Za-z0-9_])[0-9]{8,10}",
-            }.get(prefix) or (
-                "" if prefix.startswith((".", "discord", "outlook", "hooks.")) else _NOT_WORD_BEFORE)
-            if prefix.startswith(".webhook.") or prefix.startswith(".logic."):
-                before = r"https://[A-Za-z0-9-]{1,64}"  # the whole URL, tenant host included
-            alts.append(before + re.escape(prefix) + body)
-            anchors.append(prefix.lower())
-        pattern = "(?:" + "|".join(alts) + ")" + (
-            "" if family.endswith("webhook") or family == "salesforce" else _NOT_TOKEN_AFTER)
-        out.append((family, tuple(anchors), re.compile(pattern)))
-    return tuple(out)
-
-
-_PROVIDERS: Final = _provider_patterns()
-#: Every provider prefix, lowercased: redaction's single keyword pass over the lowercased text
-#: looks for them with its own words (funes.ingest.redact), and only the families whose prefix
-#: occurs run their pattern.
-ANCHORS: Final = frozenset(a for _f, anchors, _p in _PROVIDERS for a in anchors)
-_BY_ANCHOR: Final[dict[str, list[int]]] = {}
-for _i, (_f, _anchors, _p) in enumerate(_PROVIDERS):
-    for _a in _anchors:
-        _BY_ANCHOR.setdefault(_a, []).append(_i)
-_PROVIDER_PRIORITY: Final = 3
-
-
-def _scan_providers(text: str, present: set[str], out: Raw) -> None:
-    hits = ANCHORS.intersection(present)
-    if not hits:
-        return
-    for i in sorted({i for a in hits for i in _BY_ANCHOR[a]}):
-        for m in _PROVIDERS[i][2].finditer(text):
-            value = m.group(0)
-            if _entropy(value) < 2.5 or "xxxxx" in value.lower():
-                continue  # "AC" + 32 zeros, "key-xxxx…": a placeholder in the format's shape
-            out.append((m.start(), m.end(), _PROVIDER_PRIORITY, "provider-token"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -268,17 +99,19 @@ def _transitions(value: str) -> int:
 
 #: The most frequent letter pairs of English text and code identifiers. In words most pairs
 #: are among them; in random letters about one pair in five is (120 of 676 possible).
-_COMMON_PAIRS: Final = frozenset(
-    "th he in er an re on at en nd ti es or te of ed is it al ar st to nt ng se ha as ou io le"
-    " ve co me de hi ri ro ic ne ea ra ce li ch ll be ma si om ur ca el ta la ns di fo ho pe ec"
-    " pr no ct us ac ot il tr ly nc et ut ss so rs un lo wa ge ie wh ee wi em ad ol rt po we na"
-    " ul ni ts mo ow pa im mi ai sh ir su id os iv ia am fi ci vi pl ig tu ev ld ry mp fe bl ab"
-    " gh ty op wo sa ay ex ke fr oo av ag if ap gr od bo sp rd do uc bu ei ov by rm ep tt oc fa"
-    " ef cu rn sc gi da yo cr cl du ga qu ue ff ba ey ls va um pp ua up lu go ht ru ug ds lt pi"
-    " rc rr eg au ck ew mu br bi pt ak pu ui rg ib tl ny ki rk ys ob mm fu ph og ms ye ud mb ip"
-    " ub oi rl gu dr hr cc ft wn nu af hu nn eo vo rv nf xp gn sm fl iz ok nl my gl aw ju oa"
-    " eq sy sl ps jo lf nv je nk kn gs dy hy ze ks xt bs ik dd cy rp sk xi oe oy ws".split()
+_PAIRS: Final = (
+    "th he in er an re on at en nd ti es or te of ed is it al ar st to nt ng se ha as ou io "
+    "le ve co me de hi ri ro ic ne ea ra ce li ch ll be ma si om ur ca el ta la ns di fo ho "
+    "pe ec pr no ct us ac ot il tr ly nc et ut ss so rs un lo wa ge ie wh ee wi em ad ol rt "
+    "po we na ul ni ts mo ow pa im mi ai sh ir su id os iv ia am fi ci vi pl ig tu ev ld ry "
+    "mp fe bl ab gh ty op wo sa ay ex ke fr oo av ag if ap gr od bo sp rd do uc bu ei ov by "
+    "rm ep tt oc fa ef cu rn sc gi da yo cr cl du ga qu ue ff ba ey ls va um pp ua up lu go "
+    "ht ru ug ds lt pi rc rr eg au ck ew mu br bi pt ak pu ui rg ib tl ny ki rk ys ob mm fu "
+    "ph og ms ye ud mb ip ub oi rl gu dr hr cc ft wn nu af hu nn eo vo rv nf xp gn sm fl iz "
+    "ok nl my gl aw ju oa eq sy sl ps jo lf nv je nk kn gs dy hy ze ks xt bs ik dd cy rp sk "
+    "xi oe oy ws"
 )
+_COMMON_PAIRS: Final = frozenset(_PAIRS.split())
 
 
 def _pronounceable(part: str) -> bool:
@@ -365,7 +198,8 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
         return _entropy(body) >= 3.0
     trans = _transitions(body)
     unworded = _word_letters(value) * 2 < letters  # few words in it: lowercase base36 and kin
-    if trans < (4 if unworded and digits else max(4, len(body) // (3 if not digits else 6 if relaxed else 5))):
+    per = 3 if not digits else 6 if relaxed else 5
+    if trans < (4 if unworded and digits else max(4, len(body) // per)):
         return False  # CamelCase changes case once a word; random text every few characters
     return _entropy(body) >= (3.3 if relaxed else 3.7)
 
@@ -393,7 +227,9 @@ _ID_LABEL: Final = re.compile(
 )
 _STANDALONE_PRIORITY: Final = 9
 #: Between a `…key` name and its value: quotes, spaces and one assignment operator at most.
-_ASSIGN_GAP: Final = re.compile(r"[\"'`\]>]{0,3}[ \t]{0,4}(?::=|=>|->|[:=(]|\s-)?[ \t]{0,4}[\"'`bru]{0,3}")
+_ASSIGN_GAP: Final = re.compile(
+    r"[\"'`\]>]{0,3}[ \t]{0,4}(?::=|=>|->|[:=(]|\s-)?[ \t]{0,4}[\"'`bru]{0,3}"
+)
 #: A Discord bot token: the bot's id in base64, a timestamp, an HMAC (found among the words).
 _DISCORD: Final = re.compile(r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}")
 _NAMED_PRIORITY: Final = 7
@@ -417,8 +253,10 @@ _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV
 
 
 def _secret_name(text: str, start: int, end: int) -> bool:
-    """The identifier holding the secret word at `start:end` names a secret (not `public_key`,
-    `cache_key`, `token_type`, `NextToken`)."""
+    """Whether the identifier holding the secret word at `start:end` names a secret.
+
+    Not `public_key`, `cache_key`, `token_type`, `NextToken`.
+    """
     s = start
     while s > 0 and start - s < 64 and text[s - 1] in _NAME_CHARS:
         s -= 1
@@ -507,7 +345,7 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
         if before not in _NAMED_BEFORE:
             continue
         if value.count(".") == 2 and _DISCORD.fullmatch(value) and random_word(value):
-            out.append((s, e, _PROVIDER_PRIORITY, "provider-token"))
+            out.append((s, e, providers.PRIORITY, "provider-token"))
             continue
         while k < len(named) and named[k] < s - 48:
             k += 1
@@ -549,7 +387,9 @@ _XML_OPEN: Final = re.compile(
     r"<((?:[a-z_][\w.:-]{0,40}?)?(?:password|passwd|secret|token|api_?key|credentials?|pwd))>"
 )
 _XML_MAX: Final = 16384
-_FLY: Final = re.compile(r"FlyV1[ \t]+(fm\d[a-z]?_[A-Za-z0-9+/=_-]{20,}(?:,fm\d[a-z]?_[A-Za-z0-9+/=_-]{20,}){0,16})")
+_FLY: Final = re.compile(
+    r"FlyV1[ \t]+(fm\d[a-z]?_[A-Za-z0-9+/=_-]{20,}(?:,f[mo]\d[a-z]?_[A-Za-z0-9+/=_-]{20,}){0,16})"
+)
 
 
 def _scan_xml(text: str, lowered: str, out: Raw) -> None:
@@ -569,7 +409,7 @@ def _scan_xml(text: str, lowered: str, out: Raw) -> None:
 
 def _scan_fly(text: str, out: Raw) -> None:
     for m in _FLY.finditer(text):
-        out.append((m.start(1), m.end(1), _PROVIDER_PRIORITY, "provider-token"))
+        out.append((m.start(1), m.end(1), providers.PRIORITY, "provider-token"))
 
 
 def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
@@ -578,7 +418,7 @@ def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
     `lowered` is `text` lowercased, offsets unchanged; `present` the words of redaction's
     keyword pass found in it (a superset of the :data:`ANCHORS` present).
     """
-    _scan_providers(text, present, out)
+    providers.scan(text, present, out)
     if len(text) >= 12:
         _scan_words(text, lowered, out)
     if "</" in text:
@@ -609,8 +449,10 @@ _PART_AFTER: Final = re.compile(r"[:=]+[A-Za-z0-9+/_-]{4,256}")
 
 
 def _joined(text: str, start: int, end: int) -> tuple[int, int]:
-    """Extend a random value over `:`- or `=`-joined parts that are not names (one credential:
-    `id:secret`, Asana's `n/id:key`, base64 with `=` inside)."""
+    """Extend a random value over `:`- or `=`-joined parts that are not names.
+
+    One credential: `id:secret`, Asana's `n/id:key`, base64 with `=` inside.
+    """
     for _ in range(4):
         if text[start - 1 : start] not in (":", "="):
             break
@@ -703,9 +545,12 @@ _CAPS_PLACEHOLDER: Final = re.compile(
 
 
 def vetoed(text: str, start: int, end: int, kind: str) -> bool:
-    """Whether a raw finding is not a secret after all: a placeholder named in capitals
-    (`curl -u USER:PASSWORD`), or, for an assignment-like `kind`, the value of a known
-    non-secret name (`"NextToken": "…"`, `ClientToken=…`, `--starting-token …`)."""
+    """Whether a raw finding is not a secret after all.
+
+    A placeholder named in capitals (`curl -u USER:PASSWORD`), or, for an assignment-like
+    `kind`, the value of a known non-secret name (`"NextToken": "…"`, `ClientToken=…`,
+    `--starting-token …`).
+    """
     if end - start <= 64 and _CAPS_PLACEHOLDER.fullmatch(text, start, end):
         return True
     if kind not in ("secret", "high-entropy", "generic-api-key", "named-secret", "random-token"):
