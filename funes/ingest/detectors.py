@@ -69,7 +69,7 @@ def _entropy(value: str) -> float:
 # Random-looking words
 # ------------------------------------------------------------------------------------------------
 
-_HEX: Final = frozenset("0123456789abcdefABCDEF-")
+_HEX: Final = frozenset("0123456789abcdefABCDEF-~")
 _UUID_RE: Final = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 _ALNUM_RUN: Final = re.compile(r"[A-Za-z0-9]{16,}")
 #: Prefixes of ids that look random and are not credentials: API request and message ids,
@@ -148,11 +148,6 @@ def _encoded_text(value: str) -> bool:
     return printable * 10 >= len(raw) * 9
 
 
-def _periodic(value: str) -> bool:
-    n = len(value)
-    return any(value[p:] == value[: n - p] for p in range(1, min(17, n // 2 + 1)))
-
-
 def random_word(value: str, *, relaxed: bool = False) -> bool:
     """Whether `value` looks machine-generated (a credential's body), not words, ids or digests.
 
@@ -179,8 +174,8 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
             return False
     elif not digits and (n < 20 or _word_letters(value) * 3 >= letters):
         return False  # no digit: only a long run of letters that are not words
-    if _periodic(value):
-        return False  # `0123456789abcdef0123…`, `abcd1234abcd1234…`: a test pattern
+    if providers.filler(value) or value.startswith("gAAAAA"):
+        return False  # a test pattern (`0123…`, `AAAAA`), a Fernet ciphertext (`gAAAAA…`)
     body = value.replace("-", "").replace("_", "")
     for sep in "_-":
         if value.count(sep) >= 2 and max(map(len, value.split(sep))) < 12:
@@ -226,6 +221,7 @@ _ID_LABEL: Final = re.compile(
     r"|integrity)\b[\s:=#'\"(]*$"
 )
 _STANDALONE_PRIORITY: Final = 9
+_NOT_CREDENTIAL_LINE: Final = re.compile(r"ENC\[|(?i:csrf|xsrf|authenticity)")
 #: Between a `…key` name and its value: quotes, spaces and one assignment operator at most.
 _ASSIGN_GAP: Final = re.compile(
     r"[\"'`\]>]{0,3}[ \t]{0,4}(?::=|=>|->|[:=(]|\s-)?[ \t]{0,4}[\"'`bru]{0,3}"
@@ -247,7 +243,7 @@ _CAMEL_KEY: Final = re.compile(r"(?<=[a-z0-9])Key(?![a-z])")
 _NOT_SECRET_PARTS: Final = re.compile(
     r"(?i)public|hash|sha\d*|md5|digest|checksum|fingerprint|cache|etag|_id\b|[a-z]Id\b|sort"
     r"|partition|primary|foreign|index|next|page|idempoten|continu|cursor|csrf|xsrf|type"
-    r"|length|size|count|file|path|url|name|prefix|timeout|expir"
+    r"|length|size|count|file|path|url|name|prefix|timeout|expir|authenticity"
 )
 _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
@@ -342,8 +338,13 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
                 continue
         value = text[s:e]
         before = text[s - 1] if s else " "
-        if before not in _NAMED_BEFORE:
-            continue
+        if before not in _NAMED_BEFORE or text.startswith(("..", "…"), e):
+            continue  # a value cut short in an example (`ops_eyJzaWdu..[Redacted]`)
+        if m.end() - m.start() >= 1024 and text[m.end() : m.end() + 1] in _PART_CHARS:
+            continue  # data longer than any key: the assignment detectors take it whole
+        ls, le = _line_bounds(text, s, e)
+        if _NOT_CREDENTIAL_LINE.search(text, ls, le):
+            continue  # ciphertext (SOPS `ENC[…]`), anti-forgery tokens: not credentials
         if value.count(".") == 2 and _DISCORD.fullmatch(value) and random_word(value):
             out.append((s, e, providers.PRIORITY, "provider-token"))
             continue
@@ -366,7 +367,6 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
             continue
         if not random_word(value) or _ID_LABEL.search(text, max(0, s - 40), s):
             continue
-        ls, le = _line_bounds(text, s, e)
         line = text[ls:le]
         quoted = before in "\"'`" and text[e : e + 1] == before
         if quoted:
@@ -431,10 +431,11 @@ def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
 # Completion: repeats, cuts at a dot
 # ------------------------------------------------------------------------------------------------
 
+_ALNUM: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _TOKEN_CHARS: Final = frozenset(
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-"
 )
-_DOT_TAIL: Final = re.compile(r"(?:\.[A-Za-z0-9+/=_-]+)+")
+_DOT_TAIL: Final = re.compile(r"(?:[.-][A-Za-z0-9][A-Za-z0-9+/=_]*)+")
 #: A value this short could be a word that happens to be a password; repeats of it are not.
 _REPEAT_MIN: Final = 8
 #: Above this many distinct values, repeats are found with one scan of the text (a table of
@@ -482,7 +483,7 @@ def complete(text: str, found: Sequence[_Span], priority: dict[str, int]) -> Raw
     values: dict[str, str] = {}
     for f in found:
         end = f.end
-        if text[end : end + 1] == "." and text[end + 1 : end + 2] in _TOKEN_CHARS and (
+        if text[end : end + 1] in ".-" and text[end + 1 : end + 2] in _ALNUM and (
             end > f.start and text[end - 1] in _TOKEN_CHARS
         ):
             m = _DOT_TAIL.match(text, end)

@@ -27,6 +27,24 @@ Raw = list[tuple[int, int, int, str]]
 PRIORITY: Final = 3
 
 
+_RUN_OF_FIVE: Final = re.compile(r"(.)\1{4}")
+
+
+def filler(value: str) -> bool:
+    """A test value in a credential's shape.
+
+    Five identical characters in a row (`xxxxx`, `AAAAA`, `55555`), or a short unit repeated
+    over the value's last three quarters (`ntn_1234567890…`, `abcd1234abcd1234…`).
+    """
+    return _RUN_OF_FIVE.search(value) is not None or periodic(value[len(value) // 4 :])
+
+
+def periodic(value: str) -> bool:
+    """`value` is a unit of at most 16 characters repeated (`0123456789abcdef0123…`)."""
+    n = len(value)
+    return any(value[p:] == value[: n - p] for p in range(1, min(17, n // 2 + 1)))
+
+
 def _entropy(value: str) -> float:
     n = len(value)
     return -sum(c / n * math.log2(c / n) for c in Counter(value).values()) if n else 0.0
@@ -68,7 +86,7 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "bitbucket": (("ATBB", r"[A-Za-z0-9_=.-]{24,}"),),
     "atlassian": (("ATATT3", r"[A-Za-z0-9_=+/.-]{100,}"), ("ATCTT3", r"[A-Za-z0-9_=+/.-]{20,}"),
                   ("ATSTT3", r"[A-Za-z0-9_=+/.-]{100,}")),
-    "sourcegraph": (("sgp_", r"[A-Za-z0-9_]{40,}"),),
+    "sourcegraph": (("sgp_", r"(?:[a-f0-9]{16}_|local_)?[a-f0-9]{40}"),),
     "sonar": (("squ_", r"[a-f0-9]{40}"), ("sqp_", r"[a-f0-9]{40}"), ("sqa_", r"[a-f0-9]{40}")),
     "artifactory": (("AKCp", r"[A-Za-z0-9]{60,}"), ("cmVmdGtu", r"[A-Za-z0-9]{56,}")),
     "octopus": (("API-", r"[A-Z0-9]{25,27}"),),
@@ -164,7 +182,7 @@ def _provider_patterns() -> tuple[tuple[str, tuple[str, ...], re.Pattern[str]], 
         anchors = []
         for prefix, body in formats:
             before = {
-                "Q~": "(?<=[A-Za-z0-9_~.-]{3})",
+                "Q~": r"(?<=[A-Za-z0-9_~.-]{3}\d)",
                 "-us": r"(?<![A-Za-z0-9_])[a-f0-9]{32}",
                 ":AA": r"(?<![A-Za-z0-9_])[0-9]{8,10}",
             }.get(prefix) or (
@@ -199,7 +217,7 @@ def scan(text: str, present: set[str], out: Raw) -> None:
     for i in sorted({i for a in hits for i in _BY_ANCHOR[a]}):
         for m in _PROVIDERS[i][2].finditer(text):
             value = m.group(0)
-            if _entropy(value) < 2.5 or "xxxxx" in value.lower():
+            if _entropy(value) < 2.5 or filler(value):
                 continue  # "AC" + 32 zeros, "key-xxxx…": a placeholder in the format's shape
             out.append((m.start(), m.end(), PRIORITY, "provider-token"))
 
