@@ -96,6 +96,13 @@ _add_reviews(
         ('url-password', '5de94d691ae3039a', 'tp', 'stdlib test_urllib2net.py: http://evil:thing@example.com'),
     ]
 )
+# Reviewed after the field's detectors (issue #28): --code, 96.1 MB (site-packages of this
+# project's virtualenv + the standard library); the new detectors add no finding there.
+_add_reviews(
+    [
+        ("password", "597e5db3932a94ec", "tp", "pydantic docs: password_bytes=b'IAmSensitiveBytes'"),
+    ]
+)
 
 
 def walk_strings(value: Any) -> Iterator[str]:
