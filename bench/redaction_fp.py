@@ -100,7 +100,7 @@ _add_reviews(
 # project's virtualenv + the standard library); the new detectors add no finding there.
 _add_reviews(
     [
-        ("password", "597e5db3932a94ec", "tp", "pydantic docs: password_bytes=b'IAmSensitiveBytes'"),
+        ("password", "597e5db3932a94ec", "tp", "pydantic docs: password_bytes=b'IAmSensitive…'"),
     ]
 )
 

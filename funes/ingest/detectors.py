@@ -71,7 +71,7 @@ def _entropy(value: str) -> float:
 
 _HEX: Final = frozenset("0123456789abcdefABCDEF-~")
 _UUID_RE: Final = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
-_ALNUM_RUN: Final = re.compile(r"[A-Za-z0-9]{16,}")
+_ALNUM_RUN: Final = re.compile(r"[A-Za-z0-9]{16,4096}")
 #: Prefixes of ids that look random and are not credentials: API request and message ids,
 #: tool-call ids, payment object ids, content hashes, integrity strings, trace ids.
 _ID_PREFIX: Final = re.compile(
@@ -80,8 +80,8 @@ _ID_PREFIX: Final = re.compile(
     r"|txn|po|acct|ba|card|src|tok|sha\d*|md5|blake\d*|h1|id|uid|uuid|ocid\d|arn|etag|commit"
     r"|rev|ref|img|image|data|cache|node|pod|deploy|chunk|row|doc|obj|vs|sk-ant-api\d\d-x)[_:-]"
 )
-_DOTTED: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
-_WORDY_PART: Final = re.compile(r"[A-Z][a-z]{2,}|[a-z]{3,}|[A-Z]{3,}")
+_DOTTED: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,256}(?:\.[A-Za-z_][A-Za-z0-9_]{0,256}){1,64}")
+_WORDY_PART: Final = re.compile(r"[A-Z][a-z]{2,4096}|[a-z]{3,4096}|[A-Z]{3,4096}")
 _VOWELS: Final = frozenset("aeiouAEIOU")
 
 
@@ -129,7 +129,7 @@ def _word_letters(value: str) -> int:
 
 
 _VERSION: Final = re.compile(r"v?\d+\.\d+[.+-]")
-_B64_BODY: Final = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9_-]{16,}")
+_B64_BODY: Final = re.compile(r"[A-Za-z0-9+/]{16,4096}={0,2}|[A-Za-z0-9_-]{16,4096}")
 
 
 def _encoded_text(value: str) -> bool:
@@ -204,7 +204,7 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
 # ------------------------------------------------------------------------------------------------
 
 #: A candidate word: token characters, bounded (a longer run is data, not a key).
-_WORD_TAIL: Final = r"(?:=+[A-Za-z0-9+/_.~-]{1,1024}){0,16}={0,3}"
+_WORD_TAIL: Final = r"(?:={1,8}[A-Za-z0-9+/_.~-]{1,1024}){0,16}={0,3}"
 _WORD: Final = re.compile(r"(?<![A-Za-z0-9+/_.~-])[A-Za-z0-9+/_.~-]{12,1024}" + _WORD_TAIL)
 #: The same, 20 characters at least: all a text without a secret word needs.
 _LONG_WORD: Final = re.compile(r"(?<![A-Za-z0-9+/_.~-])[A-Za-z0-9+/_.~-]{20,1024}" + _WORD_TAIL)
@@ -213,12 +213,12 @@ _NAME_EQ: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}=")
 _PROSE_BEFORE: Final = frozenset(" \t\n(`\"'*:<>,[=")
 _NAMED_BEFORE: Final = frozenset(" \t\n(`\"'*:<>,[=&?{|")
 _PROSE_AFTER: Final = frozenset(" \t\n)`\"'*.,;:!?<>]")
-_PROSE_WORDS: Final = re.compile(r"(?<![\w/.+=-])[A-Za-z]{2,}(?![\w/.+=-])")
+_PROSE_WORDS: Final = re.compile(r"(?<![\w/.+=-])[A-Za-z]{2,4096}(?![\w/.+=-])")
 #: A label before a value that says it is an identifier or a digest, not a credential.
 _ID_LABEL: Final = re.compile(
     r"(?i)(?:\b|_|(?<=[a-z]))(?:ids?|identifier|request|trace|span|nonce|hash|digest|checksum"
     r"|sha\d*|md5|etag|commit|revision|rev|uuid|guid|version|build|session|cursor|marker"
-    r"|integrity)\b[\s:=#'\"(]*$"
+    r"|integrity)\b[\s:=#'\"(]{0,8}$"
 )
 _STANDALONE_PRIORITY: Final = 9
 _NOT_CREDENTIAL_LINE: Final = re.compile(r"ENC\[|(?i:csrf|xsrf|authenticity)")
@@ -388,7 +388,8 @@ _XML_OPEN: Final = re.compile(
 )
 _XML_MAX: Final = 16384
 _FLY: Final = re.compile(
-    r"FlyV1[ \t]+(fm\d[a-z]?_[A-Za-z0-9+/=_-]{20,}(?:,f[mo]\d[a-z]?_[A-Za-z0-9+/=_-]{20,}){0,16})"
+    r"FlyV1[ \t]{1,8}(fm\d[a-z]?_[A-Za-z0-9+/=_-]{20,4096}"
+    r"(?:,f[mo]\d[a-z]?_[A-Za-z0-9+/=_-]{20,4096}){0,16})"
 )
 
 
@@ -435,7 +436,7 @@ _ALNUM: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
 _TOKEN_CHARS: Final = frozenset(
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-"
 )
-_DOT_TAIL: Final = re.compile(r"(?:[.-][A-Za-z0-9][A-Za-z0-9+/=_]*)+")
+_DOT_TAIL: Final = re.compile(r"(?:[.-][A-Za-z0-9][A-Za-z0-9+/=_]{0,4096}){1,64}")
 #: A value this short could be a word that happens to be a password; repeats of it are not.
 _REPEAT_MIN: Final = 8
 #: Above this many distinct values, repeats are found with one scan of the text (a table of
@@ -446,7 +447,7 @@ _FIND_EACH_MAX: Final = 16
 #: Kinds whose value may be one part of a `part:part` token (`id:secret`, Asana's `n/id:key`).
 _JOINED_KINDS: Final = frozenset({"random-token", "named-secret", "provider-token"})
 _PART_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
-_PART_AFTER: Final = re.compile(r"[:=]+[A-Za-z0-9+/_-]{4,256}")
+_PART_AFTER: Final = re.compile(r"[:=]{1,4}[A-Za-z0-9+/_-]{4,256}")
 
 
 def _joined(text: str, start: int, end: int) -> tuple[int, int]:
@@ -535,7 +536,7 @@ _NOT_SECRET_NAMES: Final = re.compile(
     r"|tokentype$|nextmarker$"
 )
 _NAME_BEFORE: Final = re.compile(
-    r"([A-Za-z][A-Za-z0-9_.-]{0,60})[\"']?(?:\s*[:=]\s*|(?<=[A-Za-z0-9])[ \t]+)[\"']?$"
+    r"([A-Za-z][A-Za-z0-9_.-]{0,60})[\"']?(?:\s{0,8}[:=]\s{0,8}|(?<=[A-Za-z0-9])[ \t]{1,8})[\"']?$"
 )
 
 
