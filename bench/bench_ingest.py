@@ -64,6 +64,12 @@ def one_turn_cost(settings, repo: Repository, session: Path, n: int) -> float:  
     return elapsed
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and of its reaped children (the reading workers)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--target", type=int, default=100_000, help="chunks to reach")
@@ -77,9 +83,9 @@ def main() -> None:
         make_copies(tmp / "src", copies)
 
         repo = Repository.init(tmp / "mem" / ".funes", settings)
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0, c0 = time.perf_counter(), _cpu()
         full = api.index(settings, memory=str(repo.path), paths=[str(tmp / "src")])
-        ingest_s, ingest_cpu = time.perf_counter() - t0, time.process_time() - c0
+        ingest_s, ingest_cpu = time.perf_counter() - t0, _cpu() - c0
         rate = full.added / ingest_s
         cpu_rate = full.added / ingest_cpu  # steadier than wall time on a shared machine
 
@@ -105,7 +111,8 @@ def main() -> None:
         ("chunks stored", str(full.added)),
         ("first index, wall", f"{ingest_s:.1f} s"),
         ("lexical ingest throughput", f"{rate:.0f} chunks/s wall (target ≥ 2,000)"),
-        ("lexical ingest throughput, per CPU second (all threads)", f"{cpu_rate:.0f} chunks/s"),
+        ("lexical ingest throughput, per CPU second (all threads and workers)",
+         f"{cpu_rate:.0f} chunks/s"),
         ("load average at the end (1 min)", f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"),
         ("re-index, nothing changed", f"{noop_s:.2f} s for {noop.files} files"),
         (f"one appended turn into {full.added} chunks (median of 5)",

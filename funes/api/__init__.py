@@ -183,6 +183,7 @@ from funes.api.share import (
 from funes.api.syncstate import (
     LastSync,
     RemoteStatus,
+    held_fix,
     last_sync,
     record_sync,
     remote_status,
@@ -308,6 +309,7 @@ __all__ = [
     "get_command",
     "get_output",
     "get_range",
+    "held_fix",
     "hook_run",
     "hooks_install",
     "hooks_status",

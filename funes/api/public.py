@@ -320,10 +320,11 @@ def publish_selection(
         return result
     with repo.writing():
         repo.config.set(f"remote.{name}.selection", "true")
-    with recorded(repo, name, "push"):
+    with recorded(repo, name, "push") as outcome:
         pushed = _sync.push(repo, handle, branch, tip=tip,
                             tags={tag_ref: tip} if tag_ref is not None else {},
                             progress=progress_or_silent(progress))
+        outcome.push(pushed.held, sent=not pushed.up_to_date)
     public: bool | None = None
     if handle.spec.kind == "hf":
         public = _make_public(repo, name, handle.spec, confirm, progress, pushed)

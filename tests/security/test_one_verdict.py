@@ -1,0 +1,127 @@
+"""One verdict from ingest to push (issue #28): the same engines in the same order everywhere.
+
+What ingest or scrub redacted is clean for the publish gate's engines; anything they would hold
+back, scrub redacts; and funes's own marker is never a finding for any engine, whatever the
+kind it names and whatever context it sits in.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from funes.ingest import engines, gitleaks
+from funes.ingest.redact import KINDS, redact, scan
+from funes.remotes import gate
+
+pytest.importorskip("betterleaks")
+
+CORPUS = Path(__file__).parents[1] / "ingest" / "data" / "gitleaks_corpus.json"
+
+#: Rules of the second engine seen on transcripts (their ids become marker kinds too).
+SECOND_ENGINE_KINDS = (
+    "generic-credential-uri", "generic-password", "generic-api-key", "generic-secret",
+    "dockerhub-personal-access-token", "jwt", "private-key", "basic-auth", "bearer-token",
+    "curl-auth-user", "curl-auth-header", "aws-access-token", "github-pat", "slack-bot-token",
+)
+
+#: Every context a rule reads a value in: URLs, `key=`, JSON, YAML, headers, flags, XML, INI,
+#: connection strings, netrc, pgpass, Kubernetes Secrets. `{m}` is the marker.
+CONTEXTS = (
+    "DATABASE_URL=postgres://admin:{m}@db.internal:5432/app",
+    "git clone https://oauth2:{m}@gitlab.com/team/repo.git",
+    "redis://:{m}@cache:6379/0",
+    "password={m}",
+    "PASSWORD={m}",
+    "export API_KEY={m}",
+    "export TOKEN={m}",
+    "secret_key = '{m}'",
+    'client_secret: "{m}"',
+    '{{"password": "{m}", "user": "admin"}}',
+    '{{"api_key":"{m}"}}',
+    "password: {m}",
+    "  api_token: {m}",
+    "aws_secret_access_key = {m}",
+    "Authorization: Bearer {m}",
+    "Authorization: Basic {m}",
+    "Authorization: token {m}",
+    "X-Api-Key: {m}",
+    "curl -u admin:{m} https://api.example.com",
+    'curl -H "Authorization: Bearer {m}" https://api.example.com',
+    "mysql -u root --password={m} app",
+    "tool --token {m} --verbose",
+    "<password>{m}</password>",
+    "Server=db;Database=app;User Id=sa;Password={m};",
+    "machine api.example.com login me password {m}",
+    "db.internal:5432:app:admin:{m}",
+    "apiVersion: v1\nkind: Secret\ndata:\n  token: {m}\n",
+    "ghp_token={m} and {m}",
+    "key: {m}",
+)
+
+
+def _markers() -> list[str]:
+    kinds = set(KINDS) | {r.id for r in gitleaks.rules().rules} | set(SECOND_ENGINE_KINDS)
+    return [f"[REDACTED:{k}]" for k in sorted(kinds)]
+
+
+def test_no_engine_finds_a_marker_in_any_context() -> None:
+    texts = {f"{i:064x}": ctx.format(m=m)
+             for i, (ctx, m) in enumerate((c, m) for c in CONTEXTS for m in _markers())}
+    assert len(texts) > 5000
+    flagged = gate.scan_texts(texts, [gate.builtin_scanner, gate.betterleaks_scanner()])
+    assert not flagged, [(texts[c], k) for c, k in list(flagged.items())[:10]]
+    assert all(redact(t) == (t, []) for t in texts.values())  # nothing to redact either
+
+
+def test_a_marker_cut_by_a_rule_is_still_a_marker() -> None:
+    text = "postgres://admin:[REDACTED:url-password]@db.internal:5432/app"
+    start = text.index("[")
+    for a, b in [(start, start + 23), (start + 1, start + 22), (start, start + 10)]:
+        assert engines.only_markers(text, a, b)
+    assert not engines.only_markers("x [REDACTED:password]abc123 y", 2, 27)  # a residue
+    assert engines.value_only_markers("[REDACTED:generic-password]")
+    assert not engines.value_only_markers("hunter2hunter2")
+
+
+def _corpus_texts(every: int = 1) -> list[str]:
+    data = json.loads(CORPUS.read_text("utf-8"))
+    return [t for r in data["rules"].values() for t in (*r["tp"], *r.get("fp", []))][::every]
+
+
+@pytest.mark.parametrize("every", [pytest.param(1, marks=pytest.mark.slow), 17])
+def test_what_ingest_redacted_is_clean_for_the_gate(every: int) -> None:
+    """gitleaks' samples (true and false positives), redacted as ingest and scrub do."""
+    texts = _corpus_texts(every)
+    assert len(texts) > 5000 // every
+    redacted = engines.redact_texts(texts)
+    outgoing = {f"{i:064x}": out for i, (out, _) in enumerate(redacted)}
+    flagged = gate.scan_texts(outgoing, [gate.builtin_scanner, gate.betterleaks_scanner()])
+    assert not flagged, [(outgoing[c], k) for c, k in list(flagged.items())[:5]]
+
+
+@pytest.mark.slow
+def test_what_the_second_engine_finds_is_redacted_whole() -> None:
+    """Span-exact: each value Betterleaks finds in a raw sample is gone after redaction."""
+    texts = _corpus_texts()
+    found = engines.betterleaks_findings(texts)
+    redacted = engines.redact_texts(texts)
+    checked = 0
+    for text, spans, (out, _) in zip(texts, found, redacted, strict=True):
+        for f in spans:
+            value = text[f.start : f.end]
+            if len(value) >= 8 and text.count(value) == 1:
+                assert value not in out, (f.kind, value)
+                checked += 1
+    assert checked > 1000
+
+
+def test_the_database_url_session_needs_no_second_pass() -> None:
+    text = "DATABASE_URL=postgres://admin:Xq7vT2mPz9LkW4rB@db.internal:5432/app"
+    [(out, found)] = engines.redact_texts([text])
+    assert out == "DATABASE_URL=postgres://admin:[REDACTED:url-password]@db.internal:5432/app"
+    assert [f.kind for f in found] == ["url-password"]
+    assert scan(out) == [] and engines.betterleaks_findings([out]) == [[]]
+    assert engines.redact_texts([out]) == [(out, [])]
