@@ -221,6 +221,7 @@ _ID_LABEL: Final = re.compile(
     r"|integrity)\b[\s:=#'\"(]{0,8}$"
 )
 _STANDALONE_PRIORITY: Final = 9
+_CODE_PUNCT: Final = re.compile(r"[()\[\]{},;=:]")
 _NOT_CREDENTIAL_LINE: Final = re.compile(r"ENC\[|(?i:csrf|xsrf|authenticity)")
 #: Between a `…key` name and its value: quotes, spaces and one assignment operator at most.
 _ASSIGN_GAP: Final = re.compile(
@@ -235,7 +236,7 @@ _NAMED_PRIORITY: Final = 7
 _SECRET_WORDS: Final = re.compile(  # run on the lowercased text
     r"api[_ -]?key|apikey|access[_ -]?key|secret|token|passw(?:or)?d|passphrase|pwd"
     r"|credentials?|auth[_ -]?key|private[_ -]?key|client[_ -]?secret|bearer|signing[_ -]?key"
-    r"|license[_ -]?key|app[_ -]?key|master[_ -]?key|[_-]key(?![a-z])"
+    r"|license[_ -]?key|app[_ -]?key|master[_ -]?key|[_-]key(?![a-z])|(?<=[?&])key(?==)"
 )
 #: `boostnoteKey`, `AzureOpenAIKey`: a camelCase name ending in Key (on the exact text).
 _CAMEL_KEY: Final = re.compile(r"(?<=[a-z0-9])Key(?![a-z])")
@@ -372,8 +373,9 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
         if quoted:
             # A quoted string in code or data: prose must be around it, not one key name.
             outside = line[: s - ls - 1] + " " + line[e - ls + 1 :]
-            if len(_PROSE_WORDS.findall(outside)) < 2:
-                continue
+            words = len(_PROSE_WORDS.findall(outside))
+            if words < 1 or (words == 1 and _CODE_PUNCT.search(outside) is not None):
+                continue  # `obj, "…"`, `{"value": "…"}`: a string in code; `vouchery '…'`: not
         elif _PROSE_WORDS.search(line) is None:
             continue  # a bare value on a line of data (tables, lists of digests): not prose
         out.append((s, e, _STANDALONE_PRIORITY, "random-token"))
@@ -404,8 +406,12 @@ def _scan_xml(text: str, lowered: str, out: Raw) -> None:
         while e > s and text[e - 1] in " \t\r\n":
             e -= 1
         value = text[s:e]
-        if e - s > 256 and MARKER not in value and "<" not in value:
-            out.append((s, e, 5, "xml-secret"))  # shorter ones: redact's xml-secret detector
+        if MARKER in value or "<" in value:
+            continue
+        if e - s > 256 or value.startswith("{AQAAAB"):
+            # Longer ones than redact's xml-secret detector reads, and Jenkins' stored secrets
+            # (`{AQAAABAAAAAQ…}`, credentials.xml: decryptable with the controller's key).
+            out.append((s, e, 5, "xml-secret"))
 
 
 def _scan_fly(text: str, out: Raw) -> None:
