@@ -206,8 +206,11 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
 #: A candidate word: token characters, bounded (a longer run is data, not a key).
 _WORD_TAIL: Final = r"(?:={1,8}[A-Za-z0-9+/_.~-]{1,1024}){0,16}={0,3}"
 _WORD: Final = re.compile(r"(?<![A-Za-z0-9+/_.~-])[A-Za-z0-9+/_.~-]{12,1024}" + _WORD_TAIL)
-#: The same, 20 characters at least: all a text without a secret word needs.
-_LONG_WORD: Final = re.compile(r"(?<![A-Za-z0-9+/_.~-])[A-Za-z0-9+/_.~-]{20,1024}" + _WORD_TAIL)
+#: The same, 20 characters at least and a digit in them: all a text without a secret word
+#: needs (alone, a word must hold digits), so most words never reach Python.
+_LONG_DIGIT_WORD: Final = re.compile(
+    r"(?<![A-Za-z0-9+/_.~-])(?=[A-Za-z+/_.~-]{0,1023}[0-9])[A-Za-z0-9+/_.~-]{20,1024}" + _WORD_TAIL
+)
 #: `NAME=` at the start of a word: an assignment, whose value is the word after it.
 _NAME_EQ: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}=")
 _PROSE_BEFORE: Final = frozenset(" \t\n(`\"'*:<>,[=")
@@ -233,13 +236,57 @@ _NAMED_PRIORITY: Final = 7
 
 #: Words that say a secret is next: the names detect-secrets' keyword plugin and trufflehog's
 #: keyword prefilters look for, in any syntax (no `=` needed).
-_SECRET_WORDS: Final = re.compile(  # run on the lowercased text
-    r"api[_ -]?key|apikey|access[_ -]?key|secret|token|passw(?:or)?d|passphrase|pwd"
-    r"|credentials?|auth[_ -]?key|private[_ -]?key|client[_ -]?secret|bearer|signing[_ -]?key"
-    r"|license[_ -]?key|app[_ -]?key|master[_ -]?key|[_-]key(?![a-z])|(?<=[?&])key(?==)"
+_SECRET_STEMS: Final = ("token", "secret", "passw", "passphrase", "pwd", "credential", "bearer")
+#: Words before "key" that make it a secret's name (`api key`, `access_key`, `licenseKey`).
+_KEY_QUALIFIERS: Final = (
+    "api", "access", "auth", "private", "signing", "license", "app", "master", "secret",
 )
-#: `boostnoteKey`, `AzureOpenAIKey`: a camelCase name ending in Key (on the exact text).
-_CAMEL_KEY: Final = re.compile(r"(?<=[a-z0-9])Key(?![a-z])")
+_LOWER: Final = frozenset("abcdefghijklmnopqrstuvwxyz")
+
+
+def _secret_words(text: str, lowered: str) -> list[tuple[int, int]]:
+    """Where the words that say a secret is next are, in order (one `str.find` loop per stem).
+
+    The names detect-secrets' keyword plugin and trufflehog's keyword prefilters look for, in
+    any syntax (no `=` needed): token, secret, password, passwd, passphrase, pwd, credential(s),
+    bearer; and key after `_`/`-`, after a qualifier (`api key`, `accesskey`), at a camelCase
+    hump (`boostnoteKey`) or as a query parameter (`?key=`).
+    """
+    out: list[tuple[int, int]] = []
+    find = lowered.find
+    for stem in _SECRET_STEMS:
+        k = find(stem)
+        while k >= 0:
+            end = k + len(stem)
+            if stem == "passw":
+                if lowered.startswith("ord", end):
+                    end += 3
+                elif lowered.startswith("d", end):
+                    end += 1
+                if end == k + len(stem):
+                    k = find(stem, end)
+                    continue
+            elif stem == "credential" and lowered.startswith("s", end):
+                end += 1
+            out.append((k, end))
+            k = find(stem, end)
+    k = find("key")
+    while k >= 0:
+        end = k + 3
+        if lowered[end : end + 1] not in _LOWER or text[end : end + 1].isupper():
+            before = lowered[max(0, k - 12) : k]
+            if (
+                before.endswith(("_", "-"))
+                or before.rstrip(" _-").endswith(_KEY_QUALIFIERS)
+                or (k and text[k] == "K" and (text[k - 1].islower() or text[k - 1].isdigit()))
+                or (before.endswith(("?", "&")) and text.startswith("=", end))
+            ):
+                out.append((k, end))
+        k = find("key", end)
+    out.sort()
+    return out
+
+
 #: Parts of a name that say its value is not a secret even though a secret word ends it.
 _NOT_SECRET_PARTS: Final = re.compile(
     r"(?i)public|hash|sha\d*|md5|digest|checksum|fingerprint|cache|etag|_id\b|[a-z]Id\b|sort"
@@ -279,7 +326,8 @@ def _quoted_secret(value: str) -> bool:
         return False
     classes = any(c.islower() for c in value) + any(c.isupper() for c in value) + any(
         c.isdigit() for c in value)
-    if classes < 2 or _SECRET_WORDS.search(value.lower()):
+    low = value.lower()
+    if classes < 2 or any(stem in low for stem in _SECRET_STEMS):
         return False  # `user:passwd`, `my-secret-name`: words about a secret, not one
     letters = sum(ch.isalpha() for ch in value)
     return _word_letters(value) * 2 <= letters
@@ -310,24 +358,20 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
     """Random tokens alone in prose, and values within reach after a secret word."""
     named_until = -1
     named: list[int] = []
-    words = list(_SECRET_WORDS.finditer(lowered))
-    if "Key" in text:
-        words += _CAMEL_KEY.finditer(text)
-        words.sort(key=lambda m: m.start())
     strict: set[int] = set()
-    for m in words:
-        if not _secret_name(text, m.start(), m.end()):
+    for start, end in _secret_words(text, lowered):
+        if not _secret_name(text, start, end):
             continue
-        named.append(m.end())
-        if m.group(0).lower().endswith("key"):
-            strict.add(m.end())  # "key" is everywhere in code: only as an assignment's name
-        q = _QUOTED_AFTER.match(text, m.end())
+        named.append(end)
+        if lowered.endswith("key", 0, end):
+            strict.add(end)  # "key" is everywhere in code: only as an assignment's name
+        q = _QUOTED_AFTER.match(text, end)
         if q is not None:
             g = next(g for g in ("v", "v2", "v3") if q.group(g) is not None)
             if _quoted_secret(q.group(g)):
                 out.append((q.start(g), q.end(g), _NAMED_PRIORITY, "named-secret"))
     k = 0
-    for m in (_WORD if named else _LONG_WORD).finditer(text):
+    for m in (_WORD if named else _LONG_DIGIT_WORD).finditer(text):
         s, e = m.span()
         if e - s < 20 and (k >= len(named) or named[k] > s or named[-1] < s - 48):
             continue  # short, and no secret word may be near
@@ -343,9 +387,6 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
             continue  # a value cut short in an example (`ops_eyJzaWdu..[Redacted]`)
         if m.end() - m.start() >= 1024 and text[m.end() : m.end() + 1] in _PART_CHARS:
             continue  # data longer than any key: the assignment detectors take it whole
-        ls, le = _line_bounds(text, s, e)
-        if _NOT_CREDENTIAL_LINE.search(text, ls, le):
-            continue  # ciphertext (SOPS `ENC[…]`), anti-forgery tokens: not credentials
         if value.count(".") == 2 and _DISCORD.fullmatch(value) and random_word(value):
             out.append((s, e, providers.PRIORITY, "provider-token"))
             continue
@@ -357,6 +398,9 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
         if near and _HEX.issuperset(value) and s - named[k] > 6:
             near = False  # a digest further along the line (`(b'password', …, 'fdba…')`)
         if near and named[k] > named_until and random_word(value, relaxed=True):
+            ls, le = _line_bounds(text, s, e)
+            if _NOT_CREDENTIAL_LINE.search(text, ls, le):
+                continue  # ciphertext (SOPS `ENC[…]`), anti-forgery tokens: not credentials
             out.append((s, e, _NAMED_PRIORITY, "named-secret"))
             named_until = e
             continue
@@ -367,6 +411,9 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
         if value.count("/") > 1 or value.startswith(("/", "~", ".")) or "://" in value:
             continue
         if not random_word(value) or _ID_LABEL.search(text, max(0, s - 40), s):
+            continue
+        ls, le = _line_bounds(text, s, e)
+        if _NOT_CREDENTIAL_LINE.search(text, ls, le):
             continue
         line = text[ls:le]
         quoted = before in "\"'`" and text[e : e + 1] == before
