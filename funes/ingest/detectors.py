@@ -526,6 +526,19 @@ def _joined(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
+def _repeatable(value: str) -> bool:
+    """A found value whose other occurrences are the same secret: it looks generated.
+
+    A word-like value (`boolean?` read as a password in a schema, `hunter2hunter2`) is left to
+    the detectors where it occurs: spreading one doubtful finding to every repeat of a common
+    word would multiply a false positive through a whole file.
+    """
+    letters = sum(ch.isalpha() for ch in value)
+    return _word_letters(value) * 2 <= letters and _entropy(value) >= 3.0 and (
+        any(ch.isdigit() for ch in value) or not value.isalpha()
+    )
+
+
 def complete(text: str, found: Sequence[_Span], priority: dict[str, int]) -> Raw:
     """More findings implied by `found` (merged, in order): repeats and tokens cut at a dot.
 
@@ -550,7 +563,9 @@ def complete(text: str, found: Sequence[_Span], priority: dict[str, int]) -> Raw
             if (start, end) != (f.start, f.end):
                 more.append((start, end, priority.get(f.kind, 10), f.kind))
         value = text[start:end]
-        if len(value) >= _REPEAT_MIN and MARKER not in value and "\n" not in value:
+        if len(value) >= _REPEAT_MIN and MARKER not in value and "\n" not in value and (
+            _repeatable(value)
+        ):
             values.setdefault(value, f.kind)
     if not values:
         return more
@@ -599,6 +614,13 @@ _CAPS_PLACEHOLDER: Final = re.compile(
 )
 
 
+#: A type name where a schema or a docstring puts a value (`"password": "string?"`).
+_TYPE_PLACEHOLDER: Final = re.compile(
+    r"(?i)(?:string|str|boolean|bool|int|integer|float|double|number|binary|bytes|object|array"
+    r"|any|none|null|optional|text|secretstr)\??(?:\[\])?"
+)
+
+
 def vetoed(text: str, start: int, end: int, kind: str) -> bool:
     """Whether a raw finding is not a secret after all.
 
@@ -606,7 +628,10 @@ def vetoed(text: str, start: int, end: int, kind: str) -> bool:
     `kind`, the value of a known non-secret name (`"NextToken": "…"`, `ClientToken=…`,
     `--starting-token …`).
     """
-    if end - start <= 64 and _CAPS_PLACEHOLDER.fullmatch(text, start, end):
+    if end - start <= 64 and (
+        _CAPS_PLACEHOLDER.fullmatch(text, start, end)
+        or _TYPE_PLACEHOLDER.fullmatch(text, start, end)
+    ):
         return True
     if kind not in ("secret", "high-entropy", "generic-api-key", "named-secret", "random-token"):
         return False
