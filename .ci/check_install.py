@@ -106,6 +106,9 @@ def check_wheel() -> None:
             for name in pages():
                 check(f"{data}/data/share/man/man1/{name}" in names, f"wheel: man1/{name}")
             check("funes/data/sample/sample-0001-parser.jsonl" in names, "wheel: sample memory")
+            for asset in ("funes/ui/templates/base.html", "funes/ui/templates/timeline.html",
+                          "funes/ui/static/ui.css", "funes/ui/static/ui.js"):
+                check(asset in names, f"wheel: funes ui's {asset.rsplit('/', 1)[1]}")
             meta = metadata.PathDistribution(zipfile.Path(wheel, info + "/")).metadata
             check_metadata(meta, "wheel")
         # Installed as pip installs it for a user (pipx, uv tool, a venv): the man pages land

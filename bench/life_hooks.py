@@ -9,7 +9,9 @@ state. This times that whole call, per call, and beside it the part the `months`
 (`Repository.commit_chunks` alone, "commit") and the upkeep (`maintain`).
 
 The verdict is a ratio within one run: the mean and p95 of the last 100 calls against the
-first 100. Load on a shared machine drifts over a long run, so a paired figure is given too:
+first 100, in wall time and, because wall time on a shared machine follows its load, in CPU
+time (`time.process_time`: every thread of this process, Lance's included) and in bytes read
+and written (`/proc/self/io`), which do not depend on the load. A paired figure is given too:
 a copy of the memory taken at call 100 and the final memory take calls in alternation at the
 end, the same moment weighing on both. cProfile windows (`--profile-calls` calls right after
 call 100 and after the last call, excluded from the figures) show where the time goes.
@@ -101,6 +103,18 @@ class Transcripts:
                 fh.write(json.dumps(rec) + "\n")
                 self.parents[sid] = uid
         return path
+
+
+IO = Path("/proc/self/io")
+
+
+def _io_bytes() -> int:
+    """Bytes this process read and wrote so far (rchar + wchar; 0 where /proc is absent)."""
+    try:
+        fields = dict(line.split(": ") for line in IO.read_text().splitlines())
+    except OSError:
+        return 0
+    return int(fields["rchar"]) + int(fields["wchar"])
 
 
 def _ms(values: list[float]) -> str:
@@ -208,16 +222,20 @@ def _run(args: argparse.Namespace, base: Path, settings: Any, timers: Timers) ->
              prof: cProfile.Profile | None = None) -> tuple[float, dict[str, float]]:
         path = transcripts.turn(i)
         timers.take()
-        t0 = time.perf_counter()
+        io0, c0, t0 = _io_bytes(), time.process_time(), time.perf_counter()
         if prof:
             prof.enable()
         api.index(settings, memory=str(target.path), paths=[str(path)])
         if prof:
             prof.disable()
-        return time.perf_counter() - t0, timers.take()
+        took = time.perf_counter() - t0
+        spent = timers.take()
+        spent["cpu"], spent["io"] = time.process_time() - c0, float(_io_bytes() - io0)
+        return took, spent
 
-    lines = ["| calls | rows | fragments | index call mean | p95 | max | commit mean | "
-             "maintain mean | load |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| calls | rows | fragments | index call mean | p95 | max | CPU mean | I/O mean | "
+             "commit mean | maintain mean | load |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     step_start = 0
     i = 0
     while i < n:
@@ -238,6 +256,8 @@ def _run(args: argparse.Namespace, base: Path, settings: Any, timers: Timers) ->
             lines.append(
                 f"| {i} | {rows} | {frags} | {_ms(took_w)} ms | {_p95(took_w) * 1000:.0f} ms | "
                 f"{max(took_w) * 1000:.0f} ms | "
+                f"{_ms([p['cpu'] for p in spent_w])} ms | "
+                f"{statistics.mean(p['io'] for p in spent_w) / 1000:.0f} kB | "
                 f"{_ms([p.get('commit', 0.0) for p in spent_w])} ms | "
                 f"{_ms([p.get('maintain', 0.0) for p in spent_w])} ms | {load_seen[-1]:.1f} |")
             print(lines[-1], flush=True)
@@ -270,6 +290,11 @@ def _run(args: argparse.Namespace, base: Path, settings: Any, timers: Timers) ->
     commit_last = [p.get("commit", 0.0) for p in parts[-window:]]
     mean_ratio = statistics.mean(last) / statistics.mean(first)
     p95_ratio = _p95(last) / _p95(first)
+    cpu_first, cpu_last = [p["cpu"] for p in parts[:window]], [p["cpu"] for p in parts[-window:]]
+    io_first, io_last = [p["io"] for p in parts[:window]], [p["io"] for p in parts[-window:]]
+    cpu_mean_ratio = statistics.mean(cpu_last) / statistics.mean(cpu_first)
+    cpu_p95_ratio = _p95(cpu_last) / _p95(cpu_first)
+    io_mean_ratio = statistics.mean(io_last) / max(statistics.mean(io_first), 1.0)
     print("\n".join(lines))
     print()
     print(f"whole `index` call, {n} calls: median {statistics.median(total) * 1000:.0f} ms, "
@@ -277,6 +302,15 @@ def _run(args: argparse.Namespace, base: Path, settings: Any, timers: Timers) ->
     print(f"first {window}: mean {_ms(first)} ms, p95 {_p95(first) * 1000:.0f} ms; last {window}: "
           f"mean {_ms(last)} ms, p95 {_p95(last) * 1000:.0f} ms -> mean ratio {mean_ratio:.2f} "
           f"(must be <= 1.3), p95 ratio {p95_ratio:.2f} (must be <= 2)")
+    cpu_all = [p["cpu"] for p in parts]
+    print(f"CPU time per call (load-independent): median {statistics.median(cpu_all) * 1000:.0f} "
+          f"ms, p95 {_p95(cpu_all) * 1000:.0f} ms, max {max(cpu_all) * 1000:.0f} ms; first "
+          f"{window}: mean {_ms(cpu_first)} ms, p95 {_p95(cpu_first) * 1000:.0f} ms; last "
+          f"{window}: mean {_ms(cpu_last)} ms, p95 {_p95(cpu_last) * 1000:.0f} ms -> mean ratio "
+          f"{cpu_mean_ratio:.2f}, p95 ratio {cpu_p95_ratio:.2f}")
+    print(f"bytes read and written per call: first {window} mean "
+          f"{statistics.mean(io_first) / 1000:.0f} kB, last {window} mean "
+          f"{statistics.mean(io_last) / 1000:.0f} kB (ratio {io_mean_ratio:.2f})")
     print(f"the `months` figure (commit_chunks alone): first {window} mean {_ms(commit_first)} ms, "
           f"last {window} mean {_ms(commit_last)} ms "
           f"(ratio {statistics.mean(commit_last) / statistics.mean(commit_first):.2f})")
@@ -296,8 +330,11 @@ def _run(args: argparse.Namespace, base: Path, settings: Any, timers: Timers) ->
     la = os.getloadavg()
     print(f"\nload (1 min) at each step: {' '.join(f'{x:.1f}' for x in load_seen)}; "
           f"now {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}")
-    ok = mean_ratio <= 1.3 and p95_ratio <= 2.0 and after_gc[0] / after_gc[1] <= 1.5
+    recall_ok = after_gc[0] / after_gc[1] <= 1.5
+    ok = mean_ratio <= 1.3 and p95_ratio <= 2.0 and recall_ok
     print(f"verdict: {'holds' if ok else 'does not hold'}")
+    cpu_ok = cpu_mean_ratio <= 1.3 and cpu_p95_ratio <= 2.0 and recall_ok
+    print(f"verdict on CPU time (load-independent): {'holds' if cpu_ok else 'does not hold'}")
     return ok
 
 

@@ -115,6 +115,15 @@ def _git_config_files(env: os._Environ[str], user_home: Path) -> tuple[Path, ...
     return (xdg / "git" / "config", user_home / ".gitconfig")
 
 
+def display_available() -> bool:
+    """Whether a browser can be shown: macOS, or an X11 or Wayland display (`funes ui`)."""
+    import sys
+
+    if sys.platform == "darwin":
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
 def debug_enabled() -> bool:
     """FUNES_DEBUG, readable even when the rest of the environment is broken (error path)."""
     return _truthy(os.environ.get("FUNES_DEBUG"))

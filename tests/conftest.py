@@ -167,6 +167,9 @@ def needs_trace(rel: str) -> pytest.MarkDecorator:
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path_factory.mktemp("home")
+    # The working directory comes back after the test, however it moved (`os.chdir`, the
+    # in-process CLI's `-C`): a later test would otherwise discover this test's memory.
+    monkeypatch.chdir(os.getcwd())
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("FUNES_HOME", str(home / ".funes"))
     monkeypatch.setenv("FUNES_AUTHOR_NAME", "Test Author")

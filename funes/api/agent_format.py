@@ -283,14 +283,11 @@ def _remote_line(r: RemoteStatus) -> str:
     line = f"remote   {r.name} ({r.url}): {_apart(r)}"
     if r.last is None:
         return line + "; never synced (`funes sync`)"
-    if r.last.withheld:
-        rules = sorted({d for h in r.last.withheld for d in h.detectors})
-        n = len(r.last.withheld)
-        return (line + f" (its copy lacks {n} withheld chunk(s))"
-                f"; last sync {_when(r.last.time)} WITHHELD {n} chunk(s) that still look "
-                f"secret ({', '.join(rules)}); fix: `{r.last.fix}`")
+    if r.last.held:  # ahead/behind alone would hide that the remote's copy lacks them
+        line += f" (its copy lacks {r.last.held} withheld chunk(s))"
     if r.last.ok:
         return line + f"; last sync {_when(r.last.time)} ok ({r.last.detail})"
     ok = f", last ok {_when(r.last.last_ok)}" if r.last.last_ok else ", never succeeded"
-    return (line + f"; last sync {_when(r.last.time)} FAILED: {r.last.detail}{ok}; "
+    failed = "INCOMPLETE" if r.last.held else "FAILED"
+    return (line + f"; last sync {_when(r.last.time)} {failed}: {r.last.detail}{ok}; "
             f"fix: `{r.last.fix}`")

@@ -22,7 +22,7 @@ import contextlib
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -143,12 +143,14 @@ def _admits(row: SessionRow, project: Sequence[str], harness: Sequence[str],
 
 def sessions(repo: Repository, *, project: Sequence[str] = (), harness: Sequence[str] = (),
              since: str | None = None, until: str | None = None, limit: int = 20,
-             offset: int = 0, commits: bool = True) -> SessionPage:
+             offset: int = 0, commits: bool = True,
+             only: Collection[str] | None = None) -> SessionPage:
     """The sessions of the memory, newest first, `limit` of them from `offset`.
 
     `project` matches the project identity or the working directory (or a directory above
     it); `since`/`until` keep sessions with a turn in the window (`2026-11-01`, `7d`).
-    With `commits`, each session lists the code commits linked to its turns.
+    With `commits`, each session lists the code commits linked to its turns. `only` keeps
+    just these session ids (funes ui's filter by author and machine).
 
     Raises:
         UsageError: a limit outside [1, MAX_PAGE], a negative offset, an unreadable time.
@@ -160,7 +162,8 @@ def sessions(repo: Repository, *, project: Sequence[str] = (), harness: Sequence
     after = parse_since(since) if since else None
     before = parse_since(until) if until else None
     rows = [r for r in _browse.catalogue(repo)
-            if _admits(r, project, harness, after, before)]
+            if (only is None or r.session_id in only)
+            and _admits(r, project, harness, after, before)]
     page = rows[offset : offset + limit]
     trust = _trust(repo)
     trusted = trust.owned

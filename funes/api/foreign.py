@@ -40,6 +40,7 @@ from funes._env import Settings
 from funes.errors import UsageError
 from funes.inference import registry
 from funes.inference.catalog import DEFAULT_EMBED_MODEL, known_by_repo
+from funes.ingest.redact import rules_version
 from funes.ingest.represent import label, representation
 from funes.ingest.scrub import note_ingest
 from funes.model.chunk import Chunk
@@ -185,7 +186,8 @@ def _convert(settings: Settings, repo: Repository, table: foreign.ForeignTable, 
                 vec = _vector_table(list(fresh.values()), tag, stamp.dim, repo.vectors.name)
         done = repo.commit_chunks(
             [r.chunk for r in batch], lambda n: f"import: {source} (Rust funes), {n} chunks",
-            model=stamp if vec is not None else None, vectors=vec, lock_timeout=lock_timeout)
+            model=stamp if vec is not None else None, vectors=vec, lock_timeout=lock_timeout,
+            redaction=rules_version())
         added += done.added
         duplicates += done.duplicates
         vectors += vec.num_rows if vec is not None else 0

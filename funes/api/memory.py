@@ -42,6 +42,7 @@ from pathlib import Path
 from funes._env import Settings
 from funes.errors import FunesError, RemoteError, UsageError
 from funes.ingest import backlog
+from funes.ingest.scrub import note_merged
 from funes.model.ids import ObjectId
 from funes.model.refs import RefName, branch_ref, check_ref_name
 from funes.remotes import sync as _sync
@@ -259,13 +260,16 @@ def merge_in(repo: Repository, tip: ObjectId, label: str) -> MergeResult:
 
     Vectors from a history that stored another width are re-encoded into the home table
     (`backlog.adopt`: seconds, not the hours a re-embed would take), and the ANN index is
-    brought up to date.
+    brought up to date. Which redaction rules the incoming chunks met is recorded
+    (`funes status` asks for `funes scrub` only when they are older than the installed ones).
 
     A memory that grows by pulling never runs `funes embed`, which is where the index is
     otherwise built; without this a pulled 100k-chunk memory would search exactly (≈200 ms a
     query instead of ≈40 ms, bench/results/recall.md).
     """
+    before = repo.head_commit()
     result = _merge(repo, tip, label=label)
+    note_merged(repo, result.redaction, bool(before and before.chunk_count))
     backlog.adopt(repo)  # vectors of a history that stored another width (float32)
     indexes.ensure_vectors(repo)
     return result

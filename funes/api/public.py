@@ -14,6 +14,7 @@ from typing import Any
 from funes.api.remotes import Progress, PushResult, current_branch, progress_or_silent, push
 from funes.api.syncstate import recorded
 from funes.errors import FunesError, UsageError
+from funes.ingest.redact import rules_version
 from funes.model.ids import ObjectId
 from funes.model.objects import Commit
 from funes.model.refs import RefName, check_ref_name
@@ -312,7 +313,8 @@ def publish_selection(
                                prior + len(ids - there), None, dry_run=True)
     what = f"--linked-to {linked_to}" if linked_to else f"{len(chosen)} session(s)"
     message = f"publish {tag or branch}: {len(chosen)} session(s) ({what})"
-    built = selection.build(repo, base, chosen, selection.narrowed(links, set(chosen)), message)
+    built = selection.build(repo, base, chosen, selection.narrowed(links, set(chosen)), message,
+                            redaction=rules_version())
     tip = built.commit or base
     result = SelectionResult(name, handle.spec.url, branch, tag, keys, built.added,
                              built.vectors, built.forgotten, built.total, built.commit)
@@ -324,7 +326,7 @@ def publish_selection(
         pushed = _sync.push(repo, handle, branch, tip=tip,
                             tags={tag_ref: tip} if tag_ref is not None else {},
                             progress=progress_or_silent(progress))
-        outcome.push(pushed.held, sent=not pushed.up_to_date)
+        outcome.pushed(pushed)
     public: bool | None = None
     if handle.spec.kind == "hf":
         public = _make_public(repo, name, handle.spec, confirm, progress, pushed)

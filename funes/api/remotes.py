@@ -176,7 +176,7 @@ def push(
             repo, _sync.configured_remote(repo, name), branch, force=force,
             progress=progress_or_silent(progress),
         )
-        outcome.push(result.held, sent=not result.up_to_date)
+        outcome.pushed(result)
         return result
 
 

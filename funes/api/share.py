@@ -102,11 +102,11 @@ def sync(
                 return SyncResult(name, handle.spec.url, merged, None, attempt)
             try:
                 pushed = _sync.push(repo, handle, branch, progress=progress_or_silent(progress))
-                outcome.push(pushed.held, sent=not pushed.up_to_date)
             except NonFastForwardError:
                 if attempt >= attempts:
                     raise
                 continue
+            outcome.pushed(pushed)
             return SyncResult(name, handle.spec.url, merged, pushed, attempt)
     raise AssertionError("unreachable")  # pragma: no cover
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +23,7 @@ from funes.model.refs import RefName, remote_ref
 from funes.remotes import sync as _sync
 from funes.remotes.base import LAST_FETCH, RemoteNotFoundError
 from funes.remotes.gate import HeldChunk
+from funes.remotes.sync import PushResult
 from funes.storage.atomic import write_atomic
 from funes.storage.repo import Repository
 from funes.storage.transfer import ancestors
@@ -51,6 +52,8 @@ class LastSync:
     #: Chunks the publish gate keeps off this remote (they still look secret), as of the
     #: last push; the record is not ok while there are any, and `fix` says what clears them.
     withheld: tuple[HeldChunk, ...] = ()
+    #: How many chunks are withheld (a record an older funes wrote has the count alone).
+    held: int = 0
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,8 @@ def last_sync(repo: Repository, name: str) -> LastSync | None:
         )
         return LastSync(float(data["time"]), bool(data["ok"]), str(data["detail"])[:500],
                         str(data["fix"])[:200] if data.get("fix") else None,
-                        float(data.get("last_ok") or 0), withheld)
+                        float(data.get("last_ok") or 0), withheld,
+                        max(len(withheld), int(data.get("held") or 0)))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -106,24 +110,26 @@ _WITHHELD_MAX = 50
 
 
 def record_sync(repo: Repository, name: str, ok: bool, detail: str, fix: str | None,
-                withheld: tuple[HeldChunk, ...] | None = None) -> None:
+                withheld: tuple[HeldChunk, ...] | None = None, *, verb: str = "push") -> None:
     """Record how a sync against `name` ended (`funes status` shows it; `last_sync` reads it).
 
     `withheld` is what the push of this sync held back (None: nothing was pushed, so what an
     earlier push held back is still withheld). While chunks are withheld the record is not
-    ok, whatever the operation did, and its fix is the one that clears them.
+    ok, whatever the operation did: the team lacks those turns, so the last fully ok time
+    stays, and the fix is the one that clears them.
     """
     now = time.time()
     before = last_sync(repo, name)
     if withheld is None:
         withheld = before.withheld if before is not None else ()
-    if withheld and ok:
-        rules = sorted({d for h in withheld for d in h.detectors})
-        detail = (f"{detail}; {len(withheld)} chunk(s) withheld, they still look secret "
-                  f"({', '.join(rules)})")
-        fix = held_fix(withheld, name)
-    body = {"time": now, "ok": ok and not withheld, "detail": detail, "fix": fix,
-            "last_ok": now if ok else (before.last_ok if before else 0),
+        if withheld and ok:
+            rules = sorted({d for h in withheld for d in h.detectors})
+            detail = (f"{detail}: nothing new to send; {len(withheld)} chunk(s) still withheld, "
+                      f"they look secret ({', '.join(rules)})")
+            fix = held_fix(withheld, name, verb)
+    fully = ok and not withheld
+    body = {"time": now, "ok": fully, "detail": detail, "fix": fix, "held": len(withheld),
+            "last_ok": now if fully else (before.last_ok if before else 0),
             "withheld": [{"chunk": h.chunk, "harness": h.harness, "session": h.session,
                           "turn": h.turn, "detectors": list(h.detectors)}
                          for h in withheld[:_WITHHELD_MAX]]}
@@ -138,11 +144,12 @@ def record_sync(repo: Repository, name: str, ok: bool, detail: str, fix: str | N
 _EXTERNAL_PREFIXES = ("gitleaks:", "trufflehog:")
 
 
-def held_fix(held: tuple[HeldChunk, ...] | list[HeldChunk], name: str) -> str:
-    """The command that clears chunks the gate holds back, then pushes them (redacted).
+def held_fix(held: Sequence[HeldChunk], name: str, verb: str = "push") -> str:
+    """The command that clears chunks the gate holds back, then sends them (redacted).
 
     `funes scrub` runs the engines the gate runs first, so it redacts whatever they flag; what
-    only an external scanner flags is beyond it, and is forgotten by id.
+    only an external scanner flags is beyond it, and is forgotten by id. The last step is the
+    operation that held them (`funes push` or `funes sync`).
     """
     external = sorted({h.chunk[:12] for h in held
                        if all(d.startswith(_EXTERNAL_PREFIXES) for d in h.detectors)})
@@ -150,42 +157,55 @@ def held_fix(held: tuple[HeldChunk, ...] | list[HeldChunk], name: str) -> str:
     if len(external) < len(held):
         steps.append("funes scrub")
     steps += [f"funes forget --chunk {c}" for c in external]
-    return " && ".join([*steps, f"funes push {name}"])
+    again = "sync" if verb == "sync" else "push"
+    return " && ".join([*steps, f"funes {again} {name}"])
 
 
 @dataclass
 class Outcome:
-    """What a recorded sync pushed (set by the caller inside `recorded`)."""
+    """What the block `recorded` wraps reports back: what its push sent and held back."""
 
-    pushed: bool = False
-    held: tuple[HeldChunk, ...] = ()
+    sent: bool = False
+    withheld: tuple[HeldChunk, ...] = ()
 
-    def push(self, held: tuple[HeldChunk, ...], *, sent: bool) -> None:
-        """A push ended: `held` is what its gate kept back; `sent` whether it sent anything.
+    @property
+    def held(self) -> int:
+        """How many chunks the push held back."""
+        return len(self.withheld)
+
+    def pushed(self, result: PushResult | None) -> None:
+        """Note what the publish gate held back from `result` (None: no push ran).
 
         A push with nothing to send leaves what an earlier one withheld withheld.
         """
-        if sent or held:
-            self.pushed = True
-            self.held = held
+        if result is None or result.dry_run:
+            return
+        if result.held or not result.up_to_date:
+            self.sent = True
+            self.withheld = tuple(result.held)
 
 
 @contextlib.contextmanager
 def recorded(repo: Repository, name: str, verb: str) -> Iterator[Outcome]:
-    """Record how a sync, push or pull against `name` ended (what `status` shows)."""
+    """Record how a sync, push or pull against `name` ended (what `status` shows).
+
+    A push the publish gate held chunks back from is recorded as not ok, with the chunks, the
+    rules and the fix (`held_fix`): "ok" would tell the team it has every turn.
+    """
     outcome = Outcome()
     try:
         yield outcome
     except FunesError as exc:
         record_sync(repo, name, False, exc.message, _fix_for(repo, exc, name))
         raise
-    if outcome.held:
-        rules = sorted({d for h in outcome.held for d in h.detectors})
+    if outcome.withheld:
+        rules = sorted({d for h in outcome.withheld for d in h.detectors})
         record_sync(repo, name, False,
-                    f"{verb}: held back {len(outcome.held)} chunk(s) that still look secret "
-                    f"({', '.join(rules)})", held_fix(outcome.held, name), outcome.held)
+                    f"{verb}: the publish gate held back {outcome.held} chunk(s) that still "
+                    f"look secret ({', '.join(rules)}; the rest was sent)",
+                    held_fix(outcome.withheld, name, verb), outcome.withheld, verb=verb)
         return
-    record_sync(repo, name, True, verb, None, () if outcome.pushed else None)
+    record_sync(repo, name, True, verb, None, () if outcome.sent else None, verb=verb)
 
 
 def _fix_for(repo: Repository, exc: FunesError, name: str) -> str:
@@ -300,8 +320,8 @@ def sync_note(repo: Repository, now: float | None = None) -> str | None:
     now = time.time() if now is None else now
     for name in sorted(repo.config.subsections("remote")):
         last = last_sync(repo, name)
-        if last is not None and last.withheld:
-            return (f"# note: {len(last.withheld)} chunk(s) are withheld from {name}: they "
+        if last is not None and last.held:
+            return (f"# note: {last.held} chunk(s) are withheld from {name}: they "
                     f"still look secret; run `{last.fix or 'funes scrub'}`")
         if last is None or (last.ok and now - last.time < stale_after):
             continue

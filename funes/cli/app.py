@@ -122,6 +122,7 @@ COMMANDS: dict[str, Entry] = {
     "sketch": Entry(_M + "browse", START, "A query-free digest of one session, in order."),
     "scan": Entry(_M + "browse", START, "Find a literal string everywhere (exhaustive)."),
     "status": Entry(_M + "repo", START, "Where the memory is, what it holds, what waits."),
+    "ui": Entry(_M + "ui", START, "See the memory in a browser: timeline, search, commits."),
     "remote": Entry(_M + "sync", SYNC, "Manage remotes: where this memory syncs."),
     "push": Entry(_M + "sync", SYNC, "Send a branch to a remote (secrets gate first)."),
     "fetch": Entry(_M + "sync", SYNC, "Download what a remote has and this memory lacks."),

@@ -94,6 +94,11 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     "models": (("funes models", "the models, and which are installed"),
                ("funes models install minilm-l6-v2", "install the default embedding model")),
     "serve": (("funes serve --status", "is a warm server running for this memory?"),),
+    "ui": (
+        ("funes ui", "serve the pages on a free port and open them in the browser"),
+        ("funes ui --port 8765 --no-open", "a fixed address, printed, no browser"),
+        ("funes ui --memory acme/team-memory --memory .", "a team's memory beside this one"),
+    ),
     "fsck": (("funes fsck --verify", "check everything, signatures included"),),
 }
 

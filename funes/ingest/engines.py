@@ -65,6 +65,22 @@ _MAX_ROUNDS: Final = 4
 _MARKER: Final = re.compile(r"\[?REDACTED:[a-z0-9][a-z0-9:._-]{0,80}\]?")
 
 
+#: The longest run of token characters the second engine is shown (the rest of a longer run is
+#: shown as spaces, so every offset stays). Betterleaks takes time quadratic in the length of a
+#: value after a key name (`key=` + 4 KB: 0.5 s, + 64 KB: minutes); cut, each run costs at most
+#: a constant. A finding in a cut run is extended to the whole token when it is replaced.
+RUN_MAX: Final = 256
+_LONG_RUN: Final = re.compile(rf"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{{{RUN_MAX + 1},}}")
+
+
+def _cut_runs(text: str) -> str:
+    """`text` with each run of token characters longer than `RUN_MAX` cut (offsets kept)."""
+    if len(text) <= RUN_MAX:
+        return text
+    return _LONG_RUN.sub(lambda m: m.group(0)[:RUN_MAX] + " " * (m.end() - m.start() - RUN_MAX),
+                         text)
+
+
 class EngineUnavailableError(Exception):
     """The Betterleaks library could not be loaded or failed on a text."""
 
@@ -173,7 +189,7 @@ def betterleaks_findings(
         line, size = 1, 0
         while k < len(texts) and (not parts or size + len(texts[k]) <= batch_chars):
             # A NUL would end the C string early; a space keeps every offset.
-            text = texts[k].replace("\x00", " ")
+            text = _cut_runs(texts[k].replace("\x00", " "))
             if text.strip():
                 ids.append(k)
                 parts.append(text)

@@ -31,6 +31,7 @@ from pathlib import Path
 from funes.errors import FunesError
 from funes.ingest.parsers.registry import cursor_kind
 from funes.ingest.reader import PARALLEL_MIN_FILES, default_workers, read_all
+from funes.ingest.redact import rules_version
 from funes.ingest.scrub import note_ingest
 from funes.ingest.sources import SourceFile
 from funes.ingest.state import FileState, Plan, SourceStates, plan, snapshot
@@ -189,7 +190,8 @@ def index_sources(
         for repo, chunks in pending.values():
             note_ingest(repo)  # which redaction rules the stored chunks met (funes status)
             committed = repo.commit_chunks(
-                chunks, functools.partial(commit_message, chunks), lock_timeout=lock_timeout
+                chunks, functools.partial(commit_message, chunks), lock_timeout=lock_timeout,
+                redaction=rules_version(),
             )
             key = str(repo.path)
             summary.commits[key] = _combined(summary.commits.get(key), committed)

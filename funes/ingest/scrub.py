@@ -8,14 +8,16 @@ changes is replaced in one commit: a tombstone hides the original and a redacted
 originals' bytes from disk; the publish gate keeps them off remotes meanwhile.
 
 The rules the stored chunks were redacted with are recorded in ``index/redaction.json``
-(ingest writes it for a new memory, scrub after a full pass), so `funes status` can say when
-an upgrade brought rules the stored chunks have not met yet.
+(ingest writes it for a new memory, scrub after a full pass, a merge from what each incoming
+chunks manifest says its rows met), so `funes status` can say when an upgrade brought rules the
+stored chunks have not met yet, and says nothing for chunks this version wrote elsewhere.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -63,6 +65,26 @@ def note_ingest(repo: Repository) -> None:
         return
     has_chunks = repo.chunks.exists() and repo.stats().chunks > 0
     _write_record(repo, UNRECORDED if has_chunks else rules_version())
+
+
+def note_merged(repo: Repository, stamps: Iterable[str | None], had_chunks: bool) -> None:
+    """After a merge (pull, sync, clone, a remote's copy) brought chunks: which rules they met.
+
+    Each incoming chunks manifest says which rules redacted its rows (`Manifest.redaction`;
+    None: a funes older than the stamp wrote it). The record keeps the oldest rules stored
+    chunks met: it stays at the installed rules only when every incoming chunk met those too,
+    so a clone of what this version wrote needs no `funes scrub`, and one of an older funes's
+    chunks still does.
+    """
+    incoming = {stamp or UNRECORDED for stamp in stamps}
+    if not incoming:
+        return
+    current = stored_rules(repo) if had_chunks else None
+    installed = rules_version()
+    if current is not None and current != installed:
+        return  # older chunks were already here: the record says so
+    stale = sorted(rules for rules in incoming if rules != installed)
+    _write_record(repo, stale[0] if stale else installed)
 
 
 def rules_outdated(repo: Repository) -> str | None:
@@ -132,7 +154,8 @@ def scrub(repo: Repository, *, dry_run: bool = False) -> ScrubResult:
             tuple(sorted(r.old for r in replaced)), "scrub", repo._who(), now_iso()
         )
         result = repo.commit_chunks(
-            copies, f"scrub: redacted {len(replaced)} chunk(s)", tombstones=[stone]
+            copies, f"scrub: redacted {len(replaced)} chunk(s)", tombstones=[stone],
+            redaction=rules_version(),
         )
         commit = result.commit
     if not dry_run:

@@ -130,14 +130,23 @@ class Manifest:
     table: str
     ids: tuple[str, ...]  # sorted chunk ids
     fragments: tuple[FragmentRecord, ...]
+    #: The redaction rules (funes.ingest.redact.rules_version) a chunks manifest's rows were
+    #: redacted with, so a memory that receives them knows whether they met its own rules
+    #: (`funes status`). None: an older funes wrote it. Omitted when None, so manifests written
+    #: before it keep their ids; here rather than on the commit so an older funes, which
+    #: re-serialises a commit to check its signature, still verifies new commits.
+    redaction: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (without `type`)."""
-        return {
+        data: dict[str, Any] = {
             "table": self.table,
             "ids": list(self.ids),
             "fragments": [f.to_dict() for f in self.fragments],
         }
+        if self.redaction is not None:
+            data["redaction"] = self.redaction
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
@@ -145,7 +154,10 @@ class Manifest:
         table = _req(data, "table", str)
         if table not in TABLES:
             raise MalformedObjectError(f"unknown table {table!r}")
-        return cls(table, _ids(data, "ids"), _fragments(data))
+        rules = _opt(data, "redaction", str)
+        if rules is not None and len(rules) > 200:
+            raise MalformedObjectError("field 'redaction' is too long")
+        return cls(table, _ids(data, "ids"), _fragments(data), rules)
 
 
 @dataclass(frozen=True)

@@ -158,9 +158,15 @@ def make_searchable(repo: Repository, *, lock_timeout: float | None = None) -> N
     is the new rows', where merging them in rewrites the whole index (0.65 s against 2 s for
     20,000 rows into 300,000, bench/results/day0.md). BM25 statistics span the segments, so
     the scores are those of one index built at once; the run ends with `merge_segments`.
+
+    A few rows (a hook's turn: fewer than FOLD_AFTER, in fewer than `pack.threshold`
+    fragments) are left to `maintain`, which folds them in with the next few turns' rows:
+    searched flat meanwhile, they cost a recall less than a segment per turn cost the writer
+    (two index rewrites and a pack per turn, each the size of the newest segments: what made
+    a hook's call grow with the memory, bench/results/life.md).
     """
     current = state(repo)
-    if current.fts and current.id_index and not current.unindexed_rows:
+    if current.fts and current.id_index and not fold_due(repo, current):
         return
     with repo.writing(lock_timeout):
         ds = repo.chunks.dataset()
@@ -243,9 +249,12 @@ def ensure_vectors(
 #: The indexes of `chunks.lance`: full-text on `text`, B-tree on `id`.
 CHUNK_INDEXES = ("text_idx", "id_idx")
 #: Segments smaller than this are always merged by the next fold: each segment costs every
-#: full-text query a little (three segments made a BM25 query 2x one segment's), and
-#: re-indexing a couple of thousand rows takes milliseconds, whatever the memory's size.
-SMALL_SEGMENT = 2048
+#: full-text query a little (three segments made a BM25 query 2x one segment's). Larger ones
+#: follow the geometric rule: at 2,048 the newest segment was re-indexed and its rows packed
+#: again by every fold until it held 2,048 rows, so a hook's call late in a memory's life
+#: read and wrote 1.8x what it did on day one, against 1.46x at 256, with the same 1-3
+#: segments and recall within 1.2x of one segment (bench/results/life.md, "Hooks mode").
+SMALL_SEGMENT = 256
 
 
 def merge_count(ds: lance.LanceDataset, name: str) -> tuple[int, int]:
@@ -329,6 +338,17 @@ def _sum(a: pack.PackResult | None, b: pack.PackResult | None) -> pack.PackResul
                            {**a.fragments, **b.fragments}, a.seconds + b.seconds)
 
 
+def fold_due(repo: Repository, current: IndexState) -> bool:
+    """Whether the rows the indexes do not cover cost recall enough to be folded in now.
+
+    Once FOLD_AFTER of them, or `pack.threshold` fragments of them, are searched flat (each
+    fragment costs a flat search on every recall). Fewer are searched flat until then.
+    """
+    return current.fts and current.id_index and current.unindexed_rows > 0 and (
+        current.unindexed_rows >= FOLD_AFTER
+        or current.unindexed_fragments >= pack.threshold(repo) > 0)
+
+
 def maintain(repo: Repository) -> Upkeep:
     """Background upkeep after new rows, like `git gc --auto`; cheap when nothing is due.
 
@@ -343,17 +363,15 @@ def maintain(repo: Repository) -> Upkeep:
     current = state(repo)
     # the fold before the pack: the fragments it indexes are then packed with the segments it
     # merged, once, rather than once as a tail and again after the fold
-    fold_due = current.fts and current.id_index and current.unindexed_rows > 0 and (
-        current.unindexed_rows >= FOLD_AFTER
-        or current.unindexed_fragments >= pack.threshold(repo) > 0)
-    packed = None if fold_due else pack.auto(repo)
+    due = fold_due(repo, current)
+    packed = None if due else pack.auto(repo)
     folded = 0
     if not (current.fts and current.id_index) and current.unindexed_rows:
         # built here rather than by the first recall, which would wait for it
         with contextlib.suppress(RepositoryBusyError):
             ensure(repo, lock_timeout=0)
         return Upkeep(packed, 0)
-    if fold_due:
+    if due:
         try:
             with repo.writing(0):
                 folded = fold(repo.chunks, CHUNK_INDEXES)

@@ -385,11 +385,12 @@ def restored_manifests(repo: Repository, ids: set[str]) -> list[ObjectId]:
     return [mid for mid in out if mid is not None]
 
 
-def rows_manifest(repo: Repository, name: str, ids: set[str]) -> ObjectId | None:
+def rows_manifest(repo: Repository, name: str, ids: set[str], *,
+                  redaction: str | None = None) -> ObjectId | None:
     """A manifest of new fragment files holding the local rows of `ids` in table `name`.
 
     A row held twice (both sides of a merge indexed it) goes once; None when the table holds
-    none of them.
+    none of them. `redaction`: the rules the rows met (`Manifest.redaction`).
     """
     import pyarrow.compute as pc
 
@@ -402,7 +403,7 @@ def rows_manifest(repo: Repository, name: str, ids: set[str]) -> ObjectId | None
     firsts = {cid: i for i, cid in reversed(list(enumerate(rows.column("id").to_pylist())))}
     rows = rows.take(sorted(firsts.values()))
     records = table.write_fragments(rows)
-    return repo.objects.put(Manifest(name, tuple(sorted(firsts)), tuple(records)))
+    return repo.objects.put(Manifest(name, tuple(sorted(firsts)), tuple(records), redaction))
 
 
 def _resign(repo: Repository, commit: Commit) -> Commit:
@@ -437,7 +438,7 @@ def _clean_manifest(
         elif clean.num_rows:
             records.extend(table.write_fragments(clean))
     ids = tuple(i for i in manifest.ids if i not in hold)
-    return repo.objects.put(Manifest(manifest.table, ids, tuple(records)))
+    return repo.objects.put(Manifest(manifest.table, ids, tuple(records), manifest.redaction))
 
 
 # -- the transfer plan ---------------------------------------------------------------------------

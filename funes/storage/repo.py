@@ -462,6 +462,7 @@ class Repository:
         restamp: bool = False,
         restored: int = 0,
         tokenizer: str | None = None,
+        redaction: str | None = None,
     ) -> CommitResult:
         """Append a batch of chunks (and optionally vectors/tombstones/links) as one commit.
 
@@ -471,14 +472,15 @@ class Repository:
         nothing new makes no commit unless `allow_empty` (links always count as new).
         `restamp` replaces the embedding model stamp with `model` (`funes reindex`), where
         otherwise a different model is refused. `tokenizer` re-stamps the full-text tokenizer
-        (`funes reindex --tokenizer`); otherwise the parent's is carried forward.
+        (`funes reindex --tokenizer`); otherwise the parent's is carried forward. `redaction`:
+        the rules the chunks were redacted with, stamped on their manifest.
         `message` may be a function of the number of chunks actually added (known only after
         deduplication).
         """
         with self.writing(lock_timeout):
             return self._commit_locked(
                 chunks, message, tombstones, model, vectors, allow_empty=allow_empty, links=links,
-                restamp=restamp, restored=restored, tokenizer=tokenizer,
+                restamp=restamp, restored=restored, tokenizer=tokenizer, redaction=redaction,
             )
 
     def _commit_locked(
@@ -494,6 +496,7 @@ class Repository:
         restamp: bool = False,
         restored: int = 0,
         tokenizer: str | None = None,
+        redaction: str | None = None,
     ) -> CommitResult:
         ref = self.head_branch()
         old = self.refs.read(ref)
@@ -534,7 +537,8 @@ class Repository:
             )
             records = self.chunks.write_fragments(chunks_to_arrow(ordered))
             manifests.append(
-                self.objects.put(Manifest("chunks", tuple(sorted(fresh)), tuple(records)))
+                self.objects.put(Manifest("chunks", tuple(sorted(fresh)), tuple(records),
+                                          redaction))
             )
             journal_tables["chunks"] = [f.path for r in records for f in r.files]
             appends.append((self.chunks, records))

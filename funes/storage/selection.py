@@ -137,9 +137,13 @@ def published_ids(repo: Repository, base: ObjectId | None) -> dict[str, set[str]
 
 def build(
     repo: Repository, base: ObjectId | None, chosen: dict[Session, set[str]],
-    links: Sequence[Link], message: str,
+    links: Sequence[Link], message: str, *, redaction: str | None = None,
 ) -> Built:
-    """The next commit of the published memory on top of `base` (its current tip)."""
+    """The next commit of the published memory on top of `base` (its current tip).
+
+    `redaction`: the rules the publish gate checks the new chunks with before they leave
+    (`Manifest.redaction`).
+    """
     ids = set().union(*chosen.values()) if chosen else set()
     there = published_ids(repo, base)
     base_hidden = repo.tombstoned_ids(base) if base else set()
@@ -148,7 +152,7 @@ def build(
     have_vectors = set().union(*(v for t, v in there.items() if t != "chunks"))
     vector_ids = (ids | there.get("chunks", set())) - have_vectors - repo.tombstoned_ids()
     forgotten = (there.get("chunks", set()) - base_hidden) & repo.tombstoned_ids()
-    chunk_manifest = publish.rows_manifest(repo, "chunks", new)
+    chunk_manifest = publish.rows_manifest(repo, "chunks", new, redaction=redaction)
     vector_manifest = publish.rows_manifest(repo, home, vector_ids)
     manifests = [m for m in (chunk_manifest, vector_manifest) if m is not None]
     vectors = len(repo.objects.manifest(vector_manifest).ids) if vector_manifest else 0

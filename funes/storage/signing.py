@@ -306,10 +306,22 @@ def note_written(repo_path: Path, oid: ObjectId) -> None:
         fh.write(f"{oid}\n")
 
 
-def written_here(repo: Repository) -> frozenset[str]:
-    """The commits `note_written` recorded in this repository (empty when none or unreadable)."""
+#: How far before the size recorded with the marks a catch-up starts reading `written-here`:
+#: a commit is noted before its ref moves, so the notes of commits still in flight when the
+#: marks were saved (one writer at a time: at most one) lie just before that size.
+_WRITTEN_MARGIN = 65 * 64
+
+
+def written_here(repo: Repository, start: int = 0) -> frozenset[str]:
+    """The commits `note_written` recorded in this repository (empty when none or unreadable).
+
+    From byte `start` on: a recall reads only the notes added since its cached marks (the
+    file grows by a line a commit, and reading it whole made every recall's cost grow with
+    the history). A line `start` cuts is shorter than an id and is dropped.
+    """
     try:
         with open(repo.path / WRITTEN_HERE, "rb") as fh:
+            fh.seek(start)
             raw = fh.read(_WRITTEN_MAX)
     except OSError:
         return frozenset()
@@ -318,6 +330,13 @@ def written_here(repo: Repository) -> frozenset[str]:
 
 
 _OID_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _written_size(repo: Repository) -> int:
+    try:
+        return (repo.path / WRITTEN_HERE).stat().st_size
+    except OSError:
+        return 0
 
 
 @dataclass(frozen=True)
@@ -364,22 +383,28 @@ def chunk_marks(repo: Repository, *, written: bool = True) -> Marks:
     head = repo.head()
     keys = trusted_keys(repo.settings)
     own = own_key(repo.settings)
-    mine_here = written_here(repo) if written else frozenset()
     cache_key = (str(repo.path), head, frozenset(keys), written)
     cached = _UNTRUSTED_CACHE.get(cache_key)
     if cached is not None:
         return cached
     signature = {"version": 2, "keys": sorted(keys), "own": own.id if own else None,
                  "written": written}
+    size = _written_size(repo) if written else 0
     stored = _load_marks(repo, signature)
-    caught_up = (_catch_up(repo, head, stored, keys, own, mine_here) if stored is not None
-                 else None)
+    caught_up = None
+    if stored is not None:
+        since = stored.get("written_size")
+        start = max(0, since - _WRITTEN_MARGIN) if isinstance(since, int) and \
+            0 <= since <= size else 0
+        recent = written_here(repo, start) if written else frozenset()
+        caught_up = _catch_up(repo, head, stored, keys, own, recent)
     if caught_up is not None:
         doubtful, signed_seen, mine = caught_up
     else:
+        mine_here = written_here(repo) if written else frozenset()
         doubtful, signed_seen, mine = _untrusted_from_scratch(repo, head, keys, own, mine_here)
     _save_marks(repo, {**signature, "head": head, "signed_seen": signed_seen,
-                       "ids": sorted(doubtful), "own_ids": sorted(mine)})
+                       "ids": sorted(doubtful), "own_ids": sorted(mine), "written_size": size})
     if len(_UNTRUSTED_CACHE) > 64:
         _UNTRUSTED_CACHE.clear()
     result = Marks(doubtful, mine)

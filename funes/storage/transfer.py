@@ -551,6 +551,9 @@ class MergeResult:
     fragments: int  # fragments appended to the local tables
     rows: int  # rows those fragments hold (duplicates of local rows included)
     chunk_count: int  # chunks visible after the merge (the union, tombstones applied)
+    #: The redaction stamps (`Manifest.redaction`) of the incoming chunk manifests (None: an
+    #: older funes wrote one), so the memory knows which rules its new chunks met.
+    redaction: frozenset[str | None] = frozenset()
 
 
 def merge(
@@ -583,7 +586,7 @@ def merge(
 
         ours_closure = ancestors(repo, ours)
         incoming = list(commits_between(repo, theirs, ours_closure))
-        appends, files, rows = _fragments_to_append(repo, incoming)
+        appends, files, rows, rules = _fragments_to_append(repo, incoming)
         fast_forward = ours is None or is_ancestor(repo, ours, theirs)
 
         if fast_forward:
@@ -625,7 +628,7 @@ def merge(
         )
         (repo.path / "PENDING").unlink()
         kind = "fast-forward" if fast_forward else "merge"
-        return MergeResult(kind, branch, ours, new, merge_commit, fragments, rows, count)
+        return MergeResult(kind, branch, ours, new, merge_commit, fragments, rows, count, rules)
 
 
 def _merged_stamp(ours: Commit | None, theirs: Commit) -> ModelStamp | None:
@@ -639,16 +642,22 @@ def _merged_stamp(ours: Commit | None, theirs: Commit) -> ModelStamp | None:
 
 def _fragments_to_append(
     repo: Repository, incoming: Iterable[tuple[ObjectId, Commit]]
-) -> tuple[dict[str, list[FragmentRecord]], dict[str, list[str]], int]:
-    """Fragments the incoming commits add that the local tables do not hold yet."""
+) -> tuple[dict[str, list[FragmentRecord]], dict[str, list[str]], int, frozenset[str | None]]:
+    """Fragments the incoming commits add that the local tables do not hold yet.
+
+    Also the redaction stamps of the incoming chunk manifests (`MergeResult.redaction`).
+    """
     present: dict[str, set[str]] = {}
     appends: dict[str, list[FragmentRecord]] = {}
     files: dict[str, list[str]] = {}
     rows = 0
+    rules: set[str | None] = set()
     # Oldest first, so rows land in the table in the order they were committed.
     for _, commit in sorted(incoming, key=lambda item: item[1].time):
         for mid in commit.manifests:
             manifest = repo.objects.manifest(mid)
+            if manifest.table == "chunks":
+                rules.add(manifest.redaction)
             table = repo.table(manifest.table)
             if manifest.table not in present:
                 present[manifest.table] = table.logical_paths() if table.exists() else set()
@@ -665,7 +674,7 @@ def _fragments_to_append(
                 files.setdefault(manifest.table, []).extend(paths)
                 present[manifest.table].update(paths)
                 rows += _physical_rows(record.meta)
-    return appends, files, rows
+    return appends, files, rows, frozenset(rules)
 
 
 def _physical_rows(meta: Mapping[str, Any]) -> int:

@@ -43,8 +43,9 @@ def memory(tmp_path: Path, settings: Any) -> Path:
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The test's environment (HOME, FUNES_HOME, agent dirs) for a child process."""
+    # PYTHONPATH too: a checkout run with it set (a worktree) must run its own code in the child
     keep = ("HOME", "FUNES_HOME", "PATH", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "HERMES_HOME",
-            "PI_CODING_AGENT_DIR", "FUNES_AUTHOR_NAME", "FUNES_AUTHOR_EMAIL")
+            "PI_CODING_AGENT_DIR", "FUNES_AUTHOR_NAME", "FUNES_AUTHOR_EMAIL", "PYTHONPATH")
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env["FUNES_SERVE"] = "off"
     env.update(extra or {})

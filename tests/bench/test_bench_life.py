@@ -24,7 +24,9 @@ def test_hooks_mode_runs_and_reports_every_figure(
     life_hooks.hooks(args)
     out = capsys.readouterr().out
     for needle in ("whole `index` call, 24 calls: median", "first 12: mean",
-                   "the `months` figure", "paired (2 calls each", "after gc",
+                   "the `months` figure",
+                   "CPU time per call (load-independent): median", "bytes read and written",
+                   "verdict on CPU time", "paired (2 calls each", "after gc",
                    "profile of 2 calls at call 12", "api/ingest.py", "verdict: "):
         assert needle in out, needle
     assert "| 24 | " in out  # the per-step table reached the last call

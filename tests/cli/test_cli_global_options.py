@@ -59,7 +59,7 @@ def test_help_is_grouped_short_and_loads_no_command(run: Any) -> None:
     assert heads == sorted(heads)
     start = text[heads[0]:heads[1]]
     assert [line.split()[0] for line in start.strip().splitlines()[1:]] == [
-        "quickstart", "add", "recall", "get", "sessions", "sketch", "scan", "status"]
+        "quickstart", "add", "recall", "get", "sessions", "sketch", "scan", "status", "ui"]
     for line in text.splitlines():
         assert len(line) <= 100 and "…" not in line, line
     assert "org/name" in text  # the root --memory names remote memories too

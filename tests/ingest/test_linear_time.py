@@ -136,3 +136,16 @@ def test_each_keyword_alone_in_every_shape_is_linear(family: str) -> None:
         if ratio >= MAX_RATIO:
             slow.append(f"{word!r}: x{ratio:.0f}")
     assert not slow, slow
+
+
+@pytest.mark.parametrize("family", ['kw:"hex', "kw=b64!", "kw=lower", "kw= rep", "kw\\n rep"])
+def test_the_second_engine_is_linear_too(family: str) -> None:
+    """Betterleaks goes quadratic in a long value after a key name; it is shown runs cut short."""
+    pytest.importorskip("betterleaks")
+    from funes.ingest.engines import betterleaks_findings
+
+    def scan(text: str) -> object:
+        return betterleaks_findings([text])
+
+    make = FAMILIES[family]
+    assert _ratio(scan, make("password", 8192), make("password", 65536)) < MAX_RATIO

@@ -164,16 +164,26 @@ def test_a_project_memory_receives_only_its_projects_sessions(
                            ["kestrelplum: draft the blog post", "kestrelplum: the BLOG text"])
     ada.end_claude_session("33333333-0000-4000-8000-00000000000c", third,
                            ["kestrelplum: my diary", "kestrelplum: the DIARY text"])
+    # a second agent bound to the same project memory follows the same rule
+    assert ada.run("add", "codex", url, "--project", cwd=project).exit_code == 0
+    ada.codex_turn_ends("0c0dec00-0000-4000-8000-0000000000b1", other,
+                        "kestrelplum: the CODEX blog turn", 1)
+    ada.codex_turn_ends("0c0dec00-0000-4000-8000-0000000000b2", project,
+                        "kestrelplum: the codex app turn", 1)
 
     def texts(memory: Path) -> str:
         return str(ada.run("--format", "agent", "recall", "kestrelplum", "-k", "20",
                            "--no-rerank", "--memory", str(memory)).stdout)
 
+    # the index command `add` printed copies in only the project's earlier sessions
+    indexed = ada.run(*out["index_command"].split()[1:], cwd=project)
+    assert indexed.exit_code == 0, indexed.stderr
     in_project = texts(project / ".funes")
-    assert "the app ships" in in_project
-    assert "BLOG" not in in_project and "DIARY" not in in_project
+    assert "the app ships" in in_project and "codex app turn" in in_project
+    assert "BLOG" not in in_project and "DIARY" not in in_project and "CODEX" not in in_project
     everywhere_else = texts(ada.funes_home)
     assert "BLOG" in everywhere_else and "DIARY" in everywhere_else
+    assert "CODEX blog" in everywhere_else
     assert "the app ships" not in everywhere_else
 
     # what the remote holds: a fresh machine clones it
@@ -181,6 +191,7 @@ def test_a_project_memory_receives_only_its_projects_sessions(
     remote = reader.run("--format", "agent", "recall", "kestrelplum", "-k", "20",
                         "--no-rerank", cwd=reader.home / "copy").stdout
     assert "the app ships" in remote and "BLOG" not in remote and "DIARY" not in remote
+    assert "CODEX" not in remote
 
     # the agent's MCP server reads the memory of the directory it runs in (another
     # project's: the global memory), and the project memory holds none of it
@@ -292,11 +303,15 @@ def test_status_says_behind_after_another_machine_synced(
     assert data["remotes"][0]["moved"] is True and data["remotes"][0]["checked"] is True
     results = a.mcp([("status", {})])
     assert "behind: origin has commits not fetched yet" in results[0][1]
+    # b's memory is a clone of what a's hooks pushed: chunks this version wrote need no scrub
+    assert "funes scrub" not in status and "funes scrub" not in results[0][1]
+    assert "funes scrub" not in b.run("--format", "agent", "status", "--offline").stdout
 
     assert a.run("pull").exit_code == 0
     line = next(x for x in a.run("--format", "agent", "status").stdout.splitlines()
                 if x.startswith("remote   origin"))
     assert "up to date (checked now)" in line, line
+    assert "funes scrub" not in a.run("--format", "agent", "status", "--offline").stdout
     if world.hub is not None:
         world.hub.clear_requests()  # checking costs one small request when nothing moved
         assert a.run("--format", "agent", "status").exit_code == 0

@@ -67,7 +67,7 @@ class Machine:
         """Start `funes mcp ARGS` as an agent would (the real SDK client) and make `calls`."""
         self.use(cwd)
         env = {k: v for k, v in os.environ.items()
-               if k.startswith(("HF_", "FUNES_")) or k in ("HOME", "PATH")}
+               if k.startswith(("HF_", "FUNES_")) or k in ("HOME", "PATH", "PYTHONPATH")}
         return mcp_session(funes_mcp(*args), calls, cwd=cwd or self.home, env=env)[2]
 
     # -- sessions, as the agents write them --------------------------------------------------

@@ -99,12 +99,13 @@ def test_a_withholding_push_shows_in_status_and_its_fix_works(world: World, run:
     assert "`funes scrub && funes push origin`" in res.stdout
 
     human = run("status", "--offline")
-    assert "WITHHELD 1 chunk(s)" in human.stdout, human.stdout
+    assert "INCOMPLETE: push: the publish gate held back 1 chunk(s)" in human.stdout, human.stdout
+    assert "(its copy lacks 1 withheld chunk(s))" in human.stdout
     assert "betterleaks:dockerhub-personal-access-token" in human.stdout
     assert "ok (push)" not in human.stdout
     remote = _status_json(run)
     last = remote["last"]
-    assert last["ok"] is False
+    assert last["ok"] is False and last["held"] == 1
     assert [h["chunk"] for h in last["withheld"]] == [leaky.id]
     assert last["withheld"][0]["detectors"] == ["betterleaks:dockerhub-personal-access-token"]
     fix = last["fix"]
@@ -113,6 +114,8 @@ def test_a_withholding_push_shows_in_status_and_its_fix_works(world: World, run:
     again = run("push")  # nothing new to send: still not a silent success
     assert again.exit_code == 1 and "still withheld" in again.stderr
     assert _status_json(run)["last"]["withheld"]
+    assert "INCOMPLETE: push: nothing new to send; 1 chunk(s) still withheld" in run(
+        "status", "--offline").stdout
 
     for step in fix.split(" && "):  # the fix, run as printed
         argv = shlex.split(step)
@@ -122,7 +125,7 @@ def test_a_withholding_push_shows_in_status_and_its_fix_works(world: World, run:
     assert "held back" not in res.stdout
     last = _status_json(run)["last"]
     assert last["ok"] is True and last["withheld"] == [] and last["fix"] is None
-    assert "WITHHELD" not in run("status", "--offline").stdout
+    assert "INCOMPLETE" not in run("status", "--offline").stdout
     assert run("push").exit_code == 0
     assert DOCKER_PAT[9:].encode() not in _sent(world)
 

@@ -147,3 +147,39 @@ def test_the_pack_record_seals_its_old_part_and_raises_the_format(
     api.reset(repo, early)
     assert not (repo.path / "packs.d" / "chunks").exists()
     assert fsck(repo).ok and len(repo.chunk_ids()) == 12
+
+
+def test_a_turn_is_found_at_once_and_folded_in_with_the_next_turns(
+    tmp_path: Path, settings: Any
+) -> None:
+    """A hook's call adds no index segment of its own: its rows are searched flat until
+    `pack.threshold` turns' fragments wait, then one fold takes them all in (one index rewrite
+    and one pack for the lot, where a segment per turn cost two rewrites and a pack per turn).
+    """
+    repo = Repository.init(tmp_path / ".funes", settings)
+    transcripts = tmp_path / "transcripts"
+    transcripts.mkdir()
+
+    def turn(t: int) -> None:
+        _append_turn(transcripts / f"u{t}.jsonl", f"uniq{t}", t)
+        api.index(settings, memory=str(repo.path), paths=[str(transcripts / f"u{t}.jsonl")])
+
+    turn(0)  # the first call builds the indexes
+    assert indexes.state(repo).unindexed_rows == 0
+    segments = _text_segments(repo)
+    limit = pack.threshold(repo)
+    for t in range(1, limit):
+        turn(t)
+        state = indexes.state(repo)
+        assert (state.unindexed_rows, state.unindexed_fragments) == (2 * t, t)
+        assert _text_segments(repo) == segments  # no segment, no rewrite of the index
+        hits = api.recall(settings, repo, f"uniq{t}", k=2, vector=False, neighbors=0).hits
+        assert hits and {h.row["session_id"] for h in hits} == {f"uniq{t}"}  # found flat
+    turn(limit)  # `limit` fragments wait: the call's upkeep folds them in
+    state = indexes.state(repo)
+    assert state.unindexed_rows == 0 and state.fts and state.id_index
+    assert len(repo.chunks.dataset().get_fragments()) < limit
+    for t in range(limit + 1):
+        hits = api.recall(settings, repo, f"uniq{t}", k=2, vector=False, neighbors=0).hits
+        assert {h.row["session_id"] for h in hits} == {f"uniq{t}"}
+    assert fsck(repo).ok

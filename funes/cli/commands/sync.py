@@ -180,8 +180,8 @@ def push(
     if result.held:
         sys.exit(1)
     last = None if dry_run else api.last_sync(app.repo(), result.remote)
-    if last is not None and last.withheld:  # nothing new to send, but the remote lacks these
-        click.echo(f"{len(last.withheld)} chunk(s) are still withheld from {result.remote} "
+    if last is not None and last.held:  # nothing new to send, but the remote lacks these
+        click.echo(f"{last.held} chunk(s) are still withheld from {result.remote} "
                    f"(they look secret): run `{last.fix}`", err=True)
         sys.exit(1)
 
