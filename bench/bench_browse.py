@@ -13,11 +13,12 @@ its wall time on a shared machine, with that CPU time too.
 Measures, on one memory:
 
 * the library as the warm server runs it (a fresh snapshot per call, this process warm):
-  `sessions` (catalogue cached, and rebuilt), `get --from/--to`, `scan` (several needles),
-  `sketch` cold (no cache at all), from its disk cache, and from the process's;
+  `sessions` (catalogue cached, and built whole), `get --from/--to`, `scan` (its text cache
+  built, then several needles), `sketch` cold (no cache at all), from its disk cache, and from
+  the process's; `sessions` and `scan` right after a one-turn commit (an agent's hook);
 * the same verbs as an agent runs them: `funes <verb>` in a fresh process answered by a
-  running `funes serve` (the thin client), and as MCP tool calls through `funes mcp` (the relay
-  to the same server);
+  running `funes serve` (the thin client; an empty interpreter's start beside it, the floor of
+  any fresh process), and as MCP tool calls through `funes mcp` (the relay to the same server);
 * pooled recall over three memories (this one, a team clone: a copy marked not the user's, and
   a public remote: a directory remote read with `--memory file://…`) against a single-memory
   recall, both warm, reranked, in one run (a ratio robust to load);
@@ -94,13 +95,19 @@ def library_rows(settings: Any, mem: Path, label: str, reps: int,
     load = bf.load_now()
     rows.append((f"library `sessions` (catalogue cached), {label}",
                  fig(*timed(lambda: browse.sessions(view()), reps)), load))
-    rows.append((f"library `sessions`, catalogue rebuilt (first listing after a commit), "
-                 f"{label}", fig(*timed(lambda: (rbrowse._catalogues.clear(),
-                                                 browse.sessions(view())), max(3, reps // 4))),
-                 load))
+    rows.append((f"library `sessions`, catalogue built whole (a cold process, or after a "
+                 f"pack or a forget), {label}",
+                 fig(*timed(lambda: (rbrowse._catalogues.clear(), rbrowse._latest.clear(),
+                                     browse.sessions(view())), max(3, reps // 4))), load))
     big = max(rbrowse.catalogue(view()), key=lambda r: r.chunks)
     rows.append((f"library `get --from/--to` (a page of {big.turns} turns), {label}",
                  fig(*timed(lambda: browse.get_range(view(), big.session_id), reps)), load))
+    scans = live.path / "index" / "scan"
+    load = bf.load_now()
+    rows.append((f"library `scan`, its text cache built (the first scan after a pack; once "
+                 f"per fragment), {label}",
+                 fig(*timed(lambda: (shutil.rmtree(scans, ignore_errors=True),
+                                     browse.scan(view(), NEEDLES[0])), 2)), load))
     for needle in NEEDLES:
         walls, cpus = timed(lambda n=needle: browse.scan(view(), n), max(3, reps // 2))
         found = browse.scan(view(), needle)
@@ -140,6 +147,15 @@ def agent_rows(rs: Any, mem: Path, label: str, session: str, reps: int,
     }
     rows: list[Row] = []
     ep = protocol.endpoint(rs.home)
+    load = bf.load_now()
+    walls, cpus = [], []
+    for _ in range(reps):
+        t, _done = bf.wall([sys.executable, "-c", "pass"], env)
+        walls.append(t)
+        cpus.append(bf.CPU[-1])
+    rows.append(("an empty interpreter (`python -c pass`, this venv), the floor of every "
+                 "fresh-process figure below", f"p50 {p50(walls):.0f} ms, p95 "
+                 f"{br.pct(walls, 95):.0f} ms (CPU p50 {p50(cpus):.0f} ms)", load))
     with bf.server(rs, mem):
         for what, argv in commands.items():
             full = ["--format", "agent", *argv, "--memory", str(mem)]
@@ -288,8 +304,43 @@ def long_session_rows(rs: Any, mem: Path, turns: int, reps: int,
         rows.append((f"library `get --from N` (one 16,000-character page), {label}",
                      fig(*timed(lambda: browse.get_range(snapshot(live), "bench-long",
                                                          turns // 2), reps)), load))
+        rows += after_commit_rows(live, texts, reps)
         log("\n".join(f"  {r}" for r in rows))
     return rows
+
+
+def after_commit_rows(live: Any, texts: Sequence[str], reps: int) -> list[Row]:
+    """`sessions` and `scan` right after a commit of one turn, as an agent's hook makes one.
+
+    The commit (not timed) appends a fragment; the listing then updates the catalogue for
+    the session it touched, and the scan caches the new fragment's text.
+    """
+    from funes.api import browse
+    from funes.model.chunk import Chunk
+    from funes.storage.snapshot import snapshot
+
+    browse.sessions(snapshot(live))
+    browse.scan(snapshot(live), NEEDLES[0])
+    listing: tuple[list[float], list[float]] = ([], [])
+    scanning: tuple[list[float], list[float]] = ([], [])
+    load = bf.load_now()
+    for i in range(reps):
+        chunk = Chunk(text=texts[i % len(texts)], harness="claude", session_id="bench-live",
+                      turn_id=f"live{i}", seq=i, ts=f"2026-06-01T10:00:{i % 60:02d}Z",
+                      role="assistant", block_type="text", block_idx=0, split_idx=0,
+                      workdir="/src/app", project="github.com/acme/app")
+        live.commit_chunks([chunk], f"bench: turn {i}")
+        for (walls, cpus), fn in ((listing, lambda: browse.sessions(snapshot(live))),
+                                  (scanning, lambda: browse.scan(snapshot(live),
+                                                                 NEEDLES[0]))):
+            w, c = timed(fn, 1)
+            walls += w
+            cpus += c
+    total = live.chunks.dataset().count_rows()
+    return [(f"library `sessions`, the first listing after a commit of one turn ({total} "
+             "chunks)", fig(*listing), load),
+            (f"library `scan \"{NEEDLES[0]}\"`, the first scan after a commit of one turn "
+             f"({total} chunks)", fig(*scanning), load)]
 
 
 # -- pooled recall ---------------------------------------------------------------------------

@@ -176,8 +176,11 @@ def build_server(backend: Backend) -> MCPServer:
     ) -> str:
         """Open one turn of a past session whole, or read a session's turns in order.
 
-        A range is cut at max_chars: the header says which turns it holds (`turns seq a–b of
-        first–last`) and the last line gives the call for the next page.
+        With turn_id: after a recall or scan hit, to read the whole turn it came from (the
+        hit's `→ funes get` line names it). With from_seq/to_seq: after `sessions` or `sketch`,
+        to read the part of a session that matters, in order. A range is cut at max_chars: the
+        header says which turns it holds (`turns seq a–b of first–last`) and the last line
+        gives the call for the next page.
         """
         return run(lambda: backend.get(session_id, turn_id, window=window, first=from_seq,
                                        last=to_seq, max_chars=max_chars, memory=memory))
@@ -198,8 +201,10 @@ def build_server(backend: Backend) -> MCPServer:
     ) -> str:
         """List the memory's sessions, newest first (what happened here, and when).
 
-        Each: start time, agent, project, turn count, the opening request, linked commits,
-        and the `sketch` call that digests it; the last line gives the next page's call.
+        Call it first when you need the story of recent work rather than one fact (e.g.
+        since="7d"), then `sketch` a session that looks relevant. Each: start time, agent,
+        project, turn count, the opening request, linked commits, and the `sketch` call that
+        digests it; the last line gives the next page's call.
         """
         return run(lambda: backend.sessions(
             project=_listed(project), harness=_listed(harness), since=since, until=until,
@@ -214,8 +219,10 @@ def build_server(backend: Backend) -> MCPServer:
     ) -> str:
         """A query-free digest of one session, to learn what it was about without reading it.
 
-        Its opening request, last answer and the passages that stand for the rest, verbatim
-        and in order, each with the `get` call that opens its turn.
+        Call it on a session from `sessions` (or a hit) before reading it with `get`
+        from_seq/to_seq: it tells you which turns are worth a page. Its opening request, last
+        answer and the passages that stand for the rest, verbatim and in order, each with the
+        `get` call that opens its turn.
         """
         return run(lambda: backend.sketch(session_id, max_chars=max_chars, memory=memory))
 
@@ -232,8 +239,10 @@ def build_server(backend: Backend) -> MCPServer:
     ) -> str:
         """Find a literal string in every passage of the memory (exhaustive, unranked).
 
-        The count of matching passages, then each with its context and the `get` call that
-        opens its turn; "no matches" means the string is nowhere in the memory.
+        Use it instead of `recall` when you know the exact characters: an error message, a flag,
+        a file path, an identifier (needle="ECONNRESET"); `recall` is for meaning. The count of
+        matching passages, then each with its context and the `get` call that opens its turn;
+        "no matches" means the string is nowhere in the memory.
         """
         return run(lambda: backend.scan(needle, sessions=_listed(session), limit=limit,
                                         offset=offset, memory=memory))

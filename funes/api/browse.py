@@ -167,7 +167,8 @@ def sessions(repo: Repository, *, project: Sequence[str] = (), harness: Sequence
     page = rows[offset : offset + limit]
     trust = _trust(repo)
     trusted = trust.owned
-    texts = _browse.opening_texts(repo, [r.opening_id for r in page if r.opening_id])
+    texts = _browse.opening_texts(repo, {r.opening_id: r.opening_row for r in page
+                                         if r.opening_id})
     marked = _sessions_holding(repo, trust, [r.session_id for r in page])
     links = _links(repo) if commits else None
     out = []

@@ -196,11 +196,42 @@ def overlap_start(text: str, overlap_tokens: int = DEFAULT_OVERLAP_TOKENS) -> in
     tok = get_tokenizer()
     if overlap_tokens <= 0 or not text or tok.is_word_char(text[-1]):
         return len(text)
-    spans = tok.word_spans(text)
+    at = _tail_start(text, OVERLAP_CHARS_PER_TOKEN * overlap_tokens, tok)
+    tail = text[at:]
+    spans = tok.word_spans(tail)
     n = len(spans.starts)
     cum = [0, *accumulate(spans.counts)]
-    j = _overlap_word(text, spans, cum, 0, len(text), 1, n, overlap_tokens)
-    return len(text) if j is None else _boundary(text, spans, j)
+    j = _overlap_word(tail, spans, cum, 0, len(tail), 1, n, overlap_tokens)
+    return len(text) if j is None else at + _boundary(tail, spans, j)
+
+
+@cache
+def _space_run(tok: WordPieceTokenizer) -> re.Pattern[str]:
+    return re.compile(f"[{re.escape(tok.space_chars)}]+")
+
+
+def _tail_start(text: str, window: int, tok: WordPieceTokenizer) -> int:
+    """Where the part of `text` the overlap depends on starts (0: all of it).
+
+    The overlap lies in the last `window` characters, and choosing it looks at most two words
+    further back (`_level`), so the words of `text[at:]` are enough when `at` follows
+    whitespace (no word runs across whitespace, so splitting there changes no later word)
+    with three whole words between it and the window. Splitting a megabyte of tool output
+    into words to place an overlap in its last 512 characters made stitching a block cost
+    its length; this makes it cost the window.
+    """
+    end = len(text) - window
+    if end <= 0:
+        return 0
+    run = _space_run(tok)
+    for back in (64, 512, 4 * window):  # nearly always the first: prose has words, not blobs
+        lo = max(0, end - back)
+        runs = [m.end() for m in run.finditer(text, lo, end)]
+        if len(runs) >= 4:
+            return runs[-4]
+        if lo == 0:
+            break
+    return 0
 
 
 def stitch_texts(texts: Sequence[str], *, overlap_tokens: int = DEFAULT_OVERLAP_TOKENS) -> str:

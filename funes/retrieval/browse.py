@@ -6,7 +6,8 @@ Recall ranks passages and says nothing about what it did not reach. These reader
   project, working directory, turn and chunk counts, and the chunk its opening prompt starts
   with. One scan of the narrow provenance columns, aggregated by Arrow (no text is read), and
   kept per memory version (HEAD and the chunk table's Lance version) in this process: a warm
-  process lists sessions in the time a dictionary lookup takes, a cold one pays one scan.
+  process lists sessions in the time a dictionary lookup takes, a cold one pays one scan,
+  and after a commit only the sessions its new fragments touch are aggregated again.
 - **A range of turns** (`turn_range`): the turns of one session whose seq lies in
   `[first, last]`, stitched whole like `get`, cut at a character budget so an agent reading a
   4,000-turn session gets a page and the seq to continue from.
@@ -16,10 +17,10 @@ Recall ranks passages and says nothing about what it did not reach. These reader
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from funes.errors import FunesError, UsageError
 from funes.retrieval.get import COLUMNS as TURN_COLUMNS
@@ -36,6 +37,7 @@ __all__ = [
     "TurnRange",
     "catalogue",
     "opening_texts",
+    "read_chunks",
     "session_info",
     "turn_range",
 ]
@@ -66,6 +68,7 @@ class SessionRow:
     last_seq: int
     parent_session_id: str | None  # a subagent's session names its parent's
     opening_id: str | None  # the chunk the opening prompt starts with (first user text)
+    opening_row: int | None = None  # its Lance row address (read by address, checked by id)
 
 
 _catalogues: OrderedDict[tuple[str, str | None, int | None], list[SessionRow]] = OrderedDict()
@@ -108,12 +111,68 @@ def _visible(repo: Repository, table: pa.Table) -> pa.Table:
     return table.filter(pc.invert(gone))
 
 
+@dataclass(frozen=True)
+class _Built:
+    """The last catalogue built for a memory: what it was built from, to update it from."""
+
+    fragments: frozenset[str]  # funes.retrieval.scantext.fragment_key of each fragment
+    hidden: frozenset[str]  # the tombstoned chunk ids it left out
+    rows: list[SessionRow]
+
+
+_latest: dict[str, _Built] = {}
+
+
 def _build(repo: Repository) -> list[SessionRow]:
-    return _rows(repo, repo.chunks.dataset().to_table(columns=_CATALOGUE_COLUMNS))
+    """The catalogue of the memory's current version: updated from the last one when it can.
+
+    A commit appends fragments and changes no row of the others, so when the last catalogue
+    built here covered a subset of this version's fragments under the same tombstones, only
+    the sessions the new fragments touch are aggregated again (from all their rows): a
+    listing after each turn's commit costs that session, not the memory. Anything else (a
+    pack rewrote the fragments, `forget` hid chunks, another memory) rebuilds it whole.
+    """
+    from funes.retrieval.scantext import fragment_key
+
+    ds = repo.chunks.dataset()
+    fragments = {fragment_key(f): f for f in ds.get_fragments()}
+    hidden = frozenset(repo.tombstoned_ids())
+    where = str(repo.path.resolve())
+    prev = _latest.get(where)
+    if prev is not None and prev.hidden == hidden and prev.fragments <= fragments.keys():
+        added = [f for k, f in fragments.items() if k not in prev.fragments]
+        rows = _update(repo, ds, prev.rows, added)
+    else:
+        rows = _rows(repo, ds.to_table(columns=_CATALOGUE_COLUMNS, with_row_address=True))
+    _latest[where] = _Built(frozenset(fragments), hidden, rows)
+    return rows
+
+
+def _update(repo: Repository, ds: Any, rows: list[SessionRow],
+            added: list[Any]) -> list[SessionRow]:
+    """`rows` with the sessions holding a row of the fragments `added` aggregated again."""
+    import pyarrow.compute as pc
+
+    touched: set[str] = set()
+    for fragment in added:
+        column = fragment.to_table(columns=["session_id"]).column("session_id")
+        touched.update(pc.unique(column).to_pylist())
+    if not touched:
+        return rows
+    fresh = _rows(repo, ds.to_table(columns=_CATALOGUE_COLUMNS, with_row_address=True, filter=(
+        f"session_id IN ({', '.join(_lit(s) for s in sorted(touched))})")))
+    return _newest_first([r for r in rows if r.session_id not in touched] + fresh)
+
+
+def _newest_first(rows: list[SessionRow]) -> list[SessionRow]:
+    """Newest first; sessions without a parseable time last (then by id, a stable order)."""
+    out = sorted(rows, key=lambda r: r.session_id)
+    out.sort(key=lambda r: (r.start_time is not None, r.start_time or 0), reverse=True)
+    return out
 
 
 def _rows(repo: Repository, table: pa.Table) -> list[SessionRow]:
-    """Catalogue rows of the sessions in `table` (chunk rows with _CATALOGUE_COLUMNS)."""
+    """Catalogue rows of the sessions in `table` (_CATALOGUE_COLUMNS, perhaps `_rowaddr`)."""
     table = _visible(repo, table)
     if table.num_rows == 0:
         return []
@@ -126,54 +185,78 @@ def _rows(repo: Repository, table: pa.Table) -> list[SessionRow]:
     opening = _openings(table)
     out = []
     for r in stats.to_pylist():
-        out.append((r["time_min"], SessionRow(
+        out.append(SessionRow(
             session_id=r["session_id"], harness=r["harness_min"], project=r["project_max"],
             workdir=r["workdir_min"], start=r["ts_min"] or "", end=r["ts_max"] or "",
             start_time=r["time_min"], end_time=r["time_max"],
             turns=int(r["turn_id_count_distinct"]), chunks=int(r["id_count_distinct"]),
             first_seq=int(r["seq_min"]), last_seq=int(r["seq_max"]),
             parent_session_id=r["parent_session_id_max"],
-            opening_id=opening.get(r["session_id"]))))
-    # Newest first; sessions without a parseable time last (then by id, for a stable order).
-    out.sort(key=lambda pair: pair[1].session_id)
-    out.sort(key=lambda pair: (pair[0] is not None, pair[0] or 0), reverse=True)
-    return [row for _, row in out]
+            opening_id=opening.get(r["session_id"], (None, None))[0],
+            opening_row=opening.get(r["session_id"], (None, None))[1]))
+    return _newest_first(out)
 
 
-def _openings(table: pa.Table) -> dict[str, str]:
+def _openings(table: pa.Table) -> dict[str, tuple[str, int | None]]:
     """Per session, the first chunk of its first user text block that is not scaffolding.
 
-    Sessions whose user never typed text (an imported log) open with their first text block.
+    Its id, and its row address when `table` has them. Sessions whose user never typed text
+    (an imported log) open with their first text block.
     """
     import pyarrow.compute as pc
 
     text = pc.equal(table.column("block_type"), "text")
     first_split = pc.equal(table.column("split_idx"), 0)
     own = pc.and_(pc.equal(table.column("role"), "user"), pc.is_null(table.column("noise")))
-    found: dict[str, str] = {}
+    found: dict[str, tuple[str, int | None]] = {}
+    has_rows = "_rowaddr" in table.column_names
     for mask in (pc.and_(pc.and_(text, first_split), own), pc.and_(text, first_split)):
-        part = table.filter(mask).select(["session_id", "seq", "block_idx", "id"])
+        part = table.filter(mask).select(["session_id", "seq", "block_idx", "id",
+                                          *(["_rowaddr"] if has_rows else [])])
         part = part.sort_by([("session_id", "ascending"), ("seq", "ascending"),
                              ("block_idx", "ascending")])
         sessions = part.column("session_id").to_pylist()
         ids = part.column("id").to_pylist()
+        rows = part.column("_rowaddr").to_pylist() if has_rows else [None] * len(ids)
         previous = None
-        for sid, cid in zip(sessions, ids, strict=True):
+        for sid, cid, row in zip(sessions, ids, rows, strict=True):
             if sid != previous:
-                found.setdefault(sid, cid)
+                found.setdefault(sid, (cid, row))
                 previous = sid
     return found
 
 
-def opening_texts(repo: Repository, ids: Iterable[str]) -> dict[str, str]:
-    """The text of the chunks `ids` (opening prompts), by id; a lookup on the id index."""
-    wanted = sorted(set(ids))
-    if not wanted or not repo.chunks.exists():
+def opening_texts(repo: Repository, ids: Mapping[str, int | None]) -> dict[str, str]:
+    """The text of the chunks `ids` (opening prompts: id → row address, or None), by id."""
+    if not ids or not repo.chunks.exists():
         return {}
-    quoted = ", ".join(_lit(i) for i in wanted)
-    table = repo.chunks.dataset().to_table(columns=["id", "text"], filter=f"id IN ({quoted})")
-    return dict(zip(table.column("id").to_pylist(), table.column("text").to_pylist(),
-                    strict=True))
+    found = read_chunks(repo.chunks.dataset(), ids, ["id", "text"])
+    return {r["id"]: r["text"] for r in found}
+
+
+def read_chunks(ds: Any, wanted: Mapping[str, int | None],
+                columns: list[str]) -> list[dict[str, Any]]:
+    """The chunks `wanted` (id → row address), by address; by id those not found there.
+
+    An address names a row of the dataset version it was read from; the same data files
+    keep their rows, so it holds in every version that has the fragment. Each row read is
+    checked against its id all the same, and a miss (or a None address) is looked up by id:
+    a `id IN (…)` filter costs a pass over the id column, 15 ms at 113k chunks.
+    """
+    by_address = sorted({a for a in wanted.values() if a is not None})
+    out: list[dict[str, Any]] = []
+    try:
+        table = ds._take_rows(by_address, columns=columns) if by_address else None
+    except (ValueError, OSError, IndexError):
+        table = None
+    if table is not None and table.num_rows == len(by_address):
+        got = dict(zip(by_address, table.to_pylist(), strict=True))
+        out = [got[a] for i, a in wanted.items() if a is not None and got[a]["id"] == i]
+    missing = sorted(set(wanted) - {r["id"] for r in out})
+    for start in range(0, len(missing), 500):
+        quoted = ", ".join(_lit(i) for i in missing[start : start + 500])
+        out += ds.to_table(columns=columns, filter=f"id IN ({quoted})").to_pylist()
+    return out
 
 
 def session_info(repo: Repository, session_id: str) -> SessionRow | None:
@@ -187,7 +270,8 @@ def session_info(repo: Repository, session_id: str) -> SessionRow | None:
         if not repo.chunks.exists():
             return None
         found = _rows(repo, repo.chunks.dataset().to_table(
-            columns=_CATALOGUE_COLUMNS, filter=f"session_id = {_lit(session_id)}"))
+            columns=_CATALOGUE_COLUMNS, with_row_address=True,
+            filter=f"session_id = {_lit(session_id)}"))
     return next((row for row in found if row.session_id == session_id), None)
 
 

@@ -12,6 +12,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from funes.retrieval import scantext
 from funes.storage import pack
 from funes.storage.lock import RepositoryBusyError
 from funes.storage.repo import Repository
@@ -356,9 +357,10 @@ def maintain(repo: Repository) -> Upkeep:
     the search indexes when they are missing, and folds appended rows into them once
     FOLD_AFTER of them, or `pack.threshold` fragments of them, are searched flat (each costs
     a flat search on every recall), then packs the fragments of the segments that fold
-    covers. Each step costs about the rows it handles, not the memory's size. Never waits
-    for the lock: a busy memory is maintained next time. For the hook worker and the end of
-    `funes index`, never for a recall.
+    covers, and caches the scan's text of new fragments in a memory scanned before
+    (funes.retrieval.scantext). Each step costs about the rows it handles, not the memory's
+    size. Never waits for the lock: a busy memory is maintained next time. For the hook
+    worker and the end of `funes index`, never for a recall.
     """
     current = state(repo)
     # the fold before the pack: the fragments it indexes are then packed with the segments it
@@ -378,4 +380,5 @@ def maintain(repo: Repository) -> Upkeep:
         except RepositoryBusyError:
             return Upkeep(packed, 0)
         packed = _sum(packed, pack.auto(repo))
+    scantext.refresh(repo)  # new or packed fragments' text, before a scan needs it
     return Upkeep(packed, folded)

@@ -1,11 +1,14 @@
 """`scan`: a literal string (any case) in every passage of a memory, exhaustive and unranked.
 
 Recall proves presence, never absence: it returns the passages nearest a query. A scan checks
-every chunk, so zero matches means the string is nowhere in the memory. Lance evaluates the
-match over the text column in one pass (ILIKE, wildcards escaped): only the provenance of
-matching rows comes back, and the text is read for the blocks shown. A needle that straddles
-two chunks of one block (the chunker splits long blocks, docs/chunking.md) is found too
-(`_straddling`); a block counts once however many of its chunks match.
+every block, so zero matches means the string is nowhere in the memory. It searches the
+lower-cased bytes of every block, stitched whole from its chunks (funes.retrieval.scantext,
+one cache file per fragment of the chunk table, written the first time a fragment is
+scanned): a needle that straddles two chunks of a split block is found like any other, and a
+block counts once however many of its chunks hold it. Only the blocks shown are read from
+Lance, for their provenance and the excerpt's original case. Tombstones are applied to the
+blocks found; a block some of whose chunks are hidden, or whose chunks the cache could not
+stitch, is checked again against the visible chunks themselves (`_verify`).
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from funes.errors import UsageError
 from funes.ingest.chunking import ChunkingError, stitch_texts
-from funes.retrieval.browse import _visible
+from funes.retrieval import scantext
+from funes.retrieval.browse import read_chunks
 from funes.retrieval.get import COLUMNS as TURN_COLUMNS
-from funes.retrieval.recall import _lit
 from funes.storage.repo import Repository
 
 if TYPE_CHECKING:
@@ -55,22 +58,32 @@ class ScanResult:
 
 
 _SCAN_COLUMNS = [*TURN_COLUMNS, "parent_turn_id"]
-#: What a scan reads of each matching chunk before it knows which blocks it will show.
-_PLACE_COLUMNS = ["id", "session_id", "turn_id", "seq", "ts", "block_idx", "split_idx"]
+
+Block = tuple[str, str, int]  # session_id, turn_id, block_idx
 
 
-def _contains(needle: str) -> str:
-    """A Lance (DataFusion) predicate: `text` contains `needle`, ignoring case, literally.
+@dataclass
+class _Found:
+    """A block the cache says holds the needle."""
 
-    ILIKE with its wildcards escaped: it spares the lower-cased copy of every text that
-    `contains(lower(text), …)` makes (about 15% of a scan at 100k chunks).
-    """
-    escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"text ILIKE {_lit('%' + escaped + '%')} ESCAPE '\\'"
+    seq: int
+    ts: str
+    #: Where: (cache metadata table, row) of each cached piece of the block that holds it;
+    #: its chunks are resolved only for the blocks shown or doubted (`ids`).
+    refs: list[tuple[pa.Table, int]]
+    doubt: bool = False  # some chunk of it is hidden: checked against the visible ones
+    known: dict[str, int] | None = None  # chunk ids → row addresses, when known already
 
-
-#: Longest overlap two chunks share (8 characters per overlap token, docs/chunking.md §5).
-_MAX_OVERLAP = 8 * 64
+    def ids(self, hidden: set[str]) -> dict[str, int]:
+        """The visible chunks found: id → Lance row address."""
+        if self.known is None:
+            self.known = {}
+            for meta, row in self.refs:
+                ids = meta.column("ids")[row].as_py()
+                rows = meta.column("rows")[row].as_py()
+                self.known.update((i, a) for i, a in zip(ids, rows, strict=True)
+                                  if i not in hidden)
+        return self.known
 
 
 def scan(repo: Repository, needle: str, *, sessions: Sequence[str] = (),
@@ -79,195 +92,182 @@ def scan(repo: Repository, needle: str, *, sessions: Sequence[str] = (),
 
     Within a session, blocks come in turn order. `sessions` restricts the scan; each match
     keeps `context` characters on either side. Only the `limit` blocks from `offset` on (in
-    that order) are read; the count is of all of them. The text column is read once: the
-    same pass finds the direct matches and the chunks a needle may straddle into
-    (`_straddling`).
+    that order) are read from the chunk table; the count is of all of them.
 
     Raises:
         UsageError: an empty or over-long needle.
     """
-    import pyarrow.compute as pc
-
     if not needle.strip():
         raise UsageError("the needle is empty", hint='pass the text to look for: funes scan "…"')
     if len(needle) > MAX_NEEDLE:
         raise UsageError(f"the needle is {len(needle)} characters; at most {MAX_NEEDLE}")
     if not repo.chunks.exists():
         return ScanResult(needle, [], 0, 0, offset)
-    scope = ""
-    if sessions:
-        scope = f"session_id IN ({', '.join(_lit(s) for s in sessions)}) AND "
+    hidden = repo.tombstoned_ids()
+    found, seams = _search(repo, scantext.encode(needle), set(sessions), hidden)
     ds = repo.chunks.dataset()
-    lowered = needle.lower()
-    columns: dict[str, str] = {c: c for c in _PLACE_COLUMNS}
-    columns["hit"] = _contains(needle)
-    where = _contains(needle)
-    if len(needle) >= 2:
-        # A later chunk the needle may straddle into starts with needle[j:] for some j ≥ 1:
-        # its first three letters occur in needle[1:], or it starts with the needle's last
-        # two letters or its last one. Its head comes back for the check.
-        maybe = (f"strpos({_lit(lowered[1:])}, lower(substr(text, 1, 3))) > 0 OR "
-                 f"lower(substr(text, 1, 2)) = {_lit(lowered[-2:])} OR "
-                 f"lower(substr(text, 1, 1)) = {_lit(lowered[-1:])}")
-        where = f"({where}) OR (split_idx > 0 AND ({maybe}))"
-        columns["head"] = f"CAST(left(text, {len(needle) - 1 + _MAX_OVERLAP}) AS STRING)"
-    table = _visible(repo, ds.to_table(columns=columns, filter=scope + f"({where})",
-                                       with_row_id=True))
-    hit = table.column("hit")
-    places = _first_chunks(table.filter(hit).select(_PLACE_COLUMNS))
-    straddling: dict[tuple[str, str, int], ScanMatch] = {}
-    if "head" in columns:
-        candidates = table.filter(pc.invert(hit)).drop_columns(["hit"]).to_pylist()
-        straddling = _straddling(ds, candidates, lowered, set(places), context)
-    for key, match in straddling.items():
-        places[key] = match.row
+    checked = _verify(ds, {k: f.ids(hidden) for k, f in found.items() if f.doubt} | seams,
+                      needle, context, hidden)
+    for key in [k for k, f in found.items() if f.doubt and k not in checked]:
+        del found[key]  # its visible chunks do not hold the needle
+    for key in seams:
+        if key in checked:
+            row = checked[key].row
+            found[key] = _Found(int(row["seq"]), row["ts"] or "", [], known=seams[key])
     first_time: dict[str, str] = {}
-    for row in places.values():
-        sid = row["session_id"]
-        first_time[sid] = min(first_time.get(sid, row["ts"] or ""), row["ts"] or "")
-    order = sorted(places, key=lambda k: (first_time[k[0]], k[0], places[k]["seq"], k[2]))
+    for (sid, _, _), f in found.items():
+        first_time[sid] = min(first_time.get(sid, f.ts), f.ts)
+    order = sorted(found, key=lambda k: (first_time[k[0]], k[0], found[k].seq, k[2]))
     shown = order[offset : offset + limit]
-    matches = _read_matches(ds, [places[k]["id"] for k in shown if k not in straddling],
-                            needle, context)
-    matches.update({k: m for k, m in straddling.items() if k in set(shown)})
-    found = [matches[k] for k in shown if k in matches]
-    return ScanResult(needle, found, len(places), len(first_time), offset)
+    matches = {k: checked[k] for k in shown if k in checked}
+    matches.update(_verify(ds, {k: found[k].ids(hidden) for k in shown if k not in matches},
+                           needle, context, hidden))
+    result = [matches[k] for k in shown if k in matches]
+    return ScanResult(needle, result, len(found), len(first_time), offset)
 
 
-def _first_chunks(table: pa.Table) -> dict[tuple[str, str, int], dict[str, Any]]:
-    """Per block, the place of its first chunk in `table` (grouped by Arrow, not in Python).
+def _search(repo: Repository, needle: bytes, scope: set[str], hidden: set[str],
+            ) -> tuple[dict[Block, _Found], dict[Block, dict[str, int]]]:
+    """The blocks the cache finds `needle` in; and the split blocks to check at their seams.
 
-    Even a needle as common as "the" matches most of a memory: only one row per block
-    comes to Python.
+    A block the cache kept chunk by chunk (`partial`) and found in none of its chunks may
+    still hold the needle across two of them: those with two chunks or more come back as
+    seams, by their visible chunk ids.
     """
-    if table.num_rows == 0:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    found: dict[Block, _Found] = {}
+    hidden_ids = pa.array(sorted(hidden), pa.string()) if hidden else None
+    partial: list[pa.Table] = []
+    pieces_of: dict[Block, dict[str, int]] = {}
+    wanted = pa.array(sorted(scope), pa.string()) if scope else None
+    with scantext.pieces(repo) as pieces:
+        for piece in pieces:
+            meta = piece.meta
+            within = None
+            if wanted is not None:
+                mask = pc.is_in(meta.column("session_id"), value_set=wanted)
+                within = pc.indices_nonzero(mask).to_pylist()
+            rows = scantext.find(piece, needle, within)
+            if rows:
+                _collect(found, meta, rows, hidden_ids)
+            if len(needle) >= 2:
+                partial.append(meta.filter(meta.column("partial"))
+                               .select(["session_id", "turn_id", "block_idx"]))
+        if partial:
+            pieces_of = _chunks_of(pieces, pa.concat_tables(partial), scope, hidden)
+    seams = {k: ids for k, ids in pieces_of.items() if k not in found and len(ids) >= 2}
+    return found, seams
+
+
+def _collect(found: dict[Block, _Found], meta: pa.Table, rows: list[int],
+             hidden: pa.Array | None) -> None:
+    """Add the blocks of `meta`'s `rows` to `found`, each once, leaving out the hidden ones.
+
+    Column by column, and tombstones checked by Arrow: a needle as common as "the" holds in
+    most blocks of a memory.
+    """
+    import numpy as np
+    import pyarrow.compute as pc
+
+    hit = meta.take(rows)
+    gone = np.zeros(len(rows), dtype=np.int64)
+    if hidden is not None:
+        ids = hit.column("ids").combine_chunks()
+        flat = pc.is_in(pc.list_flatten(ids), value_set=hidden)
+        parents = pc.list_parent_indices(ids).to_numpy()
+        gone = np.bincount(parents[flat.to_numpy(zero_copy_only=False)],
+                           minlength=len(rows))
+    sizes = pc.list_value_length(hit.column("ids")).to_numpy()
+    columns = hit.select(["session_id", "turn_id", "block_idx", "seq", "ts"]).to_pydict()
+    for j, (sid, tid, bidx, seq, ts) in enumerate(zip(
+            columns["session_id"], columns["turn_id"], columns["block_idx"], columns["seq"],
+            columns["ts"], strict=True)):
+        if gone[j] >= sizes[j]:
+            continue  # every chunk of it is forgotten
+        key = (sid, tid, bidx)
+        f = found.get(key)
+        if f is None:
+            found[key] = _Found(seq, ts or "", [(meta, rows[j])], bool(gone[j]))
+            continue
+        f.seq, f.ts = min(f.seq, seq), min(f.ts, ts or "")
+        f.refs.append((meta, rows[j]))
+        f.doubt = f.doubt or bool(gone[j])
+
+
+def _chunks_of(pieces: list[scantext.Piece], blocks: pa.Table, scope: set[str],
+               hidden: set[str]) -> dict[Block, dict[str, int]]:
+    """The visible chunk ids, in every piece, of the blocks some piece kept chunk by chunk."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    keys = {(r["session_id"], r["turn_id"], int(r["block_idx"])) for r in blocks.to_pylist()
+            if not scope or r["session_id"] in scope}
+    if not keys:
         return {}
-    ordered = table.sort_by([("split_idx", "ascending")])
-    grouped = ordered.group_by(["session_id", "turn_id", "block_idx"], use_threads=False) \
-        .aggregate([("id", "first"), ("seq", "min"), ("ts", "min"), ("split_idx", "min")])
-    out: dict[tuple[str, str, int], dict[str, Any]] = {}
-    for r in grouped.to_pylist():
-        row = {"id": r["id_first"], "session_id": r["session_id"], "turn_id": r["turn_id"],
-               "block_idx": r["block_idx"], "seq": r["seq_min"], "ts": r["ts_min"],
-               "split_idx": r["split_idx_min"]}
-        out[_block(row)] = row
+    sessions = pa.array(sorted({k[0] for k in keys}), pa.string())
+    out: dict[Block, dict[str, int]] = {}
+    for piece in pieces:
+        meta = piece.meta
+        near = meta.filter(pc.is_in(meta.column("session_id"), value_set=sessions))
+        for r in near.select(["session_id", "turn_id", "block_idx", "ids", "rows"]).to_pylist():
+            key = (r["session_id"], r["turn_id"], int(r["block_idx"]))
+            if key in keys:
+                out.setdefault(key, {}).update((i, a) for i, a in zip(r["ids"], r["rows"],
+                                                                      strict=True)
+                                               if i not in hidden)
     return out
 
 
-def _block(row: dict[str, Any]) -> tuple[str, str, int]:
-    return (row["session_id"], row["turn_id"], int(row["block_idx"]))
+def _verify(ds: Any, blocks: dict[Block, dict[str, int]], needle: str, context: int,
+            hidden: set[str]) -> dict[Block, ScanMatch]:
+    """Each block's match read from its visible chunks: their provenance, the original case.
 
-
-def _read_matches(ds: Any, ids: Sequence[str], needle: str,
-                  context: int) -> dict[tuple[str, str, int], ScanMatch]:
-    """The excerpt of each block found by a direct match: its first matching chunk, by id."""
-    found: dict[tuple[str, str, int], ScanMatch] = {}
-    for start in range(0, len(ids), 500):
-        quoted = ", ".join(_lit(i) for i in ids[start : start + 500])
-        for row in ds.to_table(columns=_SCAN_COLUMNS, filter=f"id IN ({quoted})").to_pylist():
-            match = _excerpt_of(row, row["text"], needle, context)
-            if match is not None:
-                found.setdefault(_block(row), match)
+    The first chunk holding the needle gives the excerpt; a needle in none of them alone is
+    looked for in the block stitched whole (it straddles a seam), excerpted from its first
+    chunk. A block whose chunks do not hold it (hidden ones left out) is not returned.
+    """
+    wanted = {i: a for chunk_ids in blocks.values() for i, a in chunk_ids.items()
+              if i not in hidden}
+    rows: dict[Block, dict[int, dict[str, Any]]] = {}
+    for row in read_chunks(ds, wanted, _SCAN_COLUMNS):
+        rows.setdefault(_block(row), {}).setdefault(int(row["split_idx"]), row)
+    found: dict[Block, ScanMatch] = {}
+    for key in blocks:
+        chunks = [c for _, c in sorted(rows.get(key, {}).items())]
+        match = next((m for m in (_excerpt_of(c, c["text"] or "", needle, context)
+                                  for c in chunks) if m is not None), None)
+        if match is None and len(chunks) >= 2:
+            match = _stitched(chunks, needle, context)
+        if match is not None:
+            found[key] = match
     return found
 
 
-def _straddling(ds: Any, candidates: list[dict[str, Any]], lowered: str,
-                known: set[tuple[str, str, int]],
-                context: int) -> dict[tuple[str, str, int], ScanMatch]:
-    """Blocks where the needle lies across the seam of two chunks, and in neither alone.
-
-    Chunk i+1 of a block starts with the part chunk i repeats (the overlap, possibly empty,
-    docs/chunking.md) followed by new text, so an occurrence in neither chunk alone covers
-    the overlap and starts in chunk i: chunk i+1 then starts with a proper suffix of the
-    needle. For the later chunks whose head does, the chunk before (the row stored just
-    before it: a block's chunks are written in order) is read, the seam checked with plain
-    string operations (`_may_straddle`), and only a likely match stitched exactly.
-    """
-    wanted: dict[int, dict[str, Any]] = {}
-    for row in candidates:
-        head = (row.get("head") or "").lower()
-        if not head or _block(row) in known:
-            continue
-        starts = [j for j in range(1, len(lowered)) if lowered[j] == head[0]]
-        if any(head.startswith(lowered[j:]) for j in starts):
-            wanted[int(row["_rowid"])] = row
-    found: dict[tuple[str, str, int], ScanMatch] = {}
-    if not wanted:
-        return found
-    before = _take(ds, [rid - 1 for rid in wanted], {
-        "id": "id", "session_id": "session_id", "turn_id": "turn_id", "block_idx": "block_idx",
-        "split_idx": "split_idx",
-        "tail": f"CAST(right(text, {len(lowered) - 1 + _MAX_OVERLAP}) AS STRING)"})
-    likely = []
-    for rid, after in wanted.items():
-        prev = before.get(rid - 1)
-        if prev is None or _block(prev) != _block(after) \
-                or prev["split_idx"] != after["split_idx"] - 1:
-            prev = None  # not stored next to it: checked the slow way below
-        if prev is None or _may_straddle(prev["tail"] or "", after["head"] or "", lowered):
-            likely.append((rid, after))
-    if not likely:
-        return found
-    whole = _take(ds, [r for rid, _ in likely for r in (rid - 1, rid)],
-                  {c: c for c in _SCAN_COLUMNS})
-    for rid, after in likely:
-        prev, cur = whole.get(rid - 1), whole.get(rid)
-        if prev is None or cur is None or _block(prev) != _block(after) \
-                or prev["split_idx"] != after["split_idx"] - 1:
-            prev, cur = _pair(ds, after)
-        if prev is None or cur is None:
+def _stitched(chunks: list[dict[str, Any]], needle: str, context: int) -> ScanMatch | None:
+    """The needle across the seams of runs of consecutive chunks (split i, i+1, …)."""
+    runs: list[list[dict[str, Any]]] = [[chunks[0]]]
+    for chunk in chunks[1:]:
+        if int(chunk["split_idx"]) == int(runs[-1][-1]["split_idx"]) + 1:
+            runs[-1].append(chunk)
+        else:
+            runs.append([chunk])
+    for run in runs:
+        if len(run) < 2:
             continue
         try:
-            text = stitch_texts([prev["text"], cur["text"]])
+            text = stitch_texts([c["text"] or "" for c in run])
         except ChunkingError:
             continue
-        match = _excerpt_of(prev, text, lowered, context)
+        match = _excerpt_of(run[0], text, needle, context)
         if match is not None:
-            found.setdefault(_block(after), match)
-    return found
+            return match
+    return None
 
 
-def _take(ds: Any, row_ids: list[int], columns: dict[str, str]) -> dict[int, dict[str, Any]]:
-    """Rows by row id (a Lance row id names a row of one fragment; -1 and gaps are skipped)."""
-    ids = sorted({r for r in row_ids if r >= 0})
-    if not ids:
-        return {}
-    try:
-        table = ds._take_rows(ids, columns=columns)
-    except (ValueError, OSError, IndexError):
-        return {}
-    return dict(zip(ids, table.to_pylist(), strict=False)) if table.num_rows == len(ids) \
-        else {}
-
-
-def _pair(ds: Any, after: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """Chunk i and i+1 of `after`'s block, found by their coordinates."""
-    split = int(after["split_idx"])
-    rows = ds.to_table(columns=_SCAN_COLUMNS, filter=(
-        f"session_id = {_lit(after['session_id'])} AND turn_id = {_lit(after['turn_id'])} "
-        f"AND block_idx = {int(after['block_idx'])} AND split_idx IN ({split - 1}, {split})"
-    )).to_pylist()
-    by_split = {int(r["split_idx"]): r for r in rows}
-    return by_split.get(split - 1), by_split.get(split)
-
-
-def _may_straddle(tail: str, head: str, lowered: str) -> bool:
-    """Whether `lowered` occurs across the seam for some overlap the two chunks could share.
-
-    The true overlap is a suffix of chunk i (`tail` ends it) that chunk i+1 (`head` starts
-    it) also starts with; trying each such length with plain string operations spares the
-    tokenizer (`stitch_texts`) for the pairs that cannot hold the needle: nearly all.
-    """
-    tail, head = tail.lower(), head.lower()
-    n = len(lowered) - 1
-    overlaps = [0]
-    if head:
-        j = tail.find(head[0], max(0, len(tail) - _MAX_OVERLAP))
-        while j >= 0:
-            if head.startswith(tail[j:]):
-                overlaps.append(len(tail) - j)
-            j = tail.find(head[0], j + 1)
-    return any(lowered in tail[-n:] + head[k : k + n] for k in overlaps)
+def _block(row: dict[str, Any]) -> Block:
+    return (row["session_id"], row["turn_id"], int(row["block_idx"]))
 
 
 def _excerpt_of(row: dict[str, Any], text: str, needle: str,

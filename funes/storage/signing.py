@@ -390,21 +390,34 @@ def chunk_marks(repo: Repository, *, written: bool = True) -> Marks:
     signature = {"version": 2, "keys": sorted(keys), "own": own.id if own else None,
                  "written": written}
     size = _written_size(repo) if written else 0
-    stored = _load_marks(repo, signature)
+    where = (str(repo.path), repr(sorted(signature.items())))
+    state = _LATEST.get(where)
+    if state is None:
+        state = _state_of(_load_marks(repo, signature))
     caught_up = None
-    if stored is not None:
-        since = stored.get("written_size")
-        start = max(0, since - _WRITTEN_MARGIN) if isinstance(since, int) and \
-            0 <= since <= size else 0
+    if state is not None:
+        since = state.written_size
+        start = max(0, since - _WRITTEN_MARGIN) if 0 <= since <= size else 0
         recent = written_here(repo, start) if written else frozenset()
-        caught_up = _catch_up(repo, head, stored, keys, own, recent)
+        caught_up = _catch_up(repo, head, state, keys, own, recent)
     if caught_up is not None:
-        doubtful, signed_seen, mine = caught_up
+        doubtful, signed_seen, mine, walked = caught_up
+        assert state is not None
+        unsaved = state.unsaved + walked
     else:
         mine_here = written_here(repo) if written else frozenset()
         doubtful, signed_seen, mine = _untrusted_from_scratch(repo, head, keys, own, mine_here)
-    _save_marks(repo, {**signature, "head": head, "signed_seen": signed_seen,
-                       "ids": sorted(doubtful), "own_ids": sorted(mine), "written_size": size})
+        unsaved = _SAVE_AFTER
+    if unsaved >= _SAVE_AFTER:
+        _save_marks(repo, {**signature, "head": head, "signed_seen": signed_seen,
+                           "ids": sorted(doubtful), "own_ids": sorted(mine),
+                           "written_size": size})
+        unsaved = 0
+    _LATEST[where] = _State(head, doubtful, signed_seen, mine, unsaved, size)
+    # Two HEADs per memory (a request may still read the older): each holds every own id.
+    same = [k for k in _UNTRUSTED_CACHE if k[0] == cache_key[0] and k[2:] == cache_key[2:]]
+    for other in same[:-1]:
+        del _UNTRUSTED_CACHE[other]
     if len(_UNTRUSTED_CACHE) > 64:
         _UNTRUSTED_CACHE.clear()
     result = Marks(doubtful, mine)
@@ -428,6 +441,33 @@ def trust_rule(settings: Settings) -> str:
 
 _MARKS = "untrusted.json"
 _CATCH_UP_LIMIT = 5000
+#: Commits a process catches up before it rewrites `untrusted.json` (every own chunk id: 100 ms
+#: at 113k, after each hook commit); a process reading an older file walks them, cheaply.
+_SAVE_AFTER = 32
+
+
+@dataclass(frozen=True)
+class _State:
+    """The marks as of `head`, kept per memory between HEADs (the in-process `untrusted.json`)."""
+
+    head: ObjectId | None
+    doubtful: frozenset[str]
+    signed_seen: bool
+    mine: frozenset[str]
+    unsaved: int  # commits caught up since `untrusted.json` was last written
+    written_size: int  # how much of `written-here` the marks took in (-1: unknown)
+
+
+#: The latest _State per memory and trust signature: a new HEAD is caught up from it.
+_LATEST: dict[tuple[str, str], _State] = {}
+
+
+def _state_of(data: dict[str, Any] | None) -> _State | None:
+    if data is None:
+        return None
+    size = data.get("written_size")
+    return _State(data["head"], frozenset(map(str, data["ids"])), bool(data.get("signed_seen")),
+                  frozenset(map(str, data["own_ids"])), 0, size if isinstance(size, int) else -1)
 
 
 def _load_marks(repo: Repository, signature: dict[str, Any]) -> dict[str, Any] | None:
@@ -456,23 +496,23 @@ def _save_marks(repo: Repository, data: dict[str, Any]) -> None:
 
 
 def _catch_up(
-    repo: Repository, head: ObjectId | None, stored: dict[str, Any],
+    repo: Repository, head: ObjectId | None, stored: _State,
     keys: dict[str, PublicKey], own: PublicKey | None, written: frozenset[str],
-) -> tuple[frozenset[str], bool, frozenset[str]] | None:
-    """The stored sets moved on to `head`, or None when that needs a walk from scratch.
+) -> tuple[frozenset[str], bool, frozenset[str], int] | None:
+    """The stored sets moved on to `head`, and the commits walked (None: walk from scratch).
 
     Only commits that all vouch can be folded in (their ids stop being doubtful); a doubtful
     one, an unsigned one in a signing team, or the user's first own-signed commit (it moves
     the boundary of the history from before signing) needs the whole history.
     """
-    start = stored["head"]
-    before = frozenset(str(i) for i in stored["ids"])
-    mine = set(str(i) for i in stored["own_ids"])
+    start = stored.head
+    before = stored.doubtful
     if start == head:
-        return before, bool(stored.get("signed_seen")), frozenset(mine)
+        return before, stored.signed_seen, stored.mine, 0
     if head is None or start is None:
         return None
-    signed_seen = bool(stored.get("signed_seen"))
+    signed_seen = stored.signed_seen
+    added_mine: set[str] = set()
     vouched: set[str] = set()
     stack: list[str] = [head]
     seen: set[str] = set()
@@ -500,8 +540,9 @@ def _catch_up(
         ids = _chunk_ids(repo, commit)
         vouched.update(ids)
         if ours:
-            mine.update(ids)
-    return before - vouched, signed_seen, frozenset(mine)
+            added_mine.update(ids)
+    mine = stored.mine | added_mine if added_mine else stored.mine
+    return before - vouched if vouched & before else before, signed_seen, mine, len(seen)
 
 
 def _chunk_ids(repo: Repository, commit: Commit) -> set[str]:

@@ -405,3 +405,36 @@ def test_pathological_inputs_stay_fast(text: str) -> None:
     parts = split_text(text)
     assert time.process_time() - start < 3.0
     assert "".join(parts) == text or stitch_texts(parts) == text
+
+
+def _overlap_start_of_all(text: str, overlap_tokens: int = DEFAULT_OVERLAP_TOKENS) -> int:
+    """overlap_start computed from every word of `text` (what it did before `_tail_start`)."""
+    from itertools import accumulate
+
+    from funes.ingest.chunking import _boundary, _overlap_word
+
+    tok = get_tokenizer()
+    if overlap_tokens <= 0 or not text or tok.is_word_char(text[-1]):
+        return len(text)
+    spans = tok.word_spans(text)
+    cum = [0, *accumulate(spans.counts)]
+    j = _overlap_word(text, spans, cum, 0, len(text), 1, len(spans.starts), overlap_tokens)
+    return len(text) if j is None else _boundary(text, spans, j)
+
+
+_PIECES = ["word", "Sentence.", "end!", "(aside)", "\n", "\n\n", "  ", "\t", "\u00a0", "é",
+           "漢字。", "x" * 300, "--", "foo_bar()", "\u200b", " ", " ", " ", "a", "..."]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=400),
+       st.sampled_from([1, 8, 64]))
+def test_the_overlap_depends_on_the_tail_only(parts: list[str], overlap: int) -> None:
+    text = "".join(parts) + " "
+    assert overlap_start(text, overlap) == _overlap_start_of_all(text, overlap)
+
+
+def test_the_overlap_of_real_windows_is_found_from_their_tail() -> None:
+    for text in fixture_strings()[:200]:
+        for window in split_text(text, max_tokens=80):
+            assert overlap_start(window) == _overlap_start_of_all(window)

@@ -232,3 +232,26 @@ def test_the_catalogue_is_kept_per_memory_version(memory: Repository, monkeypatc
     assert calls == []  # same HEAD and table version: no scan
     memory.commit_chunks([_chunk("newer", 0, "another session", day=9)], "more")
     assert rbrowse.catalogue(memory)[0].session_id == "newer" and calls == [1]
+
+
+def test_the_catalogue_updated_after_a_commit_is_the_one_built_whole(
+        memory: Repository, monkeypatch: Any) -> None:
+    def whole() -> list[rbrowse.SessionRow]:
+        return rbrowse._rows(memory, memory.chunks.dataset().to_table(
+            columns=rbrowse._CATALOGUE_COLUMNS, with_row_address=True))
+
+    rbrowse.catalogue(memory)
+    full: list[int] = []
+    real = rbrowse._rows
+    monkeypatch.setattr(rbrowse, "_rows", lambda repo, table: full.append(table.num_rows)
+                        or real(repo, table))
+    memory.commit_chunks([_chunk("mid", 4, "One more turn in mid, days later.", day=8),
+                          _chunk("newest", 0, "A new session.", day=9)], "more")
+    updated = rbrowse.catalogue(memory)
+    assert full == [6]  # mid's five rows and newest's one: not the memory's eight
+    assert updated == whole()
+    assert [r.session_id for r in updated] == ["newest", "new", "mid", "old"]
+    assert next(r for r in updated if r.session_id == "mid").turns == 5
+    forget(memory, session="new")  # tombstones changed: built whole
+    full.clear()
+    assert rbrowse.catalogue(memory) == whole() and full[0] == 9  # every row read again

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -30,3 +31,20 @@ def test_endpoints_are_per_home_and_private(tmp_path) -> None:  # type: ignore[n
     assert a.socket != b.socket and a.socket.parent == b.socket.parent
     assert protocol.endpoint(tmp_path / "a" / ".." / "a") == a  # resolved: one server per home
     assert (a.socket.parent.stat().st_mode & 0o777) == 0o700
+
+
+def test_the_endpoint_hash_needs_no_openssl(tmp_path: Path) -> None:
+    """Every relay and thin client computes it: without loading libcrypto (3.8 MB each)."""
+    import hashlib
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    digest = hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:20]
+    assert protocol.endpoint(home).socket.name == f"{digest}.sock"
+    probe = ("import sys, pathlib\nfrom funes import protocol\n"
+             f"protocol.endpoint(pathlib.Path({str(home)!r}))\n"
+             "print('_hashlib' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
