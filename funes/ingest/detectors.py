@@ -21,6 +21,10 @@ class, or a literal alternation, with bounded repetitions; no nested quantifier)
   non-secret ending in ``token`` or ``key`` (AWS ``NextToken``, ``ClientToken``, pagination
   and idempotency tokens; ``key_id``-like names are already not secrets).
 
+One file because the three parts share one value test: what a finding is (`random_word`,
+the word and name tests) decides what is scanned, what is repeated and what is vetoed, and
+splitting them would let the standalone detector and its repeats disagree about a value.
+
 Precision: the standalone test (:func:`random_word`) wants what a generated credential looks
 like and what text, code and tool output rarely hold between spaces: 20+ characters, a run of
 16+ alphanumerics, digits and letters interleaved, high entropy, not hex (git SHAs, digests),
