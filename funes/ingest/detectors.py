@@ -369,7 +369,7 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
         named.append(end)
         if lowered.endswith("key", 0, end):
             strict.add(end)  # "key" is everywhere in code: only as an assignment's name
-        q = _QUOTED_AFTER.match(text, end)
+        q = None if text[end : end + 1] in "\"'`" else _QUOTED_AFTER.match(text, end)
         if q is not None:
             g = next(g for g in ("v", "v2", "v3") if q.group(g) is not None)
             if _quoted_secret(q.group(g)):
@@ -414,6 +414,9 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
             continue
         if value.count("/") > 1 or value.startswith(("/", "~", ".")) or "://" in value:
             continue
+        label = text[e : e + 1] == ":" and text[e + 1 : e + 2] in ("", " ", "\t", "\n")
+        if label or sum(ch.isalpha() for ch in value) * 10 < len(value) * 4:
+            continue  # an object key or a label; numbers with a few letters (SVG paths)
         if not random_word(value) or _ID_LABEL.search(text, max(0, s - 40), s):
             continue
         ls, le = _line_bounds(text, s, e)
@@ -503,7 +506,9 @@ _FIND_EACH_MAX: Final = 16
 
 #: Kinds whose value may be one part of a `part:part` token (`id:secret`, Asana's `n/id:key`).
 _JOINED_KINDS: Final = frozenset({"random-token", "named-secret", "provider-token"})
-_PART_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
+_PART_CHARS: Final = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_=-"
+)
 _PART_AFTER: Final = re.compile(r"[:=]{1,4}[A-Za-z0-9+/_-]{4,256}")
 
 
@@ -625,6 +630,25 @@ _TYPE_PLACEHOLDER: Final = re.compile(
 )
 
 
+_MEMBER: Final = re.compile(r"[A-Za-z_$][\w$]{0,64}(?:\??\.[A-Za-z_$][\w$]{0,64}){0,8}")
+
+
+def _code_value(text: str, start: int, end: int) -> bool:
+    """An unquoted value that is an expression in code, not a literal.
+
+    JavaScript and TypeScript read `password: tString`, `httpCredentials = httpCredentials`,
+    `resumptionToken: lastEventId`, `browserToken = browser?.browserName`: an identifier or
+    member access made of words, with no digit, and not quoted.
+    """
+    if start and text[start - 1] in "\"'`":
+        return False
+    value = text[start:end]
+    if len(value) > 130 or _MEMBER.fullmatch(value) is None or any(c.isdigit() for c in value):
+        return False
+    letters = sum(ch.isalpha() for ch in value)
+    return "." in value or _word_letters(value) * 2 > letters
+
+
 def vetoed(text: str, start: int, end: int, kind: str) -> bool:
     """Whether a raw finding is not a secret after all.
 
@@ -637,6 +661,10 @@ def vetoed(text: str, start: int, end: int, kind: str) -> bool:
         or _TYPE_PLACEHOLDER.fullmatch(text, start, end)
     ):
         return True
+    if kind in ("secret", "password", "high-entropy") and _code_value(text, start, end):
+        return True
+    if kind in ("high-entropy", "generic-api-key") and _encoded_text(text[start:end]):
+        return True  # base64 of text: a protocol's sample nonce (`Sec-WebSocket-Key: dGhl…`)
     if kind not in ("secret", "high-entropy", "generic-api-key", "named-secret", "random-token"):
         return False
     m = _NAME_BEFORE.search(text, max(0, start - 72), start)
