@@ -507,7 +507,7 @@ _FIND_EACH_MAX: Final = 16
 #: Kinds whose value may be one part of a `part:part` token (`id:secret`, Asana's `n/id:key`).
 _JOINED_KINDS: Final = frozenset({"random-token", "named-secret", "provider-token"})
 _PART_CHARS: Final = frozenset(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_=-"
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
 )
 _PART_AFTER: Final = re.compile(r"[:=]{1,4}[A-Za-z0-9+/_-]{4,256}")
 
@@ -521,6 +521,8 @@ def _joined(text: str, start: int, end: int) -> tuple[int, int]:
         if text[start - 1 : start] not in (":", "="):
             break
         k = start - 1
+        while k > 0 and start - 1 - k < 2 and text[k - 1] == "=":
+            k -= 1  # base64 padding ends the part before the joiner
         while k > 0 and start - k < 256 and text[k - 1] in _PART_CHARS:
             k -= 1
         part = text[k : start - 1]
