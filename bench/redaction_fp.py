@@ -101,6 +101,7 @@ _add_reviews(
 _add_reviews(
     [
         ("password", "597e5db3932a94ec", "tp", "pydantic docs: password_bytes=b'IAmSensitive…'"),
+        ("url-password", "51fb552dfad78676", "tp", "dotenvx docs in playwright: dotenv://:key_1234@…"),
     ]
 )
 

@@ -645,10 +645,13 @@ def _code_value(text: str, start: int, end: int) -> bool:
     if start and text[start - 1] in "\"'`":
         return False
     value = text[start:end]
-    if len(value) > 130 or _MEMBER.fullmatch(value) is None or any(c.isdigit() for c in value):
+    if len(value) > 130 or _MEMBER.fullmatch(value) is None:
         return False
+    digits = sum(c.isdigit() for c in value)
     letters = sum(ch.isalpha() for ch in value)
-    return "." in value or _word_letters(value) * 2 > letters
+    if "." in value:  # member access: `options2?.onresumptiontoken`
+        return digits <= 2 and _word_letters(value) * 2 > letters
+    return not digits and _word_letters(value) * 2 > letters
 
 
 def vetoed(text: str, start: int, end: int, kind: str) -> bool:
@@ -663,7 +666,9 @@ def vetoed(text: str, start: int, end: int, kind: str) -> bool:
         or _TYPE_PLACEHOLDER.fullmatch(text, start, end)
     ):
         return True
-    if kind in ("secret", "password", "high-entropy") and _code_value(text, start, end):
+    if kind in ("secret", "password", "high-entropy", "generic-api-key") and _code_value(
+        text, start, end
+    ):
         return True
     if kind in ("high-entropy", "generic-api-key") and _encoded_text(text[start:end]):
         return True  # base64 of text: a protocol's sample nonce (`Sec-WebSocket-Key: dGhl…`)
