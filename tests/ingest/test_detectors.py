@@ -137,6 +137,14 @@ def test_random_tokens_alone_in_prose(seed: int) -> None:
         "src/funes/ingest/detectors_test_helpers_2024_v2.py and docs/reference/redaction-rules.md",
         "pip install torch==2.3.1+cu121 llama-cpp-python==0.2.90 huggingface-hub==0.24.6",
         "The password_hash column is pbkdf2_sha256$600000$salt$hash and nothing else.",
+        # code, not values (JavaScript and TypeScript read bare names after a colon)
+        "      password: tString,\n      origin: tOptional(tString)",
+        '  "httpCredentials": httpCredentials,\n  resumptionToken: lastEventId,',
+        "const browserToken = browser?.browserName ?? options2?.onresumptiontoken;",
+        '{"password": "string?", "secret": "boolean?", "checked": "boolean?"}',
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13",
+        '  AppXq0fevzme2pys62n3e0fbqa7peapykr8v: { name: "Edge", id: "com.microsoft.edge" },',
+        "<path d=`M240-560v400q0 33-23.5 56.5T160-80h640q33 0 56.5-23.5T880-160`/>",
     ],
 )
 def test_what_transcripts_are_full_of_is_left_alone(text: str) -> None:
