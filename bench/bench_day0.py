@@ -215,6 +215,22 @@ def baseline(home: Path, questions: Sequence[dict[str, Any]]) -> tuple[Score, fl
     return score, built, error
 
 
+def lance_alone(home: Path, questions: Sequence[dict[str, Any]]) -> Score:
+    """The full-text index alone: Lance's top chunks, no funes pipeline (where reach is lost)."""
+    import re
+
+    import lance
+
+    ds = lance.dataset(str(home / ".funes" / "chunks.lance"))
+    score = Score()
+    for q in questions:
+        terms = " ".join(re.sub(r"[^\w\s]", " ", q["question"]).split())
+        table = ds.to_table(full_text_query=terms, columns=["session_id", "_score"], limit=K)
+        ranked = [str(s) for s in table.column("session_id").to_pylist()]
+        score.ranks[q["question_id"]] = session_rank(ranked, set(q["answer_session_ids"]))
+    return score
+
+
 def pause_and_score(proc: subprocess.Popen[str], home: Path, questions: Sequence[Any],
                     poller: Poller) -> tuple[Score | None, float, int]:
     """At the first minute: stop the indexer, score what is in, let it go on.
@@ -331,6 +347,8 @@ def main() -> None:
                         default=Path(os.environ.get("FUNES_BENCH_CACHE")
                                      or Path.home() / ".cache" / "funes-bench") / "day0")
     parser.add_argument("--out", type=Path, help="also write the markdown block here")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the built memory (its path is printed) for analysis")
     args = parser.parse_args()
 
     entries = load_any(args.data)
@@ -352,7 +370,10 @@ def main() -> None:
         report = run(args, env, home, questions, len(sessions))
     finally:
         stop_detached(env, home)
-        shutil.rmtree(run_dir, ignore_errors=True)
+        if args.keep:
+            print(f"kept the memory: {home / '.funes'}", file=sys.stderr)
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
     print(report)
     if args.out:
         args.out.write_text(report + "\n")
@@ -426,6 +447,7 @@ def run(args: argparse.Namespace, env: dict[str, str], home: Path,
     # revisiting a hit's subject outranks it) acts on all of them: shown apart
     unsuperseded, _, _ = evaluate(home, questions, vector=False, supersede=False)
     okapi, okapi_build, okapi_error = baseline(home, questions)
+    alone = lance_alone(home, questions)
     lat = []
     for q in questions[: args.latency_questions]:
         t = time.perf_counter()
@@ -483,6 +505,7 @@ def run(args: argparse.Namespace, env: dict[str, str], home: Path,
         f"| the same, supersession off | {unsuperseded.row()} |",
         f"| rank-bm25 Okapi over the same chunks | {okapi.row()} (index {okapi_build:.0f} s; "
         f"matches rank-bm25 to {okapi_error:.1e}) |",
+        f"| Lance full-text alone (top {K} chunks, no funes pipeline) | {alone.row()} |",
         f"| in-process recall, mean per question (k={K}) | "
         f"{eval_s / max(1, len(questions)) * 1000:.0f} ms |",
         f"| `funes recall` through the CLI, p50 / p95 ({len(lat)} questions) | "

@@ -1,10 +1,10 @@
 """Reading sources into chunks, in this process or in worker processes beside it.
 
 Reading one transcript is parse → redact → chunk: pure CPU work that needs nothing but the
-file, and most of a first run's time (a long history is about 85% reading and 15% committing,
-bench/results/day0.md). So a run over many files reads them in `workers` processes while this
-one routes and commits, and a run over a few files (a hook's turn) reads them here, where
-starting a process would cost more than the work.
+file, and most of a first run's time (about two thirds of the CPU of a first run over 19,000
+sessions, bench/results/day0.md). So a run over many files reads them in `workers` processes
+while this one routes and commits, and a run over a few files (a hook's turn) reads them here,
+where starting a process would cost more than the work.
 
 Either way the results come back in the order the sources were given, with the same chunks
 (the work is deterministic and nothing in it depends on where it ran), so batches, commits and

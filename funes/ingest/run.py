@@ -155,10 +155,13 @@ def index_sources(
     searchable: Searchable | None = None,
     workers: int | None = None,
     scope: Callable[[Turn], bool] | None = None,
+    newest: bool = False,
 ) -> IndexSummary:
     """Read every source incrementally and commit the new chunks to their memories.
 
-    Sources are read in the order given (the API passes them `newest_first`). Commits happen
+    Sources are read in the order given, or with `newest` the most recently modified first
+    (by the modification time their plan saw: `newest_first` without a second stat of every
+    file). Commits happen
     in batches (see the module docstring): the first after `first_batch` chunks, the others
     after `batch_chunks`; `searchable(repo)` runs after each commit that added rows. With
     `since`, only turns at or after that time are kept, and the read positions are not
@@ -213,6 +216,8 @@ def index_sources(
             saved_any = True
 
     jobs: list[tuple[SourceFile, str, Plan]] = []
+    if len(source_list) >= PARALLEL_MIN_FILES:
+        states.preload()  # one query for all, not one per file
     for source in source_list:
         summary.files += 1
         try:
@@ -230,6 +235,8 @@ def index_sources(
         if planned.reason == "rewritten":
             summary.files_reread += 1
         jobs.append((source, cursor, planned))
+    if newest:
+        jobs.sort(key=lambda job: -job[2].mtime_ns)  # stable: ties keep the given order
     if workers is None:
         workers = default_workers() if len(jobs) >= PARALLEL_MIN_FILES else 1
     reads = read_all(jobs, since=since, max_tokens=max_tokens, workers=workers)

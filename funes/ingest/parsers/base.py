@@ -373,7 +373,7 @@ def walk_files(root: Path) -> Iterator[Path]:
     Hidden directories are not entered; two runs over the same tree list the same files in
     the same order: top-down, a directory's files (by name) before its subdirectories (by
     name). `os.scandir` rather than `os.walk` and a stat per file: the entry types come with
-    the listing, which made listing 19,000 sessions three times cheaper (a `funes add` on an
+    the listing, which made listing 19,000 sessions twice as cheap (a `funes add` on an
     indexed memory lists them all; bench/results/day0.md).
     """
     if root.is_dir():

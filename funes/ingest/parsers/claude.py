@@ -31,6 +31,7 @@ Noise decisions are documented in :mod:`funes.ingest.noise`.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -433,10 +434,13 @@ def locate(settings: Settings) -> list[Path]:
     """Sessions and subagent transcripts under ``<CLAUDE_CONFIG_DIR or ~/.claude>/projects``."""
     projects = settings.claude_config_dir / "projects"
     found: list[Path] = []
+    # the parts below `projects` by string: Path.relative_to was most of listing a long
+    # history (19,000 sessions), which every `funes add` on an indexed memory does
+    skip = len(os.fspath(projects)) + 1
     for path in walk_files(projects):
         if path.suffix != ".jsonl":
             continue
-        rel = path.relative_to(projects).parts
+        rel = os.fspath(path)[skip:].split(os.sep)
         if len(rel) == 2:
             found.append(path)  # <project>/<session>.jsonl (or an old agent-<id>.jsonl)
         elif len(rel) == 4 and rel[2] == "subagents" and rel[3].startswith("agent-"):

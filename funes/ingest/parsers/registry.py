@@ -124,7 +124,9 @@ def cursor_kind(path: Path | str, harness: str) -> CursorKind:
     (Parquet imports, Gemini's older JSON sessions, OpenCode's JSON tree): compare their size
     and mtime, and read them again whole when they change.
     """
-    return spec(harness).cursor(Path(path))
+    # a Path is not parsed again: Path(Path) costs as much as the first parse, and a run over
+    # a long history asks this of every file it lists
+    return spec(harness).cursor(path if isinstance(path, Path) else Path(path))
 
 
 def detect_harness(path: Path | str) -> str | None:
