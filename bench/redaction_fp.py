@@ -3,6 +3,8 @@
 Run:
     python bench/redaction_fp.py                      # the real transcript fixtures
     python bench/redaction_fp.py --corpus DIR [DIR…]  # also every text file under DIR
+    python bench/redaction_fp.py --code               # site-packages + the standard library
+    python bench/redaction_fp.py --transcript-like    # SHAs, UUIDs, hashes, images, AWS tokens…
     python bench/redaction_fp.py --throughput [--scale 20]
     … --json                                          # machine-readable
 
@@ -94,6 +96,14 @@ _add_reviews(
         ('url-password', '5de94d691ae3039a', 'tp', 'stdlib test_urllib2net.py: http://evil:thing@example.com'),
     ]
 )
+# Reviewed after the field's detectors (issue #28): --code, 96.1 MB (site-packages of this
+# project's virtualenv + the standard library); the new detectors add no finding there.
+_add_reviews(
+    [
+        ("password", "597e5db3932a94ec", "tp", "pydantic docs: password_bytes=b'IAmSensitive…'"),
+        ("url-password", "51fb552dfad78676", "tp", "dotenvx docs in playwright: dotenv://:key_1234@…"),
+    ]
+)
 
 
 def walk_strings(value: Any) -> Iterator[str]:
@@ -121,14 +131,103 @@ def fixture_texts() -> Iterator[tuple[str, str]]:
 
 
 def corpus_texts(roots: list[Path]) -> Iterator[tuple[str, str]]:
+    """Every text file under each root; a `site-packages` inside a root is not walked (the
+    standard library's directory holds the interpreter's own third-party packages)."""
     for root in roots:
         for path in sorted(root.rglob("*")):
             if path.suffix not in TEXT_SUFFIXES or not path.is_file():
+                continue
+            if "site-packages" in path.relative_to(root).parts:
                 continue
             try:
                 yield str(path), path.read_text("utf-8")
             except (OSError, UnicodeDecodeError):
                 continue
+
+
+def code_roots() -> list[Path]:
+    """Third-party code funes did not write: the running interpreter's site-packages and its
+    standard library."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return [Path(paths["purelib"]), Path(paths["stdlib"])]
+
+
+def transcript_like(seed: int = 28, copies: int = 40) -> Iterator[tuple[str, str]]:
+    """What tool output in transcripts is full of, none of it a credential.
+
+    Generated (seeded) in the shapes real commands print: git logs, UUIDs, lockfile integrity
+    hashes, base64 images, digests in test failures, AWS pagination and idempotency tokens,
+    ARNs, checksum tables, man-page placeholders, container digests, pip hashes, pod names.
+    """
+    import base64
+    import hashlib
+    import random
+    import uuid
+
+    rng = random.Random(seed)
+
+    def rb(n: int) -> bytes:
+        return bytes(rng.randrange(256) for _ in range(n))
+
+    def hx(n: int) -> str:
+        return rb(n).hex()
+
+    def b64(n: int) -> str:
+        return base64.b64encode(rb(n)).decode()
+
+    def word64(n: int) -> str:  # base64 without + and /: the alphabet of API object ids
+        return b64(n).replace("+", "x").replace("/", "y")
+
+    for k in range(copies):
+        sha = [hashlib.sha1(rb(8)).hexdigest() for _ in range(6)]
+        uid = [str(uuid.UUID(bytes=rb(16), version=4)) for _ in range(4)]
+        texts = {
+            "git-log": "\n".join(f"commit {h}\nAuthor: Dev <dev@example.com>\n\n    fix #{i}\n"
+                                  for i, h in enumerate(sha))
+            + f"\n{sha[0][:7]} Merge branch 'main'\n{sha[1][:12]} tests: more",
+            "uuids": f"session {uid[0]} turn {uid[1]}\nrequest-id: {uid[2]}\n"
+                     f'{{"traceId": "{uid[3]}", "ClientRequestToken": "{uid[0]}"}}',
+            "lockfile": "\n".join(
+                f'    "node_modules/pkg{i}": {{\n      "version": "1.{i}.0",\n      "resolved": '
+                f'"https://registry.npmjs.org/pkg{i}/-/pkg{i}-1.{i}.0.tgz",\n      "integrity": '
+                f'"sha512-{base64.b64encode(rb(64)).decode()}"\n    }},' for i in range(5)),
+            "image": f"![chart](data:image/png;base64,{base64.b64encode(rb(600)).decode()})\n"
+                     f'{{"type": "image", "source": {{"data": "{b64(900)}"}}}}',
+            "test-output": f"E   AssertionError: assert '{hx(16)}' == '{hx(16)}'\n"
+                           f"E     - {hashlib.sha256(rb(9)).hexdigest()}\n"
+                           f"E     + {hashlib.sha256(rb(9)).hexdigest()}\n"
+                           f"FAILED tests/test_hash.py::test_digest[{hx(4)}] - blake2b {hx(32)}",
+            "aws": f'{{"NextToken": "{base64.b64encode(rb(96)).decode()}", '
+                   f'"ClientToken": "{base64.urlsafe_b64encode(rb(24)).decode()}", '
+                   f'"IdempotencyToken": "{uid[1]}",\n "Arn": "arn:aws:lambda:us-east-1:'
+                   f'{rng.randrange(10**11, 10**12)}:function:deploy-{hx(4)}", '
+                   f'"RoleArn": "arn:aws:iam::{rng.randrange(10**11, 10**12)}:role/svc-{hx(3)}", '
+                   f'"ETag": "\\"{hx(16)}\\"", "VersionId": '
+                   f'"{base64.urlsafe_b64encode(rb(24)).decode()}"}}\n'
+                   f"aws s3api list-objects-v2 --bucket b --starting-token "
+                   f"{base64.b64encode(rb(48)).decode()}",
+            "digests": "\n".join(f"{hashlib.sha256(rb(5)).hexdigest()}  dist/pkg-{i}.tar.gz"
+                                  for i in range(4))
+            + "\n| file | sha256 |\n|---|---|\n"
+            + "\n".join(f"| wheel{i}.whl | {hashlib.sha256(rb(5)).hexdigest()} |" for i in range(3))
+            + f"\npkg==1.2.{k} --hash=sha256:{hashlib.sha256(rb(5)).hexdigest()}"
+            + f"\nh1:{base64.b64encode(rb(32)).decode()}",
+            "man-page": "SYNOPSIS\n  tool login [--token TOKEN] [--password PASSWORD] "
+                        "[--api-key <API_KEY>]\n  export API_TOKEN=<your-token>\n"
+                        "  curl -u USER:PASSWORD https://example.com\n"
+                        "  password: ${DB_PASSWORD}\n  secret_key = os.environ['SECRET_KEY']",
+            "containers": "image: registry.example.com/app@sha256:"
+                          f"{hashlib.sha256(rb(5)).hexdigest()}\n"
+                          f"web-{hx(5)}-{hx(3)[:5]}   1/1   Running   0   3d\n"
+                          f"Digest: sha256:{hashlib.sha256(rb(5)).hexdigest()}\n"
+                          f"container {hx(32)} exited",
+            "ids": f"toolu_01{word64(18)} msg_01{word64(18)} req_011C{word64(15)}"
+                   f"\nchatcmpl-{word64(21)}",
+        }
+        for name, text in texts.items():
+            yield f"synthetic/{name}#{k}", text
 
 
 def mask(secret: str) -> str:
@@ -238,15 +337,22 @@ def throughput(scale: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--corpus", type=Path, nargs="*", default=[])
+    parser.add_argument("--code", action="store_true",
+                        help="also this interpreter's site-packages and standard library")
+    parser.add_argument("--transcript-like", action="store_true",
+                        help="also generated tool output: SHAs, UUIDs, integrity hashes, images…")
     parser.add_argument("--throughput", action="store_true")
     parser.add_argument("--scale", type=int, default=20)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--max-listed", type=int, default=50)
+    parser.add_argument("--max-listed", type=int, default=20)
     args = parser.parse_args()
 
     reports = [false_positives(fixture_texts(), "fixtures/traces")]
-    if args.corpus:
-        reports.append(false_positives(corpus_texts(args.corpus), " ".join(map(str, args.corpus))))
+    if args.transcript_like:
+        reports.append(false_positives(transcript_like(), "transcript-like (generated)"))
+    roots = list(args.corpus) + (code_roots() if args.code else [])
+    if roots:
+        reports.append(false_positives(corpus_texts(roots), " ".join(map(str, roots))))
     speed = throughput(args.scale) if args.throughput else None
     if args.json:
         print(json.dumps({"false_positives": reports, "throughput": speed}, indent=2))

@@ -110,6 +110,9 @@ _DATA_URI_RE = re.compile(
 _BARE_B64_RE = re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{512,}={0,2}(?![A-Za-z0-9+/=])")
 
 
+_TOKEN_JOINERS = frozenset(".-_")
+
+
 def _kb(chars: int) -> int:
     return max(1, math.ceil(chars * 3 / 4 / 1024))
 
@@ -146,6 +149,11 @@ def elide_base64(text: str) -> str:
 
 def _bare_placeholder(match: re.Match[str]) -> str:
     run = match.group(0)
+    text, start, end = match.string, match.start(), match.end()
+    if text[start - 1 : start] in _TOKEN_JOINERS or text[end : end + 1] in _TOKEN_JOINERS:
+        # One segment of a dotted or base64url token (a JWT's payload): redaction must see
+        # the token whole, or the segments around the placeholder survive it.
+        return run
     if not (re.search(r"[a-z]", run) and re.search(r"[A-Z]", run) and re.search(r"\d", run)):
         return run
     return image_placeholder(None, run)

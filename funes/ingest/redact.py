@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Final
 
-from funes.ingest import gitleaks
+from funes.ingest import detectors, gitleaks
 from funes.model.turns import Block, Turn
 
 __all__ = [
@@ -816,6 +816,9 @@ _KIND_PRIORITY: Final = {
     "kubernetes-secret": _K8S_PRIORITY,
     **_ASSIGN_PRIORITY,
     **{d.kind: d.priority for d in DETECTORS},
+    "provider-token": 3,
+    "named-secret": 7,
+    "random-token": 9,
 }
 
 #: Every kind a finding can have, for reports and docs.
@@ -827,6 +830,7 @@ KINDS: Final[tuple[str, ...]] = (
     "password",
     "secret",
     "high-entropy",
+    *detectors.KINDS,
 )
 
 
@@ -838,7 +842,7 @@ def _words() -> gitleaks.Keywords:
     """Every word redaction's prefilter looks for: detector anchors, key words, rule keywords."""
     return gitleaks.Keywords(
         {k for det in DETECTORS for k in det.keys} | set(_KEY_WORDS)
-        | set(gitleaks.rules().by_keyword)
+        | set(gitleaks.rules().by_keyword) | detectors.ANCHORS
     )
 
 
@@ -887,7 +891,12 @@ def _scan_once(text: str) -> list[Finding]:
         if rule == "generic-api-key" and not _generic_value(text[start:end], text, end):
             continue
         raw.append((start, end, _GITLEAKS_PRIORITY, rule))
-    return _whole(text, _merge(raw))
+    # The field's other formats and heuristics, then repeats of what was found (detectors.py).
+    detectors.scan(text, lowered, present, raw)
+    raw = [r for r in raw if not detectors.vetoed(text, r[0], r[1], r[3])]
+    found = _whole(text, _merge(raw))
+    more = detectors.complete(text, found, _KIND_PRIORITY)
+    return _whole(text, _merge(raw + more)) if more else found
 
 
 def _generic_value(value: str, text: str, end: int) -> bool:

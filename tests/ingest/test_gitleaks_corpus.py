@@ -95,7 +95,11 @@ def test_each_rule_leaves_its_false_positives_alone(rule_id: str) -> None:
 
 #: gitleaks false positives that funes redacts on purpose: gitleaks says "not a <vendor> key",
 #: funes's assignment detectors say "a literal after a secret-like name". Counted, not hidden.
-MAX_REDACTED_FALSE_POSITIVES = 40
+#: 39 of them are the assignment detectors'; 13 are funes.ingest.detectors': random values
+#: after `=` or alone (`sumOfExposures = 3Kof2Vff…`, `rookTable = 0023452Lllk…`, a blob
+#: holding `AKCp`), tokens named as tokens in the wrong vendor's format (six
+#: `telegram_api_token = "…"`), a Mailchimp-shaped key, a CloudFront signature, a Freenet key.
+MAX_REDACTED_FALSE_POSITIVES = 52
 
 
 def test_false_positives_mostly_stay_clean() -> None:

@@ -105,6 +105,9 @@ def fake_secrets(seed: int = 7) -> dict[str, list[str]]:
         "curl-user": [rnd(rng, ALNUM, 20)],
         "pgpass-password": [rnd(rng, ALNUM, 20)],
         "kubernetes-secret": [base64.b64encode(rnd(rng, ALNUM, 24).encode()).decode()],
+        "provider-token": ["shpat_" + rnd(rng, "0123456789abcdef", 32)],
+        "named-secret": [rnd(rng, ALNUM, 24)],
+        "random-token": [rnd(rng, ALNUM, 32)],
     }
 
 
@@ -179,6 +182,9 @@ def transcript(secrets: dict[str, list[str]]) -> str:
             f"db.internal:5432:app:deploy:{s['pgpass-password'][0]}",
             "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tls\ndata:\n"
             f"  tls.key: {s['kubernetes-secret'][0]}\n",
+            f"The shop's admin token {s['provider-token'][0]} works again.",
+            f"jira token - '{s['named-secret'][0]}'",
+            f"I rotated it this morning and the new one is {s['random-token'][0]} for now.",
         ]
     )
 

@@ -22,7 +22,9 @@ from tests.remotes.conftest import World
 
 pytest.importorskip("betterleaks")
 
-DOCKER_PAT = "dckr_pat_" + "Ab3dE5fG7hJ9kL1mN3pQ5rS7tU9"
+#: A Docker Hub token funes's own engines do not know: no rule for the format, and one digit
+#: only, so the random-token detector (funes.ingest.detectors) leaves it to Betterleaks.
+DOCKER_PAT = "dckr_pat_" + "AbQdEkfGthJqkLzmNxpQwrSytU9"
 
 
 def _seed(repo: Repository) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -107,7 +108,8 @@ def test_a_withholding_push_shows_in_status_and_its_fix_works(world: World, run:
     last = remote["last"]
     assert last["ok"] is False and last["held"] == 1
     assert [h["chunk"] for h in last["withheld"]] == [leaky.id]
-    assert last["withheld"][0]["detectors"] == ["betterleaks:dockerhub-personal-access-token"]
+    # funes's own random-token detector (funes.ingest.detectors) may name it too
+    assert "betterleaks:dockerhub-personal-access-token" in last["withheld"][0]["detectors"]
     fix = last["fix"]
     assert fix == "funes scrub && funes push origin"
 
@@ -132,7 +134,7 @@ def test_a_withholding_push_shows_in_status_and_its_fix_works(world: World, run:
     b = world.clone("b")
     texts = [r["text"] for r in visible(b).values()]
     assert len(texts) == 7
-    assert any("[REDACTED:dockerhub-personal-access-token] | docker login" in t for t in texts)
+    assert any(re.search(r"\[REDACTED:[a-z-]+\] \| docker login", t) for t in texts)
 
 
 def test_a_sync_that_withholds_is_not_ok(world: World, run: Any) -> None:

@@ -1,0 +1,176 @@
+"""Redaction coverage on other scanners' test secrets (held out: not what funes was tuned on).
+
+Run:
+    python scripts/secret_samples.py --trufflehog T --detect-secrets D --out S.json
+    python bench/secret_coverage.py --samples S.json [--json] [--misses 30]
+
+Each sample (a scanner's test input and the secrets it must find there) is indexed the way
+ingest stores a block (base64 elision, then redaction) in three contexts:
+
+* **own text**: the scanner's test input as it is;
+* **after TOKEN=**: each secret alone after ``export TOKEN=`` (single-quoted when it holds a
+  space or a shell character);
+* **alone in a sentence**: each secret in a line of prose, with no name beside it.
+
+A secret is *caught* in a context when the stored text no longer holds it; a *partial residue*
+is a context where the secret was cut but a 16-character piece of it is still there (half a
+secret is still a leak). Figures are per source; the families missed most are listed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from funes.ingest.noise import elide_base64  # noqa: E402
+from funes.ingest.redact import redact  # noqa: E402
+
+DEFAULT_SAMPLES = Path(os.environ.get("FUNES_SECRET_SAMPLES", "/work/scratch/secret-samples.json"))
+SENTENCE = "After the outage I rotated it, and the new one is {} so please update the runner."
+_SHELL = frozenset(" \t\n'\"$`\\;&|<>(){}*?!#")
+WINDOW = 16
+
+
+def token_context(secret: str) -> str:
+    if _SHELL.intersection(secret):
+        return "export TOKEN='" + secret.replace("'", "'\\''") + "'"
+    return f"export TOKEN={secret}"
+
+
+#: Set by --first-engine: measure funes's own detectors and the gitleaks rules alone.
+FIRST_ENGINE_ONLY = False
+
+
+def stored(text: str) -> str:
+    """What ingest stores for a block holding `text`.
+
+    Elision runs first, as in the parsers; then every ingest engine in order
+    (funes.ingest.engines: funes's detectors and gitleaks, then Betterleaks) unless
+    `FIRST_ENGINE_ONLY`.
+    """
+    text = elide_base64(text)
+    if FIRST_ENGINE_ONLY:
+        return redact(text)[0]
+    try:
+        from funes.ingest import engines
+    except ImportError:  # a tree from before the engines module: the first engine is ingest
+        return redact(text)[0]
+    return engines.redact_texts([text])[0][0]
+
+
+def residue(secret: str, out: str) -> bool:
+    """A 16-character piece of `secret` kept in `out`."""
+    if len(secret) < WINDOW:
+        return False
+    return any(secret[i : i + WINDOW] in out for i in range(len(secret) - WINDOW + 1))
+
+
+def placeholder_shaped(secret: str) -> bool:
+    """A test value no real generator makes: a run of five identical characters (`AKCxxxxx…`,
+    `AKIAZZZZ…`), a short unit repeated (`abcd1234abcd1234…`), or low entropy.
+
+    Reported apart: funes leaves placeholders alone on purpose (docs carry `TOKEN=xxxx…`).
+    """
+    if re.search(r"(.)\1{4}", secret):
+        return True
+    low = secret.lower()
+    n = len(low)
+    for p in range(1, 17):  # a unit repeated over three quarters of it, whatever the case
+        if n >= 2 * p and low[p:] [: n * 3 // 4 - p] == low[: n * 3 // 4 - p]:
+            return True
+    return _entropy(secret) < 2.5
+
+
+def _entropy(value: str) -> float:
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in collections.Counter(value).values()) if n else 0.0
+
+
+def measure(samples: list[dict[str, Any]], skip_placeholders: bool = False) -> dict[str, Any]:
+    by_source: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    missed: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    residues: list[dict[str, str]] = []
+    for s in samples:
+        src, fam = s["source"], s["family"]
+        c = by_source[src]
+        own = stored(s["text"])
+        for secret in s["secrets"]:
+            if skip_placeholders and placeholder_shaped(secret):
+                continue
+            c["secrets"] += 1
+            ok = secret not in own
+            c["own"] += ok
+            if not ok:
+                missed[src][f"own:{fam}"] += 1
+            elif residue(secret, own):
+                c["residue"] += 1
+                residues.append({"source": src, "family": fam, "context": "own"})
+            for ctx, text in (("token", token_context(secret)),
+                              ("prose", SENTENCE.format(secret))):
+                out = stored(text)
+                hit = secret not in out
+                c[ctx] += hit
+                if not hit:
+                    missed[src][f"{ctx}:{fam}"] += 1
+                elif residue(secret, out):
+                    c["residue"] += 1
+                    residues.append({"source": src, "family": fam, "context": ctx})
+    report: dict[str, Any] = {"sources": {}, "residues": residues}
+    for src, c in sorted(by_source.items()):
+        n = c["secrets"]
+        report["sources"][src] = {
+            "secrets": n,
+            "own": round(c["own"] / n, 3),
+            "token": round(c["token"] / n, 3),
+            "prose": round(c["prose"] / n, 3),
+            "partial_residues": c["residue"],
+            "missed_most": missed[src].most_common(40),
+        }
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--samples", type=Path, default=DEFAULT_SAMPLES)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--misses", type=int, default=20)
+    parser.add_argument("--first-engine", action="store_true",
+                        help="funes's detectors and gitleaks only (no Betterleaks)")
+    args = parser.parse_args()
+    global FIRST_ENGINE_ONLY
+    FIRST_ENGINE_ONLY = args.first_engine
+    if not args.samples.is_file():
+        sys.exit(f"no samples at {args.samples}: run scripts/secret_samples.py first")
+    data = json.loads(args.samples.read_text("utf-8"))
+    report = measure(data["samples"])
+    report["upstream"] = data["upstream"]
+    real = measure(data["samples"], skip_placeholders=True)
+    report["without_placeholders"] = real["sources"]
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return
+    for src, r in real["sources"].items():
+        print(f"== {src}, placeholder-shaped test values left out: {r['secrets']} secrets  own "
+              f"text {r['own']:.3f}  after TOKEN= {r['token']:.3f}  alone in a sentence "
+              f"{r['prose']:.3f}  partial residues {r['partial_residues']}")
+    for src, r in report["sources"].items():
+        up = data["upstream"].get(src, {})
+        print(f"== {src}@{up.get('commit', '?')[:12]}: {r['secrets']} secrets  own text "
+              f"{r['own']:.3f}  after TOKEN= {r['token']:.3f}  alone in a sentence "
+              f"{r['prose']:.3f}  partial residues {r['partial_residues']}")
+        for key, n in r["missed_most"][: args.misses]:
+            print(f"   missed {n:3d}  {key}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,681 @@
+r"""Detectors learned from the field's other scanners, and the completion of every redaction.
+
+funes's own detectors and the gitleaks rules (funes.ingest.redact, funes.ingest.gitleaks) know
+credentials by a name beside them in an assignment, or by a shape gitleaks has a rule for.
+trufflehog's and detect-secrets' test suites show what that misses: keys written after a name
+in other syntaxes (``jira token - 'x'``, ``<secret>x</secret>`` of any length, ``("user",
+"x")`` after a key word), tokens pasted alone in prose, provider formats no gitleaks rule knows,
+and repeats (a value redacted where it is named, left verbatim where it is pasted again). What
+is here was written from those formats as their providers document them and from
+detect-secrets' keyword-and-entropy heuristics (Apache-2.0); no scanner code is copied.
+
+Three parts, each linear in the text (every expression is a single loop over a character
+class, or a literal alternation, with bounded repetitions; no nested quantifier):
+
+* :func:`scan` adds raw findings: provider tokens by prefix (:data:`PROVIDERS`), values near a
+  secret word in any syntax, random tokens standing alone in prose, long XML secret elements,
+  Fly.io's comma-separated token lists.
+* :func:`complete` runs on the merged findings: every other occurrence of a found value is a
+  finding too, and a finding cut short at a ``.`` inside a token runs on to the token's end.
+* :func:`vetoed` drops a finding of an assignment detector whose name is a well-known
+  non-secret ending in ``token`` or ``key`` (AWS ``NextToken``, ``ClientToken``, pagination
+  and idempotency tokens; ``key_id``-like names are already not secrets).
+
+One file because the three parts share one value test: what a finding is (`random_word`,
+the word and name tests) decides what is scanned, what is repeated and what is vetoed, and
+splitting them would let the standalone detector and its repeats disagree about a value.
+
+Precision: the standalone test (:func:`random_word`) wants what a generated credential looks
+like and what text, code and tool output rarely hold between spaces: 20+ characters, a run of
+16+ alphanumerics, digits and letters interleaved, high entropy, not hex (git SHAs, digests),
+not a UUID, not words, not an id with a known id prefix (``req_``, ``toolu_``, ``msg_``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Final, Protocol
+
+from funes.ingest import providers
+from funes.ingest.providers import ANCHORS
+
+__all__ = ["ANCHORS", "KINDS", "complete", "random_word", "scan", "vetoed"]
+
+#: Kinds this module names in ``[REDACTED:<kind>]``.
+KINDS: Final = ("provider-token", "named-secret", "random-token")
+MARKER: Final = "[REDACTED:"
+
+Raw = list[tuple[int, int, int, str]]
+
+
+class _Span(Protocol):
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+
+
+def _entropy(value: str) -> float:
+    n = len(value)
+    if not n:
+        return 0.0
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+# ------------------------------------------------------------------------------------------------
+# Random-looking words
+# ------------------------------------------------------------------------------------------------
+
+_HEX: Final = frozenset("0123456789abcdefABCDEF-~")
+_UUID_RE: Final = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+_ALNUM_RUN: Final = re.compile(r"[A-Za-z0-9]{16,4096}")
+#: Prefixes of ids that look random and are not credentials: API request and message ids,
+#: tool-call ids, payment object ids, content hashes, integrity strings, trace ids.
+_ID_PREFIX: Final = re.compile(
+    r"(?i)^(?:req|request|msg|message|toolu|tool|call|chatcmpl|run|thread|asst|file|batch|step"
+    r"|resp|sess|session|trace|span|job|task|build|evt|cus|sub|ch|pi|pm|seti|in|ii|prod|price"
+    r"|txn|po|acct|ba|card|src|tok|sha\d*|md5|blake\d*|h1|id|uid|uuid|ocid\d|arn|etag|commit"
+    r"|rev|ref|img|image|data|cache|node|pod|deploy|chunk|row|doc|obj|vs|sk-ant-api\d\d-x)[_:-]"
+)
+_DOTTED: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,256}(?:\.[A-Za-z_][A-Za-z0-9_]{0,256}){1,64}")
+_WORDY_PART: Final = re.compile(r"[A-Z][a-z]{2,4096}|[a-z]{3,4096}|[A-Z]{3,4096}")
+_VOWELS: Final = frozenset("aeiouAEIOU")
+
+
+def _transitions(value: str) -> int:
+    """How often the character class changes (lower, upper, digit): random text changes often."""
+    n = 0
+    prev = -1
+    for ch in value:
+        cls = 0 if ch.islower() else 1 if ch.isupper() else 2 if ch.isdigit() else 3
+        if cls != prev and prev != -1 and cls != 3 and prev != 3:
+            n += 1
+        prev = cls
+    return n
+
+
+#: The most frequent letter pairs of English text and code identifiers. In words most pairs
+#: are among them; in random letters about one pair in five is (120 of 676 possible).
+_PAIRS: Final = (
+    "th he in er an re on at en nd ti es or te of ed is it al ar st to nt ng se ha as ou io "
+    "le ve co me de hi ri ro ic ne ea ra ce li ch ll be ma si om ur ca el ta la ns di fo ho "
+    "pe ec pr no ct us ac ot il tr ly nc et ut ss so rs un lo wa ge ie wh ee wi em ad ol rt "
+    "po we na ul ni ts mo ow pa im mi ai sh ir su id os iv ia am fi ci vi pl ig tu ev ld ry "
+    "mp fe bl ab gh ty op wo sa ay ex ke fr oo av ag if ap gr od bo sp rd do uc bu ei ov by "
+    "rm ep tt oc fa ef cu rn sc gi da yo cr cl du ga qu ue ff ba ey ls va um pp ua up lu go "
+    "ht ru ug ds lt pi rc rr eg au ck ew mu br bi pt ak pu ui rg ib tl ny ki rk ys ob mm fu "
+    "ph og ms ye ud mb ip ub oi rl gu dr hr cc ft wn nu af hu nn eo vo rv nf xp gn sm fl iz "
+    "ok nl my gl aw ju oa eq sy sl ps jo lf nv je nk kn gs dy hy ze ks xt bs ik dd cy rp sk "
+    "xi oe oy ws"
+)
+_COMMON_PAIRS: Final = frozenset(_PAIRS.split())
+
+
+def _pronounceable(part: str) -> bool:
+    """A run of letters that reads as a word: most of its letter pairs are common in English."""
+    low = part.lower()
+    pairs = [low[i : i + 2] for i in range(len(low) - 1)]
+    if not pairs:
+        return False
+    return sum(p in _COMMON_PAIRS for p in pairs) * 10 >= len(pairs) * 7
+
+
+def _word_letters(value: str) -> int:
+    """How many letters of `value` are in pronounceable word parts (`Token`, `config`)."""
+    return sum(len(p) for p in _WORDY_PART.findall(value) if _pronounceable(p))
+
+
+_VERSION: Final = re.compile(r"v?\d+\.\d+[.+-]")
+_B64_BODY: Final = re.compile(r"[A-Za-z0-9+/]{16,4096}={0,2}|[A-Za-z0-9_-]{16,4096}")
+
+
+def _encoded_text(value: str) -> bool:
+    """`value` is base64 of printable text (a JSON cursor, a sentence), so not random bytes."""
+    if _B64_BODY.fullmatch(value) is None:
+        return False
+    body = value.rstrip("=").replace("-", "+").replace("_", "/")
+    body = body[: len(body) - len(body) % 4] if len(body) % 4 != 1 else body[:-1]
+    try:
+        raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
+    except (ValueError, binascii.Error):
+        return False
+    if not raw:
+        return False
+    printable = sum(32 <= b < 127 or b in (9, 10, 13) for b in raw)
+    return printable * 10 >= len(raw) * 9
+
+
+def random_word(value: str, *, relaxed: bool = False) -> bool:
+    """Whether `value` looks machine-generated (a credential's body), not words, ids or digests.
+
+    `relaxed`: a secret word is next to it, so hex (32+ characters), all-lowercase and shorter
+    values are enough; standing alone it must be 20+ characters with a 16+ alphanumeric run and
+    letters and digits interleaved.
+    """
+    n = len(value)
+    if n < (12 if relaxed else 20) or n > 1024 or MARKER in value:
+        return False
+    if _UUID_RE.fullmatch(value):
+        return False
+    if value.lstrip("+-").startswith(("0x", "0X")) or _VERSION.match(value):
+        return False  # a number literal, a version string
+    hexish = _HEX.issuperset(value)
+    if hexish and (not relaxed or len(value.replace("-", "")) < 32):
+        return False  # git SHAs, digests, ids: never alone; after a secret word, 32+ only
+    digits = sum(ch.isdigit() for ch in value)
+    letters = sum(ch.isalpha() for ch in value)
+    if not letters or value.isdigit():
+        return False
+    if not relaxed:
+        if digits < 2 or _ALNUM_RUN.search(value) is None or _ID_PREFIX.match(value):
+            return False
+    elif not digits and (n < 20 or _word_letters(value) * 3 >= letters):
+        return False  # no digit: only a long run of letters that are not words
+    if providers.filler(value) or value.startswith("gAAAAA"):
+        return False  # a test pattern (`0123…`, `AAAAA`), a Fernet ciphertext (`gAAAAA…`)
+    body = value.replace("-", "").replace("_", "")
+    for sep in "_-":
+        if value.count(sep) >= 2 and max(map(len, value.split(sep))) < 12:
+            return False  # snake_case or kebab-case (`gss_krb5_rfc1964_keydata`, a slug)
+    if _encoded_text(value):
+        return False  # base64 of words (`VGhpcyBpcyB0aGUgd2F5`: "This is the way"), not a key
+    if _word_letters(value) * 2 > letters:
+        return False  # mostly words: identifiers, file names, slugs
+    if _DOTTED.fullmatch(value) and any(
+        _word_letters(p) * 2 > sum(ch.isalpha() for ch in p) or len(p) < 6
+        for p in value.split(".")
+    ):
+        return False  # attribute access (`ed25519.Ed25519PublicKey`), not `random.random`
+    if hexish:
+        return _entropy(body) >= 3.0
+    trans = _transitions(body)
+    unworded = _word_letters(value) * 2 < letters  # few words in it: lowercase base36 and kin
+    per = 3 if not digits else 6 if relaxed else 5
+    if trans < (4 if unworded and digits else max(4, len(body) // per)):
+        return False  # CamelCase changes case once a word; random text every few characters
+    return _entropy(body) >= (3.3 if relaxed else 3.7)
+
+
+# ------------------------------------------------------------------------------------------------
+# Tokens standing alone in prose, and values near a secret word in any syntax
+# ------------------------------------------------------------------------------------------------
+
+#: A candidate word: token characters, bounded (a longer run is data, not a key).
+_WORD_TAIL: Final = r"(?:={1,8}[A-Za-z0-9+/_.~-]{1,1024}){0,16}={0,3}"
+_WORD: Final = re.compile(r"(?<![A-Za-z0-9+/_.~-])[A-Za-z0-9+/_.~-]{12,1024}" + _WORD_TAIL)
+#: The same, 20 characters at least and a digit in them: all a text without a secret word
+#: needs (alone, a word must hold digits), so most words never reach Python.
+_LONG_DIGIT_WORD: Final = re.compile(
+    r"(?<![A-Za-z0-9+/_.~-])(?=[A-Za-z+/_.~-]{0,1023}[0-9])[A-Za-z0-9+/_.~-]{20,1024}" + _WORD_TAIL
+)
+#: `NAME=` at the start of a word: an assignment, whose value is the word after it.
+_NAME_EQ: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}=")
+_PROSE_BEFORE: Final = frozenset(" \t\n(`\"'*:<>,[=")
+_NAMED_BEFORE: Final = frozenset(" \t\n(`\"'*:<>,[=&?{|")
+_PROSE_AFTER: Final = frozenset(" \t\n)`\"'*.,;:!?<>]")
+_PROSE_WORDS: Final = re.compile(r"(?<![\w/.+=-])[A-Za-z]{2,4096}(?![\w/.+=-])")
+#: A label before a value that says it is an identifier or a digest, not a credential.
+_ID_LABEL: Final = re.compile(
+    r"(?i)(?:\b|_|(?<=[a-z]))(?:ids?|identifier|request|trace|span|nonce|hash|digest|checksum"
+    r"|sha\d*|md5|etag|commit|revision|rev|uuid|guid|version|build|session|cursor|marker"
+    r"|integrity)\b[\s:=#'\"(]{0,8}$"
+)
+_STANDALONE_PRIORITY: Final = 9
+_CODE_PUNCT: Final = re.compile(r"[()\[\]{},;=:]")
+_NOT_CREDENTIAL_LINE: Final = re.compile(r"ENC\[|(?i:csrf|xsrf|authenticity)")
+#: Between a `…key` name and its value: quotes, spaces and one assignment operator at most.
+_ASSIGN_GAP: Final = re.compile(
+    r"[\"'`\]>]{0,3}[ \t]{0,4}(?::=|=>|->|[:=(]|\s-)?[ \t]{0,4}[\"'`bru]{0,3}"
+)
+#: A Discord bot token: the bot's id in base64, a timestamp, an HMAC (found among the words).
+_DISCORD: Final = re.compile(r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}")
+_NAMED_PRIORITY: Final = 7
+
+#: Words that say a secret is next: the names detect-secrets' keyword plugin and trufflehog's
+#: keyword prefilters look for, in any syntax (no `=` needed).
+_SECRET_STEMS: Final = ("token", "secret", "passw", "passphrase", "pwd", "credential", "bearer")
+#: Words before "key" that make it a secret's name (`api key`, `access_key`, `licenseKey`).
+_KEY_QUALIFIERS: Final = (
+    "api", "access", "auth", "private", "signing", "license", "app", "master", "secret",
+)
+_LOWER: Final = frozenset("abcdefghijklmnopqrstuvwxyz")
+
+
+def _secret_words(text: str, lowered: str) -> list[tuple[int, int]]:
+    """Where the words that say a secret is next are, in order (one `str.find` loop per stem).
+
+    The names detect-secrets' keyword plugin and trufflehog's keyword prefilters look for, in
+    any syntax (no `=` needed): token, secret, password, passwd, passphrase, pwd, credential(s),
+    bearer; and key after `_`/`-`, after a qualifier (`api key`, `accesskey`), at a camelCase
+    hump (`boostnoteKey`) or as a query parameter (`?key=`).
+    """
+    out: list[tuple[int, int]] = []
+    find = lowered.find
+    for stem in _SECRET_STEMS:
+        k = find(stem)
+        while k >= 0:
+            end = k + len(stem)
+            if stem == "passw":
+                if lowered.startswith("ord", end):
+                    end += 3
+                elif lowered.startswith("d", end):
+                    end += 1
+                if end == k + len(stem):
+                    k = find(stem, end)
+                    continue
+            elif stem == "credential" and lowered.startswith("s", end):
+                end += 1
+            out.append((k, end))
+            k = find(stem, end)
+    k = find("key")
+    while k >= 0:
+        end = k + 3
+        if lowered[end : end + 1] not in _LOWER or text[end : end + 1].isupper():
+            before = lowered[max(0, k - 12) : k]
+            if (
+                before.endswith(("_", "-"))
+                or before.rstrip(" _-").endswith(_KEY_QUALIFIERS)
+                or (k and text[k] == "K" and (text[k - 1].islower() or text[k - 1].isdigit()))
+                or (before.endswith(("?", "&")) and text.startswith("=", end))
+            ):
+                out.append((k, end))
+        k = find("key", end)
+    out.sort()
+    return out
+
+
+#: Parts of a name that say its value is not a secret even though a secret word ends it.
+_NOT_SECRET_PARTS: Final = re.compile(
+    r"(?i)public|hash|sha\d*|md5|digest|checksum|fingerprint|cache|etag|_id\b|[a-z]Id\b|sort"
+    r"|partition|primary|foreign|index|next|page|idempoten|continu|cursor|csrf|xsrf|type"
+    r"|length|size|count|file|path|url|name|prefix|timeout|expir|authenticity"
+)
+_NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+def _secret_name(text: str, start: int, end: int) -> bool:
+    """Whether the identifier holding the secret word at `start:end` names a secret.
+
+    Not `public_key`, `cache_key`, `token_type`, `NextToken`.
+    """
+    s = start
+    while s > 0 and start - s < 64 and text[s - 1] in _NAME_CHARS:
+        s -= 1
+    e = end
+    while e < len(text) and e - end < 32 and (text[e].isalnum() or text[e] == "_"):
+        e += 1
+    return _NOT_SECRET_PARTS.search(text, s, e) is None
+
+
+#: A quoted value right after a secret word, in syntaxes the assignment detectors do not read
+#: (`token - 'x'`, `secret 'x'`, `password("x")`, `token -> "x"`).
+_QUOTED_AFTER: Final = re.compile(
+    r"""[ \t]{0,3}(?:-{1,2}>?|=>|->|\(|is)?[ \t]{0,3}"""
+    r"""(?:'(?P<v>[^'\n]{8,256})'|"(?P<v2>[^"\n]{8,256})"|`(?P<v3>[^`\n]{8,256})`)"""
+)
+
+
+def _quoted_secret(value: str) -> bool:
+    """A quoted value after a secret word: a literal with some randomness, not prose or code."""
+    if " " in value or MARKER in value or value[0] in "$%{<[":
+        return False
+    if value.isalpha() or _entropy(value) < 3.0:
+        return False
+    classes = any(c.islower() for c in value) + any(c.isupper() for c in value) + any(
+        c.isdigit() for c in value)
+    low = value.lower()
+    if classes < 2 or any(stem in low for stem in _SECRET_STEMS):
+        return False  # `user:passwd`, `my-secret-name`: words about a secret, not one
+    letters = sum(ch.isalpha() for ch in value)
+    return _word_letters(value) * 2 <= letters
+
+
+def _line_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+    ls = text.rfind("\n", max(0, start - 400), start) + 1
+    le = text.find("\n", end, end + 400)
+    return (ls if ls else max(0, start - 400)), (le if le >= 0 else min(len(text), end + 400))
+
+
+def _name_like(part: str) -> bool:
+    """An identifier that names something (`API_KEY2`, `token`, `dbPassword`), not random."""
+    if not part[:1].isalpha():
+        return False
+    letters = sum(ch.isalpha() for ch in part)
+    return _transitions(part) <= 2 or _word_letters(part) * 2 >= letters
+
+
+def _trim(text: str, s: int, e: int) -> tuple[int, int]:
+    """A word without the sentence's full stop after it."""
+    while e > s and text[e - 1] == ".":
+        e -= 1
+    return s, e
+
+
+def _scan_words(text: str, lowered: str, out: Raw) -> None:
+    """Random tokens alone in prose, and values within reach after a secret word."""
+    named_until = -1
+    named: list[int] = []
+    strict: set[int] = set()
+    for start, end in _secret_words(text, lowered):
+        if not _secret_name(text, start, end):
+            continue
+        named.append(end)
+        if lowered.endswith("key", 0, end):
+            strict.add(end)  # "key" is everywhere in code: only as an assignment's name
+        q = None if text[end : end + 1] in "\"'`" else _QUOTED_AFTER.match(text, end)
+        if q is not None:
+            g = next(g for g in ("v", "v2", "v3") if q.group(g) is not None)
+            if _quoted_secret(q.group(g)):
+                out.append((q.start(g), q.end(g), _NAMED_PRIORITY, "named-secret"))
+    k = 0
+    for m in (_WORD if named else _LONG_DIGIT_WORD).finditer(text):
+        s, e = m.span()
+        if e - s < 20 and (k >= len(named) or named[k] > s or named[-1] < s - 48):
+            continue  # short, and no secret word may be near
+        s, e = _trim(text, s, e)
+        head = _NAME_EQ.match(text, s, e)
+        if head is not None and _name_like(head.group(0)[:-1]):
+            s = head.end()
+            if e - s < 12:
+                continue
+        value = text[s:e]
+        before = text[s - 1] if s else " "
+        if before not in _NAMED_BEFORE or text.startswith(("..", "…"), e):
+            continue  # a value cut short in an example (`ops_eyJzaWdu..[Redacted]`)
+        if m.end() - m.start() >= 1024 and text[m.end() : m.end() + 1] in _PART_CHARS:
+            continue  # data longer than any key: the assignment detectors take it whole
+        if value.count(".") == 2 and _DISCORD.fullmatch(value) and random_word(value):
+            out.append((s, e, providers.PRIORITY, "provider-token"))
+            continue
+        while k < len(named) and named[k] < s - 48:
+            k += 1
+        near = k < len(named) and named[k] <= s and "\n" not in text[named[k] : s]
+        if near and named[k] in strict and _ASSIGN_GAP.fullmatch(text, named[k], s) is None:
+            near = False
+        if near and _HEX.issuperset(value) and s - named[k] > 6:
+            near = False  # a digest further along the line (`(b'password', …, 'fdba…')`)
+        if near and named[k] > named_until and random_word(value, relaxed=True):
+            ls, le = _line_bounds(text, s, e)
+            if _NOT_CREDENTIAL_LINE.search(text, ls, le):
+                continue  # ciphertext (SOPS `ENC[…]`), anti-forgery tokens: not credentials
+            out.append((s, e, _NAMED_PRIORITY, "named-secret"))
+            named_until = e
+            continue
+        if before not in _PROSE_BEFORE or e - s < 20:
+            continue
+        if e < len(text) and text[e] not in _PROSE_AFTER:
+            continue
+        if value.count("/") > 1 or value.startswith(("/", "~", ".")) or "://" in value:
+            continue
+        label = text[e : e + 1] == ":" and text[e + 1 : e + 2] in ("", " ", "\t", "\n")
+        if label or sum(ch.isalpha() for ch in value) * 10 < len(value) * 4:
+            continue  # an object key or a label; numbers with a few letters (SVG paths)
+        if not random_word(value) or _ID_LABEL.search(text, max(0, s - 40), s):
+            continue
+        ls, le = _line_bounds(text, s, e)
+        if _NOT_CREDENTIAL_LINE.search(text, ls, le):
+            continue
+        line = text[ls:le]
+        quoted = before in "\"'`" and text[e : e + 1] == before
+        if quoted:
+            # A quoted string in code or data: prose must be around it, not one key name.
+            outside = line[: s - ls - 1] + " " + line[e - ls + 1 :]
+            words = len(_PROSE_WORDS.findall(outside))
+            if words < 1 or (words == 1 and _CODE_PUNCT.search(outside) is not None):
+                continue  # `obj, "…"`, `{"value": "…"}`: a string in code; `vouchery '…'`: not
+        elif _PROSE_WORDS.search(line) is None:
+            continue  # a bare value on a line of data (tables, lists of digests): not prose
+        out.append((s, e, _STANDALONE_PRIORITY, "random-token"))
+
+
+# ------------------------------------------------------------------------------------------------
+# XML secret elements of any length, Fly.io token lists
+# ------------------------------------------------------------------------------------------------
+
+_XML_OPEN: Final = re.compile(
+    r"<((?:[a-z_][\w.:-]{0,40}?)?(?:password|passwd|secret|token|api_?key|credentials?|pwd))>"
+)
+_XML_MAX: Final = 16384
+_FLY: Final = re.compile(
+    r"FlyV1[ \t]{1,8}(fm\d[a-z]?_[A-Za-z0-9+/=_-]{20,4096}"
+    r"(?:,f[mo]\d[a-z]?_[A-Za-z0-9+/=_-]{20,4096}){0,16})"
+)
+
+
+def _scan_xml(text: str, lowered: str, out: Raw) -> None:
+    for m in _XML_OPEN.finditer(lowered):
+        close = lowered.find(f"</{m.group(1)}>", m.end(), m.end() + _XML_MAX)
+        if close < 0:
+            continue
+        s, e = m.end(), close
+        while s < e and text[s] in " \t\r\n":
+            s += 1
+        while e > s and text[e - 1] in " \t\r\n":
+            e -= 1
+        value = text[s:e]
+        if MARKER in value or "<" in value:
+            continue
+        if e - s > 256 or value.startswith("{AQAAAB"):
+            # Longer ones than redact's xml-secret detector reads, and Jenkins' stored secrets
+            # (`{AQAAABAAAAAQ…}`, credentials.xml: decryptable with the controller's key).
+            out.append((s, e, 5, "xml-secret"))
+
+
+def _scan_fly(text: str, out: Raw) -> None:
+    for m in _FLY.finditer(text):
+        out.append((m.start(1), m.end(1), providers.PRIORITY, "provider-token"))
+
+
+def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
+    """Append this module's raw findings on `text` to `out` (start, end, priority, kind).
+
+    `lowered` is `text` lowercased, offsets unchanged; `present` the words of redaction's
+    keyword pass found in it (a superset of the :data:`ANCHORS` present).
+    """
+    providers.scan(text, present, out)
+    if len(text) >= 12:
+        _scan_words(text, lowered, out)
+    if "</" in text:
+        _scan_xml(text, lowered, out)
+    if "FlyV1" in text:
+        _scan_fly(text, out)
+
+
+# ------------------------------------------------------------------------------------------------
+# Completion: repeats, cuts at a dot
+# ------------------------------------------------------------------------------------------------
+
+_ALNUM: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_TOKEN_CHARS: Final = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-"
+)
+_DOT_TAIL: Final = re.compile(r"(?:[.-][A-Za-z0-9][A-Za-z0-9+/=_]{0,4096}){1,64}")
+#: A value this short could be a word that happens to be a password; repeats of it are not.
+_REPEAT_MIN: Final = 8
+#: Above this many distinct values, repeats are found with one scan of the text (a table of
+#: the values' first 8 characters) instead of one search per value.
+_FIND_EACH_MAX: Final = 16
+
+
+#: Kinds whose value may be one part of a `part:part` token (`id:secret`, Asana's `n/id:key`).
+_JOINED_KINDS: Final = frozenset({"random-token", "named-secret", "provider-token"})
+_PART_CHARS: Final = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
+)
+_PART_AFTER: Final = re.compile(r"[:=]{1,4}[A-Za-z0-9+/_-]{4,256}")
+
+
+def _joined(text: str, start: int, end: int) -> tuple[int, int]:
+    """Extend a random value over `:`- or `=`-joined parts that are not names.
+
+    One credential: `id:secret`, Asana's `n/id:key`, base64 with `=` inside.
+    """
+    for _ in range(4):
+        if text[start - 1 : start] not in (":", "="):
+            break
+        k = start - 1
+        while k > 0 and start - 1 - k < 2 and text[k - 1] == "=":
+            k -= 1  # base64 padding ends the part before the joiner
+        while k > 0 and start - k < 256 and text[k - 1] in _PART_CHARS:
+            k -= 1
+        part = text[k : start - 1]
+        if len(part) < 4 or not any(ch.isdigit() for ch in part) or _name_like(part):
+            break
+        start = k
+    for _ in range(4):
+        m = _PART_AFTER.match(text, end) if text[end : end + 1] in (":", "=") else None
+        if m is None or not any(ch.isdigit() for ch in m.group(0)):
+            break
+        end = m.end()
+    return start, end
+
+
+def _repeatable(value: str) -> bool:
+    """A found value whose other occurrences are the same secret: it looks generated.
+
+    A word-like value (`boolean?` read as a password in a schema, `hunter2hunter2`) is left to
+    the detectors where it occurs: spreading one doubtful finding to every repeat of a common
+    word would multiply a false positive through a whole file.
+    """
+    letters = sum(ch.isalpha() for ch in value)
+    return _word_letters(value) * 2 <= letters and _entropy(value) >= 3.0 and (
+        any(ch.isdigit() for ch in value) or not value.isalpha()
+    )
+
+
+def complete(text: str, found: Sequence[_Span], priority: dict[str, int]) -> Raw:
+    """More findings implied by `found` (merged, in order): repeats and tokens cut at a dot.
+
+    Every other occurrence of a found value is a finding of the same kind (a secret named once
+    is often pasted again without its name), and a finding that ends at a ``.`` followed by
+    token characters runs on to the token's end (``abc.def`` cut at the dot).
+    """
+    more: Raw = []
+    values: dict[str, str] = {}
+    for f in found:
+        end = f.end
+        if text[end : end + 1] in ".-" and text[end + 1 : end + 2] in _ALNUM and (
+            end > f.start and text[end - 1] in _TOKEN_CHARS
+        ):
+            m = _DOT_TAIL.match(text, end)
+            if m is not None:
+                end = m.end()
+                more.append((f.start, end, priority.get(f.kind, 10), f.kind))
+        start = f.start
+        if f.kind in _JOINED_KINDS:
+            start, end = _joined(text, start, end)
+            if (start, end) != (f.start, f.end):
+                more.append((start, end, priority.get(f.kind, 10), f.kind))
+        value = text[start:end]
+        if len(value) >= _REPEAT_MIN and MARKER not in value and "\n" not in value and (
+            _repeatable(value)
+        ):
+            values.setdefault(value, f.kind)
+    if not values:
+        return more
+    spans = {(f.start, f.end) for f in found}
+    if len(values) <= _FIND_EACH_MAX:
+        for value, kind in values.items():
+            k = text.find(value)
+            while k >= 0:
+                if (k, k + len(value)) not in spans:
+                    more.append((k, k + len(value), priority.get(kind, 10), kind))
+                k = text.find(value, k + len(value))
+        return more
+    heads: dict[str, list[str]] = {}
+    for value in values:
+        heads.setdefault(value[:_REPEAT_MIN], []).append(value)
+    for i in range(len(text) - _REPEAT_MIN + 1):
+        cands = heads.get(text[i : i + _REPEAT_MIN])
+        if cands is None:
+            continue
+        for value in cands:
+            if text.startswith(value, i) and (i, i + len(value)) not in spans:
+                more.append((i, i + len(value), priority.get(values[value], 10), values[value]))
+    return more
+
+
+# ------------------------------------------------------------------------------------------------
+# Vetoes: names that end like a secret and are not one
+# ------------------------------------------------------------------------------------------------
+
+#: Names of well-known non-secret values ending in "token" or "key" (lowercased, separators
+#: removed): pagination cursors, idempotency and client request tokens, continuation markers.
+_NOT_SECRET_NAMES: Final = re.compile(
+    r"(?:next|page|nextpage|starting|start|continuation|pagination|sync|cursor|resume|query"
+    r"|client|clientrequest|request|idempotency|marker|nextmarker)token$"
+    r"|idempotency(?:key)?$|(?:cache|partition|sort|primary|range|hash|object|s3|foreign)key$"
+    r"|tokentype$|nextmarker$"
+)
+_NAME_BEFORE: Final = re.compile(
+    r"([A-Za-z][A-Za-z0-9_.-]{0,60})[\"']?(?:\s{0,8}[:=]\s{0,8}|(?<=[A-Za-z0-9])[ \t]{1,8})[\"']?$"
+)
+
+
+#: A value that is a placeholder named in capitals: `PASSWORD`, `USER:PASSWORD`, `API_TOKEN`.
+_CAPS_PLACEHOLDER: Final = re.compile(
+    r"(?:[A-Z][A-Z0-9_]{0,30}:)?[A-Z_]{0,30}(?:PASS(?:WORD)?|PASSWD|TOKEN|SECRET|KEY|PWD)[A-Z_]{0,30}"
+)
+
+
+#: A type name where a schema or a docstring puts a value (`"password": "string?"`).
+_TYPE_PLACEHOLDER: Final = re.compile(
+    r"(?i)(?:string|str|boolean|bool|int|integer|float|double|number|binary|bytes|object|array"
+    r"|any|none|null|optional|text|secretstr)\??(?:\[\])?"
+)
+
+
+_MEMBER: Final = re.compile(r"[A-Za-z_$][\w$]{0,64}(?:\??\.[A-Za-z_$][\w$]{0,64}){0,8}")
+
+
+def _code_value(text: str, start: int, end: int) -> bool:
+    """An unquoted value that is an expression in code, not a literal.
+
+    JavaScript and TypeScript read `password: tString`, `httpCredentials = httpCredentials`,
+    `resumptionToken: lastEventId`, `browserToken = browser?.browserName`: an identifier or
+    member access made of words, with no digit, and not quoted.
+    """
+    if start and text[start - 1] in "\"'`":
+        return False
+    value = text[start:end]
+    if len(value) > 130 or _MEMBER.fullmatch(value) is None:
+        return False
+    digits = sum(c.isdigit() for c in value)
+    letters = sum(ch.isalpha() for ch in value)
+    if "." in value:  # member access: `options2?.onresumptiontoken`
+        return digits <= 2 and _word_letters(value) * 2 > letters
+    return not digits and _word_letters(value) * 2 > letters
+
+
+def vetoed(text: str, start: int, end: int, kind: str) -> bool:
+    """Whether a raw finding is not a secret after all.
+
+    A placeholder named in capitals (`curl -u USER:PASSWORD`), or, for an assignment-like
+    `kind`, the value of a known non-secret name (`"NextToken": "…"`, `ClientToken=…`,
+    `--starting-token …`).
+    """
+    if end - start <= 64 and (
+        _CAPS_PLACEHOLDER.fullmatch(text, start, end)
+        or _TYPE_PLACEHOLDER.fullmatch(text, start, end)
+    ):
+        return True
+    if kind in ("secret", "password", "high-entropy", "generic-api-key") and _code_value(
+        text, start, end
+    ):
+        return True
+    if kind in ("high-entropy", "generic-api-key") and _encoded_text(text[start:end]):
+        return True  # base64 of text: a protocol's sample nonce (`Sec-WebSocket-Key: dGhl…`)
+    if kind not in ("secret", "high-entropy", "generic-api-key", "named-secret", "random-token"):
+        return False
+    m = _NAME_BEFORE.search(text, max(0, start - 72), start)
+    if m is None:
+        return False
+    name = re.sub(r"[^a-z0-9]", "", m.group(1).lower().rsplit(".", 1)[-1])
+    return _NOT_SECRET_NAMES.search(name) is not None

@@ -1,0 +1,227 @@
+"""Credential formats by provider: a documented prefix (or shape) and the body after it.
+
+The families are those trufflehog and gitleaks cover beyond funes's own shaped detectors
+(funes.ingest.redact), written from the formats the providers document (a prefix such as
+``shpat_``, ``dop_v1_``, ``hvs.`` and the length and alphabet of what follows), not from any
+scanner's code. Cloud, CI and code hosting, payment, chat and mail, databases, observability,
+AI providers, and webhooks whose URL is the credential.
+
+A family's pattern only runs when one of its prefixes occurs: the prefixes join redaction's
+single keyword pass over the lowercased text (:data:`ANCHORS`), so a text without any runs
+none of these expressions. Every body is one character class with bounded or linear
+repetition: no nested quantifier, linear in the text.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from typing import Final
+
+__all__ = ["ANCHORS", "PRIORITY", "PROVIDERS", "scan"]
+
+Raw = list[tuple[int, int, int, str]]
+#: Below funes's own shaped detectors' numbers, above the generic ones: a provider token
+#: keeps its kind where an assignment detector also finds it.
+PRIORITY: Final = 3
+
+
+_RUN_OF_FIVE: Final = re.compile(r"(.)\1{4}")
+
+
+def filler(value: str) -> bool:
+    """A test value in a credential's shape.
+
+    Five identical characters in a row (`xxxxx`, `AAAAA`, `55555`), or a short unit repeated
+    over the value's last three quarters (`ntn_1234567890…`, `abcd1234abcd1234…`).
+    """
+    return _RUN_OF_FIVE.search(value) is not None or periodic(value[len(value) // 4 :])
+
+
+def periodic(value: str) -> bool:
+    """`value` is a unit of at most 16 characters repeated (`0123456789abcdef0123…`)."""
+    n = len(value)
+    return any(value[p:] == value[: n - p] for p in range(1, min(17, n // 2 + 1)))
+
+
+def _entropy(value: str) -> float:
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values()) if n else 0.0
+
+
+
+#: (prefix literal, body expression) per provider family, as their documentation describes the
+#: format. Matched anywhere (prefix, then a bounded body), with no word character before.
+PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
+    # cloud
+    "alibaba": (("LTAI", r"[A-Za-z0-9]{12,30}"),),
+    "aws-appsync": (("da2-", r"[a-z0-9]{26}"),),
+    "tencent": (("AKID", r"[A-Za-z0-9]{32}"),),
+    "aws-bedrock": (("ABSK", r"[A-Za-z0-9+/]{100,200}={0,2}"),),
+    "azure-ad-secret": (("Q~", r"[A-Za-z0-9_~.-]{31,34}"),),  # checked with 3 chars before it
+    "yandex": (("AQVN", r"[A-Za-z0-9_-]{35,38}"), ("YCAJE", r"[A-Za-z0-9_-]{30,38}"),
+               ("t1.", r"[A-Z0-9a-z_-]{10,4096}[=]{0,2}\.[A-Z0-9a-z_-]{86}[=]{0,2}")),
+    "digitalocean": (("dop_v1_", r"[a-f0-9]{64}"), ("doo_v1_", r"[a-f0-9]{64}"),
+                     ("dor_v1_", r"[a-f0-9]{64}")),
+    "flyio": (("fo1_", r"[A-Za-z0-9_-]{40,4096}"), ("fm1r_", r"[A-Za-z0-9+/=_-]{40,4096}"),
+              ("fm1a_", r"[A-Za-z0-9+/=_-]{40,4096}"), ("fm2_", r"[A-Za-z0-9+/=_-]{40,4096}")),
+    "vault": (("hvs.", r"[A-Za-z0-9_-]{24,4096}"), ("hvb.", r"[A-Za-z0-9_-]{24,4096}"),
+              ("hvr.", r"[A-Za-z0-9_-]{24,4096}")),
+    "doppler": (("dp.pt.", r"[A-Za-z0-9]{40,4096}"), ("dp.st.", r"[A-Za-z0-9_.-]{40,4096}"),
+                ("dp.sa.", r"[A-Za-z0-9]{40,4096}"), ("dp.ct.", r"[A-Za-z0-9]{40,4096}")),
+    "heroku": (("HRKU-", r"[A-Za-z0-9_-]{30,4096}"),),
+    "netlify": (("nfp_", r"[A-Za-z0-9]{36,4096}"),),
+    "supabase": (("sbp_", r"[a-f0-9]{40}"), ("sb_secret_", r"[A-Za-z0-9_-]{20,4096}")),
+    "render": (("rnd_", r"[A-Za-z0-9]{28,4096}"),),
+    "vercel": (("vcp_", r"[A-Za-z0-9]{24,4096}"), ("vck_", r"[A-Za-z0-9]{24,4096}")),
+    "planetscale": (("pscale_tkn_", r"[A-Za-z0-9_.-]{32,4096}"),
+                    ("pscale_pw_", r"[A-Za-z0-9_.-]{32,4096}"),
+                    ("pscale_oauth_", r"[A-Za-z0-9_.-]{32,4096}")),
+    "terraform": ((".atlasv1.", r"[A-Za-z0-9_=-]{60,4096}"),),
+    "pulumi": (("pul-", r"[a-f0-9]{40}"),),
+    "scalingo": (("tk-us-", r"[A-Za-z0-9_-]{48}"),),
+    # CI and code hosting
+    "buildkite": (("bkua_", r"[a-z0-9]{40}"),),
+    "circleci": (("CCIPAT_", r"[A-Za-z0-9_]{30,4096}"),),
+    "bitbucket": (("ATBB", r"[A-Za-z0-9_=.-]{24,4096}"),),
+    "atlassian": (("ATATT3", r"[A-Za-z0-9_=+/.-]{100,4096}"),
+                  ("ATCTT3", r"[A-Za-z0-9_=+/.-]{20,4096}"),
+                  ("ATSTT3", r"[A-Za-z0-9_=+/.-]{100,4096}")),
+    "sourcegraph": (("sgp_", r"(?:[a-f0-9]{16}_|local_)?[a-f0-9]{40}"),),
+    "sonar": (("squ_", r"[a-f0-9]{40}"), ("sqp_", r"[a-f0-9]{40}"), ("sqa_", r"[a-f0-9]{40}")),
+    "artifactory": (("AKCp", r"[A-Za-z0-9]{60,4096}"), ("cmVmdGtu", r"[A-Za-z0-9]{56,4096}")),
+    "octopus": (("API-", r"[A-Z0-9]{25,27}"),),
+    "bitbucket-dc": (("BBDC-", r"[A-Za-z0-9+/@_-]{40,44}"),),
+    "gitea": (("gta_", r"[a-f0-9]{40}"),),
+    "rubygems": (("rubygems_", r"[a-f0-9]{48}"),),
+    "clojars": (("CLOJARS_", r"[a-z0-9]{60}"),),
+    "nuget": (("oy2", r"[a-z0-9]{43}"),),
+    "harness": (("pat.", r"[A-Za-z0-9_-]{22}\.[a-f0-9]{24}\.[A-Za-z0-9]{20}"),),
+    "snyk": (("snyk_", r"[A-Za-z0-9_-]{30,4096}"),),
+    "prefect": (("pnu_", r"[A-Za-z0-9]{36}"),),
+    "readme": (("rdme_", r"[a-z0-9]{70}"),),
+    "postman": (("PMAK-", r"[a-f0-9]{24}-[a-f0-9]{34}"),),
+    "linear": (("lin_api_", r"[A-Za-z0-9]{40}"), ("lin_oauth_", r"[A-Za-z0-9]{64}")),
+    "figma": (("figd_", r"[A-Za-z0-9_-]{38,4096}"),),
+    "typeform": (("tfp_", r"[A-Za-z0-9_-]{44,4096}"),),
+    "contentful": (("CFPAT-", r"[A-Za-z0-9_-]{43}"),),
+    "pypi": (("pypi-AgE", r"[A-Za-z0-9_-]{60,4096}"),),  # PyPI and TestPyPI macaroons
+    # payment
+    "square": (("EAAA", r"[A-Za-z0-9_=+-]{60}"), ("sq0atp-", r"[A-Za-z0-9_-]{22}"),
+               ("sq0csp-", r"[A-Za-z0-9_-]{43}")),
+    "razorpay": (("rzp_live_", r"[A-Za-z0-9]{14,4096}"), ("rzp_test_", r"[A-Za-z0-9]{14,4096}")),
+    "shippo": (("shippo_live_", r"[a-f0-9]{40}"), ("shippo_test_", r"[a-f0-9]{40}")),
+    "braintree": (("access_token$production$", r"[a-z0-9]{16}\$[a-f0-9]{32}"),
+                  ("access_token$sandbox$", r"[a-z0-9]{16}\$[a-f0-9]{32}")),
+    "paystack": (("sk_live_", r"[a-f0-9]{40}"),),
+    "flutterwave": (("FLWSECK-", r"[a-f0-9]{32}-X"), ("FLWSECK_TEST-", r"[a-f0-9]{32}-X")),
+    "ramp": (("ramp_sec_", r"[A-Za-z0-9]{40,4096}"), ("ramp_tok_", r"[A-Za-z0-9]{40,4096}")),
+    # chat and mail
+    "shopify": (("shpat_", r"[a-fA-F0-9]{32}"), ("shpca_", r"[a-fA-F0-9]{32}"),
+                ("shppa_", r"[a-fA-F0-9]{32}"), ("shpss_", r"[a-fA-F0-9]{32}")),
+    "twilio": (("AC", r"[a-f0-9]{32}"), ("SK", r"[a-f0-9]{32}")),
+    "mailgun": (("key-", r"[a-f0-9]{32}"),),
+    "mailchimp": (("-us", r"[0-9]{1,2}"),),  # checked with its 32 hex digits before it
+    "sendgrid": (("SG.", r"[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}"),),
+    "sendinblue": (("xkeysib-", r"[a-f0-9]{64}-[A-Za-z0-9]{16}"),),
+    "telegram": ((":AA", r"[A-Za-z0-9_-]{33}"),),  # checked with its bot id before it
+    "twitter": (("AAAAAAAAAAAAAAAAAAAAA", r"[A-Za-z0-9%]{30,4096}"),),
+    "notion": (("ntn_", r"[A-Za-z0-9]{40,4096}"), ("secret_", r"[A-Za-z0-9]{43}")),
+    "dropbox": (("sl.", r"[A-Za-z0-9_-]{130,4096}"),),
+    "mapbox": (("sk.eyJ", r"[A-Za-z0-9_-]{50,4096}\.[A-Za-z0-9_-]{20,4096}"),),
+    # databases
+    "mongodb-atlas": (("mdb_sa_sk_", r"[A-Za-z0-9_-]{30,4096}"),),
+    "planetscale-db": (("pscale_", r"[a-z]{2,6}_[A-Za-z0-9_]{32,4096}"),),
+    # observability
+    "newrelic": (("NRAK-", r"[A-Z0-9]{27}"), ("NRII-", r"[A-Za-z0-9_-]{32}"),
+                 ("NRJS-", r"[a-f0-9]{19}"), ("NRAA-", r"[a-f0-9]{27}")),
+    "grafana": (("glc_", r"[A-Za-z0-9+/]{32,4096}={0,2}"),
+                ("glsa_", r"[A-Za-z0-9]{32}_[a-f0-9]{8}")),
+    "sentry": (("sntrys_", r"[A-Za-z0-9+/=_]{40,4096}"), ("sntryu_", r"[a-f0-9]{64}")),
+    "dynatrace": (("dt0c01.", r"[A-Z0-9]{24}\.[A-Z0-9]{64}"),
+                  ("dt0s01.", r"[A-Z0-9]{24}\.[A-Z0-9]{64}")),
+    "honeycomb": (("hcaik_", r"[a-z0-9]{58}"), ("hcxik_", r"[a-z0-9]{58}")),
+    "launchdarkly": (("api-", r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}"),
+                     ("sdk-", r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}")),
+    # AI providers
+    "groq": (("gsk_", r"[A-Za-z0-9]{48,4096}"),),
+    "xai": (("xai-", r"[A-Za-z0-9]{70,4096}"),),
+    "replicate": (("r8_", r"[A-Za-z0-9]{37}"),),
+    "perplexity": (("pplx-", r"[A-Za-z0-9]{40,4096}"),),
+    "openrouter": (("sk-or-v1-", r"[a-f0-9]{64}"),),
+    "langsmith": (("lsv2_pt_", r"[a-f0-9]{32}_[a-f0-9]{10}"),
+                  ("lsv2_sk_", r"[a-f0-9]{32}_[a-f0-9]{10}")),
+    "pinecone": (("pcsk_", r"[A-Za-z0-9_]{50,4096}"),),
+    "tavily": (("tvly-", r"[A-Za-z0-9-]{32,4096}"),),
+    "firecrawl": (("fc-", r"[a-f0-9]{32}"),),
+    "elevenlabs": (("sk_", r"[a-f0-9]{48}"),),
+    "deepgram": (("dg_", r"[a-f0-9]{40}"),),
+    "age": (("AGE-SECRET-KEY-1", r"[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),),
+    "onepassword": (("ops_", r"eyJ[A-Za-z0-9_=-]{100,4096}"),),
+    # tokens whose shape is the format
+    "jwt-unsigned": (("eyJ", r"[A-Za-z0-9_-]{10,4096}\.eyJ[A-Za-z0-9_-]{10,16384}"),),
+    # webhooks (the URL is the credential)
+    "discord-webhook": (("discord.com/api/webhooks/", r"[0-9]{17,20}/[A-Za-z0-9_-]{60,70}"),
+                        ("discordapp.com/api/webhooks/", r"[0-9]{17,20}/[A-Za-z0-9_-]{60,70}")),
+    "teams-webhook": ((".webhook.office.com/webhookb2/", r"[A-Za-z0-9@/_-]{60,400}"),
+                      ("outlook.office.com/webhook/", r"[A-Za-z0-9@/_-]{60,400}"),
+                      (".logic.azure.com",
+                       r":443/workflows/[a-f0-9]{32}/triggers/[A-Za-z0-9_/?=&%.-]{40,400}")),
+    "zapier-webhook": (("hooks.zapier.com/hooks/catch/", r"[0-9]{3,12}/[A-Za-z0-9]{4,32}/?"),),
+    "salesforce": (("00D", r"[A-Za-z0-9]{12,15}![A-Za-z0-9._]{80,260}"),
+                   ("5Aep", r"[A-Za-z0-9._]{80,90}")),
+}
+
+_NOT_WORD_BEFORE = r"(?<![A-Za-z0-9_])"
+_NOT_TOKEN_AFTER = r"(?![A-Za-z0-9_])"
+
+
+def _provider_patterns() -> tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...]:
+    """One compiled alternation per family, anchored on its literal prefixes."""
+    out = []
+    for family, formats in PROVIDERS.items():
+        alts = []
+        anchors = []
+        for prefix, body in formats:
+            before = {
+                "Q~": r"(?<=[A-Za-z0-9_~.-]{3}\d)",
+                "-us": r"(?<![A-Za-z0-9_])[a-f0-9]{32}",
+                ":AA": r"(?<![A-Za-z0-9_])[0-9]{8,10}",
+            }.get(prefix) or (
+                "" if prefix.startswith((".", "discord", "outlook", "hooks."))
+                else _NOT_WORD_BEFORE)
+            if prefix.startswith(".webhook.") or prefix.startswith(".logic."):
+                before = r"https://[A-Za-z0-9-]{1,64}"  # the whole URL, tenant host included
+            alts.append(before + re.escape(prefix) + body)
+            anchors.append(prefix.lower())
+        pattern = "(?:" + "|".join(alts) + ")" + (
+            "" if family.endswith("webhook") or family == "salesforce" else _NOT_TOKEN_AFTER)
+        out.append((family, tuple(anchors), re.compile(pattern)))
+    return tuple(out)
+
+
+_PROVIDERS: Final = _provider_patterns()
+#: Every provider prefix, lowercased: redaction's single keyword pass over the lowercased text
+#: looks for them with its own words (funes.ingest.redact), and only the families whose prefix
+#: occurs run their pattern.
+ANCHORS: Final = frozenset(a for _f, anchors, _p in _PROVIDERS for a in anchors)
+_BY_ANCHOR: Final[dict[str, list[int]]] = {}
+for _i, (_f, _anchors, _p) in enumerate(_PROVIDERS):
+    for _a in _anchors:
+        _BY_ANCHOR.setdefault(_a, []).append(_i)
+
+
+def scan(text: str, present: set[str], out: Raw) -> None:
+    """Append a finding for each provider token in `text` whose prefix is in `present`."""
+    hits = ANCHORS.intersection(present)
+    if not hits:
+        return
+    for i in sorted({i for a in hits for i in _BY_ANCHOR[a]}):
+        for m in _PROVIDERS[i][2].finditer(text):
+            value = m.group(0)
+            if _entropy(value) < 2.5 or filler(value):
+                continue  # "AC" + 32 zeros, "key-xxxx…": a placeholder in the format's shape
+            out.append((m.start(), m.end(), PRIORITY, "provider-token"))
+
+

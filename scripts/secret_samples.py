@@ -1,0 +1,483 @@
+r"""Measurement samples of secrets from two scanners' own test suites, for bench/secret_coverage.py.
+
+funes's detectors are tuned on gitleaks' tests (scripts/gitleaks_rules.py); these samples come
+from suites that were not used for tuning, so the bench measures coverage the way a held-out
+set does. Nothing from them is vendored: the samples are written to a scratch file outside the
+repository and only read by the bench.
+
+* **trufflehog** (AGPL-3.0, https://github.com/trufflesecurity/trufflehog): each detector's
+  ``pkg/detectors/<name>/<name>_test.go`` pattern test is a table of ``input`` texts and the
+  secrets the detector must ``want`` from them. A small evaluator of the Go expressions those
+  tables are written in (string literals, identifiers bound to string literals, ``+``,
+  ``fmt.Sprintf`` with ``%s``/``%v``/``%d``/``%q``, ``strings.Repeat``) recovers both; cases it
+  cannot evaluate are skipped and counted. A ``want`` is often several parts glued together
+  (``email:token:domain``, ``key + id``); the parts that occur in the input and are secrets
+  (not an id, user, domain, host, URL or e-mail by their variable's name or their shape) are
+  the sample's secrets. Only the test data is read; none of its detector code is used.
+* **detect-secrets** (Apache-2.0, https://github.com/Yelp/detect-secrets): the plugins' tests
+  (``tests/plugins/*_test.py``) parametrise payloads with ``should_flag``; the keyword plugin's
+  test cases pair a line with its secret. The literals are evaluated with ``ast`` (no upstream
+  code runs); the secret of a flagged payload is its longest credential-shaped token.
+
+Run (the commits are pinned; a checkout at any commit works, the files are read with
+``git show <pinned>``):
+
+    python scripts/secret_samples.py --trufflehog /path/to/trufflehog \\
+        --detect-secrets /path/to/detect-secrets --out /work/scratch/secret-samples.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+TRUFFLEHOG_COMMIT = "3ab759fef4bb5935d4fe9ac68b503d05346b8364"
+DETECT_SECRETS_COMMIT = "5e141933554a0b74e7341841f318be21e895339c"
+LICENCES = {
+    "trufflehog": "AGPL-3.0 (test data read for measurement only, nothing vendored)",
+    "detect-secrets": "Apache-2.0 (test data read for measurement only, nothing vendored)",
+}
+
+
+#: detect-secrets plugins whose findings are not credentials (public IP addresses) or tests of
+#: the plugin machinery.
+NOT_SECRETS = frozenset({"ip_public", "base"})
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout
+
+
+def _files(repo: Path, commit: str, under: str) -> list[str]:
+    return _git(repo, "ls-tree", "-r", "--name-only", commit, under).splitlines()
+
+
+# ------------------------------------------------------------------------------------------------
+# A tiny evaluator of Go string expressions
+# ------------------------------------------------------------------------------------------------
+
+_GO_TOKEN = re.compile(
+    r'\s+|//[^\n]*|/\*.*?\*/|"(?:[^"\\\n]|\\.)*"|`[^`]*`|\d+|[A-Za-z_][\w.]*|\S', re.S
+)
+_GO_ESC = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "'": "'", "0": "\0"}
+
+
+class Unevaluable(ValueError):
+    """A Go expression outside the subset this script understands."""
+
+
+def _tokens(src: str) -> list[str]:
+    return [t for t in _GO_TOKEN.findall(src) if t.strip() and not t.startswith(("//", "/*"))]
+
+
+def _go_string(tok: str) -> str:
+    if tok.startswith("`"):
+        return tok[1:-1]
+    body = tok[1:-1]
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            if nxt == "x":
+                out.append(chr(int(body[i + 2 : i + 4], 16)))
+                i += 4
+                continue
+            if nxt == "u":
+                out.append(chr(int(body[i + 2 : i + 6], 16)))
+                i += 6
+                continue
+            out.append(_GO_ESC.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+Leaf = tuple[str | None, str]  # (identifier it came from, value)
+
+
+class _Parser:
+    def __init__(self, toks: list[str], env: dict[str, str]) -> None:
+        self.toks, self.env, self.i = toks, env, 0
+
+    def peek(self) -> str:
+        return self.toks[self.i] if self.i < len(self.toks) else ""
+
+    def take(self) -> str:
+        tok = self.peek()
+        self.i += 1
+        return tok
+
+    def expr(self) -> tuple[str, list[Leaf]]:
+        value, leaves = self.term()
+        while self.peek() == "+":
+            self.take()
+            more, more_leaves = self.term()
+            value += more
+            leaves += more_leaves
+        return value, leaves
+
+    def term(self) -> tuple[str, list[Leaf]]:
+        tok = self.take()
+        if tok[:1] in ('"', "`"):
+            s = _go_string(tok)
+            return s, [(None, s)]
+        if tok == "(":
+            out = self.expr()
+            if self.take() != ")":
+                raise Unevaluable("paren")
+            return out
+        if re.fullmatch(r"[A-Za-z_][\w.]*", tok):
+            if self.peek() == "(":
+                return self.call(tok)
+            if tok in self.env:
+                return self.env[tok], [(tok, self.env[tok])]
+        raise Unevaluable(tok)
+
+    def call(self, name: str) -> tuple[str, list[Leaf]]:
+        self.take()  # (
+        args: list[tuple[str, list[Leaf]]] = []
+        raw: list[str] = []
+        while self.peek() != ")":
+            if self.peek().isdigit():
+                raw.append(self.take())
+                args.append(("", []))
+            else:
+                args.append(self.expr())
+                raw.append("")
+            if self.peek() == ",":
+                self.take()
+            elif self.peek() != ")":
+                raise Unevaluable("args")
+        self.take()
+        if name in ("fmt.Sprintf", "fmt.Sprint") and args:
+            fmt = args[0][0]
+            rest = args[1:]
+            leaves: list[Leaf] = []
+            out: list[str] = []
+            k = 0
+            i = 0
+            while i < len(fmt):
+                if fmt[i] == "%" and i + 1 < len(fmt):
+                    verb = fmt[i + 1]
+                    if verb == "%":
+                        out.append("%")
+                    elif verb in "svdq":
+                        if k >= len(rest):
+                            raise Unevaluable("sprintf args")
+                        v = rest[k][0] if rest[k][1] or not raw[k + 1] else raw[k + 1]
+                        out.append(f'"{v}"' if verb == "q" else v)
+                        leaves += rest[k][1]
+                        k += 1
+                    else:
+                        raise Unevaluable(f"verb %{verb}")
+                    i += 2
+                    continue
+                out.append(fmt[i])
+                i += 1
+            return "".join(out), leaves
+        if name == "strings.Repeat" and len(args) == 2 and raw[1]:
+            return args[0][0] * int(raw[1]), [(None, args[0][0] * int(raw[1]))]
+        if name in ("strings.ToUpper", "strings.ToLower") and len(args) == 1:
+            v = args[0][0].upper() if name.endswith("Upper") else args[0][0].lower()
+            return v, [(None, v)]
+        raise Unevaluable(name)
+
+
+_GO_BIND = re.compile(r"(?m)^\s*(?:const\s+|var\s+)?(\w+)\s*(?::=|=)\s*(?=[\"`])")
+
+
+def _go_env(src: str) -> dict[str, str]:
+    """Identifiers bound to string expressions (package level and inside functions)."""
+    env: dict[str, str] = {}
+    for m in _GO_BIND.finditer(src):
+        toks = _tokens(src[m.end() : m.end() + 20000])
+        try:
+            value, _ = _Parser(toks, env).expr()
+        except (Unevaluable, ValueError, IndexError):
+            continue
+        env[m.group(1)] = value
+    return env
+
+
+_CASE_INPUT = re.compile(r"\binput:\s*")
+
+
+def _go_cases(src: str, env: dict[str, str]) -> tuple[list[dict[str, Any]], int]:
+    cases: list[dict[str, Any]] = []
+    skipped = 0
+    for m in _CASE_INPUT.finditer(src):
+        toks = _tokens(src[m.end() : m.end() + 30000])
+        p = _Parser(toks, env)
+        try:
+            text, _ = p.expr()
+        except (Unevaluable, ValueError, IndexError):
+            skipped += 1
+            continue
+        # The want list follows in the same case literal (before the next case's input).
+        while p.peek() and p.peek() != "input" and not (
+            p.peek() == "want" and p.toks[p.i + 1 : p.i + 2] == [":"]
+        ):
+            p.take()
+        if p.take() != "want" or p.take() != ":":
+            skipped += 1
+            continue
+        if p.peek() == "nil":
+            cases.append({"text": text, "wants": []})
+            continue
+        if [p.take() for _ in range(4)] != ["[", "]", "string", "{"]:
+            skipped += 1
+            continue
+        wants: list[list[Leaf]] = []
+        try:
+            while p.peek() != "}":
+                value, leaves = p.expr()
+                wants.append([(None, value)] if len(leaves) <= 1 else leaves)
+                if p.peek() == ",":
+                    p.take()
+        except (Unevaluable, ValueError, IndexError):
+            skipped += 1
+            continue
+        cases.append({"text": text, "wants": wants})
+    return cases, skipped
+
+
+_NOT_SECRET_NAME = re.compile(
+    r"(?i)(?:id|domain|email|mail|user(?:name)?|url|uri|host(?:name)?|endpoint|region|account|org"
+    r"|name|tenant|instance|server|base|zone|project|workspace|location|phone|number|port|env"
+    r"|path|cloud|site|subdomain|app|team|database|db|realm|cluster|region)(?:pattern)?\d*$"
+)
+_SECRET_NAME = re.compile(r"(?i)key|token|secret|pass|pwd|cred|auth|sig|pat\b|pat\d|jwt|cert")
+_HOSTLIKE = re.compile(r"(?i)^(?:[a-z0-9-]+\.)+[a-z]{2,10}(?::\d+)?(?:/\S*)?$")
+
+
+_URL_PASSWORD = re.compile(r"://[^/\s:@]*:([^/\s@]+)@")
+_SECRET_PARAM = re.compile(
+    r"(?i)(?:^|[;&?\s])(?:password|pwd|secret|sig|accountkey|sharedaccesskey|key|token)=([^;&\s]+)"
+)
+
+
+def core(value: str) -> str:
+    """The credential inside a connection string or URL: what leaking would hurt.
+
+    A URL's user name and host, a connection string's endpoint and the parameters of a SAS URL
+    are not secret; the password, ``Secret=``/``AccountKey=`` value or signature is.
+    """
+    m = _URL_PASSWORD.search(value)
+    if m:
+        return m.group(1)
+    if "=" in value and (";" in value or "&" in value):
+        m = _SECRET_PARAM.search(value)
+        if m and len(m.group(1)) >= 8:
+            return m.group(1)
+    return value
+
+
+def _secret_parts(text: str, leaves: list[Leaf]) -> list[str]:
+    """The parts of one `want` that are secrets and occur in the input."""
+    parts: list[Leaf] = []
+    for name, value in leaves:
+        if value in text:
+            parts.append((name, value))
+        elif name is None and "PRIVATE KEY-----" in value:
+            m = re.search(r"-----BEGIN[^-]*-----(.*?)-----END", value, re.S)
+            if m and m.group(1).strip() and m.group(1).strip() in text:
+                parts.append((None, m.group(1).strip()))
+        elif name is None and "{" not in value:
+            parts += [(None, v) for v in re.split(r"[:;|,\s]+", value) if v and v in text]
+    out: list[str] = []
+    for name, value in parts:
+        value = value.strip('"')
+        if len(value) < 8 or value.startswith("//") or re.fullmatch(r"[a-z_.]+", value):
+            continue
+        bare = name.rsplit(".", 1)[-1] if name else ""
+        if bare and _NOT_SECRET_NAME.search(bare) and not _SECRET_NAME.search(
+            re.sub(r"(?i)pattern$", "", bare)
+        ):
+            continue
+        if ("@" in value and "." in value.rsplit("@", 1)[-1] and " " not in value
+                and not re.search(r"://[^/\s]*:[^/\s]*@", value)):
+            continue  # an e-mail
+        if _HOSTLIKE.match(value) and not any(c.isupper() for c in value):
+            continue
+        if value.isalpha() and value.islower() and name is None:
+            continue  # a literal word beside the secret (a user name)
+        if value.startswith(("http://", "https://")) and not re.search(r"[?&/][^/?&]{16,}", value):
+            continue
+        out.append(core(value))
+    if not out:
+        longest = max((v for _, v in parts), key=len, default="")
+        if len(longest) >= 8:
+            out.append(longest)
+    return sorted(set(out))
+
+
+def trufflehog_samples(repo: Path, commit: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Every detector's pattern-test cases with a non-empty `want`, and counts of the rest."""
+    samples: list[dict[str, Any]] = []
+    stats = {"files": 0, "skipped_cases": 0, "negatives": 0}
+    for path in _files(repo, commit, "pkg/detectors"):
+        if not path.endswith("_test.go") or "integration" in path:
+            continue
+        src = _git(repo, "show", f"{commit}:{path}")
+        if "input:" not in src:
+            continue
+        stats["files"] += 1
+        detector = path.split("/")[2]
+        cases, skipped = _go_cases(src, _go_env(src))
+        stats["skipped_cases"] += skipped
+        for case in cases:
+            secrets: set[str] = set()
+            for leaves in case["wants"]:
+                secrets.update(_secret_parts(case["text"], leaves))
+            if not case["wants"]:
+                stats["negatives"] += 1
+                continue
+            if secrets:
+                samples.append({"source": "trufflehog", "family": detector,
+                                "text": case["text"], "secrets": sorted(secrets)})
+    return samples, stats
+
+
+# ------------------------------------------------------------------------------------------------
+# detect-secrets
+# ------------------------------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"[^\s\"'`,;()<>{}\[\]]+")
+_NAME_PREFIX = re.compile(r"^[\w.-]{1,60}?(?::=|=>|[:=])(?=.)")
+
+
+def _payload_secret(payload: str) -> str | None:
+    """The longest credential-shaped token of a flagged payload (a name before `=`/`:` cut off)."""
+    best = ""
+    for tok in _TOKEN.findall(payload):
+        if tok.endswith((":", "=")) and not tok.endswith("=="):
+            continue  # a name before its value
+        if "://" not in tok:
+            core = tok.rstrip("=")
+            tok = re.split(r":=|=>|[:=]", core)[-1] + tok[len(core):]
+        tok = tok.strip(".:")
+        if len(tok) > len(best):
+            best = tok
+    return best if len(best) >= 8 else None
+
+
+class _Safe(ast.NodeVisitor):
+    def generic_visit(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Call):
+            f = node.func
+            ok = isinstance(f, ast.Attribute) and f.attr in ("format", "encode", "decode", "join")
+            if not ok:
+                raise Unevaluable("call")
+        super().generic_visit(node)
+
+
+def _evaluate(node: ast.AST, env: dict[str, Any]) -> Any:
+    _Safe().visit(node)
+    code = compile(ast.Expression(node), "<test>", "eval")  # type: ignore[arg-type]
+    return eval(code, {"__builtins__": {}}, env)  # literals and .format() only (checked above)
+
+
+def detect_secrets_samples(repo: Path, commit: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Every plugin test's flagged payload and keyword case, and counts of the rest."""
+    samples: list[dict[str, Any]] = []
+    stats = {"files": 0, "skipped": 0, "negatives": 0}
+    for path in _files(repo, commit, "tests/plugins"):
+        if not path.endswith("_test.py"):
+            continue
+        family = Path(path).stem.removesuffix("_test")
+        if family in NOT_SECRETS:
+            continue
+        tree = ast.parse(_git(repo, "show", f"{commit}:{path}"))
+        stats["files"] += 1
+        env: dict[str, Any] = {}
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                node.targets[0], ast.Name
+            ):
+                try:
+                    env[node.targets[0].id] = _evaluate(node.value, env)
+                except Exception:  # a constant built by a call: not a literal sample
+                    continue
+        for name, value in env.items():  # the keyword plugin's (line, secret) tables
+            if name.endswith("_TEST_CASES") and isinstance(value, list):
+                for item in value:
+                    if (isinstance(item, tuple) and len(item) == 2
+                            and isinstance(item[1], str) and item[1] in item[0]):
+                        samples.append({"source": "detect-secrets", "family": family,
+                                        "text": item[0], "secrets": [item[1]]})
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "parametrize"):
+                continue
+            if len(node.args) < 2:
+                continue
+            try:
+                names = _evaluate(node.args[0], env)
+                rows = _evaluate(node.args[1], env)
+            except Exception:
+                stats["skipped"] += 1
+                continue
+            if not isinstance(names, str) or "should_flag" not in names:
+                continue
+            for row in rows:
+                if not (isinstance(row, tuple) and len(row) == 2 and isinstance(row[0], str)):
+                    continue
+                if not row[1]:
+                    stats["negatives"] += 1
+                    continue
+                secret = _payload_secret(row[0])
+                if secret is None:
+                    stats["skipped"] += 1
+                    continue
+                samples.append({"source": "detect-secrets", "family": family,
+                                "text": row[0], "secrets": [core(secret)]})
+    return samples, stats
+
+
+def _dedupe(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: set[tuple[str, str, tuple[str, ...]]] = set()
+    out = []
+    for s in samples:
+        key = (s["source"], s["text"], tuple(s["secrets"]))
+        if key not in seen:
+            seen.add(key)
+            out.append(s)
+    return out
+
+
+def main() -> None:
+    """Write the samples file."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trufflehog", type=Path, required=True)
+    parser.add_argument("--detect-secrets", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    th, th_stats = trufflehog_samples(args.trufflehog, TRUFFLEHOG_COMMIT)
+    ds, ds_stats = detect_secrets_samples(args.detect_secrets, DETECT_SECRETS_COMMIT)
+    data = {
+        "upstream": {
+            "trufflehog": {"commit": TRUFFLEHOG_COMMIT, "licence": LICENCES["trufflehog"],
+                           **th_stats},
+            "detect-secrets": {"commit": DETECT_SECRETS_COMMIT,
+                               "licence": LICENCES["detect-secrets"], **ds_stats},
+        },
+        "samples": _dedupe(th + ds),
+    }
+    args.out.write_text(json.dumps(data, indent=1, ensure_ascii=False), "utf-8")
+    counts = {src: sum(s["source"] == src for s in data["samples"]) for src in LICENCES}
+    print(f"wrote {args.out}: {counts}; {data['upstream']}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+"""The field's detectors (funes.ingest.detectors): formats, syntaxes, prose, repeats, residues.
+
+Every secret here is generated in its provider's documented format from a seeded generator, so
+the tests need no scanner's data (bench/secret_coverage.py measures on those). A secret is
+caught when no 16-character piece of it survives redaction, the same test the bench applies.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+import time
+
+import pytest
+
+from funes.ingest.detectors import random_word
+from funes.ingest.noise import elide_base64
+from funes.ingest.redact import redact
+
+ALNUM = string.ascii_letters + string.digits
+LOWER_ALNUM = string.ascii_lowercase + string.digits
+HEX = "0123456789abcdef"
+B64 = ALNUM + "+/"
+B64URL = ALNUM + "-_"
+WINDOW = 16
+
+
+def rnd(rng: random.Random, alphabet: str, n: int) -> str:
+    return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+def leaked(secret: str, out: str) -> bool:
+    """The secret, or a 16-character piece of it, is still in `out`."""
+    if len(secret) < WINDOW:
+        return secret in out
+    return any(secret[i : i + WINDOW] in out for i in range(len(secret) - WINDOW + 1))
+
+
+def provider_tokens(seed: int) -> dict[str, str]:
+    """One token per family, in the format the provider documents."""
+    r = random.Random(seed)
+    return {
+        "shopify": "shpat_" + rnd(r, HEX, 32),
+        "twilio": "SK" + rnd(r, HEX, 32),
+        "mailgun": "key-" + rnd(r, HEX, 32),
+        "sonar": "squ_" + rnd(r, HEX, 40),
+        "atlassian": "ATATT3xFfGF0" + rnd(r, B64URL, 170),
+        "discord": "M" + rnd(r, B64URL, 23) + "." + rnd(r, B64URL, 6) + "." + rnd(r, B64URL, 27),
+        "digitalocean": "dop_v1_" + rnd(r, HEX, 64),
+        "vault": "hvs." + rnd(r, B64URL, 90),
+        "groq": "gsk_" + rnd(r, ALNUM, 52),
+        "sentry": "sntryu_" + rnd(r, HEX, 64),
+        "newrelic": "NRAK-" + rnd(r, string.ascii_uppercase + string.digits, 27),
+        "linear": "lin_api_" + rnd(r, ALNUM, 40),
+        "postman": "PMAK-" + rnd(r, HEX, 24) + "-" + rnd(r, HEX, 34),
+        "square": "EAAA" + rnd(r, B64URL, 60),
+        "teams-webhook": f"https://{rnd(r, string.ascii_lowercase, 8)}.webhook.office.com/"
+        f"webhookb2/{rnd(r, HEX, 8)}-{rnd(r, HEX, 4)}@{rnd(r, HEX, 8)}/IncomingWebhook/"
+        f"{rnd(r, HEX, 32)}/{rnd(r, HEX, 8)}",
+        "discord-webhook": f"https://discord.com/api/webhooks/{r.randrange(10**17, 10**18)}/"
+        + rnd(r, B64URL, 68),
+        "salesforce": "00D" + rnd(r, ALNUM, 15) + "!" + rnd(r, ALNUM + ".", 96),
+        "azure-ad": rnd(r, ALNUM, 3) + "8Q~" + rnd(r, ALNUM + "_~.-", 34),
+    }
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(
+    "context",
+    [
+        "{s}",
+        "export TOKEN={s}",
+        "After the outage I rotated it, and the new one is {s} so please update the runner.",
+        '{{"config": {{"value": "{s}"}}}}',
+    ],
+)
+def test_provider_formats_are_caught_named_or_not(seed: int, context: str) -> None:
+    for family, secret in provider_tokens(seed).items():
+        out = redact(context.format(s=secret))[0]
+        assert not leaked(secret, out), (family, out)
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "jira token - '{s}'",
+        "okta token -> \"{s}\"",
+        "plivo secret ('{s}')",
+        "mixpanel api key {s}",
+        '<string name="api_key">{s}</string>',
+        "client_secret: {s}",
+        "https://api.example.com/geoip?edition=City&license_key={s}",
+        "AZURE_OPENAI_KEY: {s}",
+    ],
+)
+def test_values_near_a_secret_word_in_any_syntax(template: str) -> None:
+    r = random.Random(template)
+    for secret in (rnd(r, LOWER_ALNUM, 32), rnd(r, ALNUM, 24), rnd(r, HEX, 32)):
+        out = redact(template.format(s=secret))[0]
+        assert not leaked(secret, out), out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_tokens_alone_in_prose(seed: int) -> None:
+    r = random.Random(seed)
+    for secret in (rnd(r, ALNUM, 40), rnd(r, LOWER_ALNUM, 36), rnd(r, B64URL, 48)):
+        for line in (
+            f"I pasted {secret} into the dashboard and it still says unauthorized.",
+            f"use {secret}.",
+            f"(it was {secret})",
+        ):
+            out = redact(line)[0]
+            assert not leaked(secret, out), out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Merged 3ab759fef4bb5935d4fe9ac68b503d05346b8364 into main after review.",
+        "The run id is 123e4567-e89b-12d3-a456-426614174000 and it passed.",
+        '"integrity": "sha512-kfba9OXKzZutdbXshWGqk7MbehqfJp3lyd/qJy5XQIHFFhwS2hT0z2iIjGwmthA2'
+        'fgl8VmOfqe4qY5dIlGPkMe=="',
+        "Request failed (request id: req_011CVxAbC9dEfGh2JkLmN3pQ) please retry.",
+        "The tool call toolu_01XyZaBcDeFgHiJkLmNoPqRs returned nothing.",
+        "see AbstractSingletonProxyFactoryBean and KeySerializationEncryptionBuilder here",
+        "public_key = ed25519.Ed25519PublicKey.from_public_bytes(data)",
+        "arn:aws:iam::123456789012:role/service-role/MyRole-20240101T000000",
+        '"NextToken": "eyJOZXh0VG9rZW4iOiBudWxsLCAiYm90b190cnVuY2F0ZV9hbW91bnQiOiAyfQ=="',
+        '"ClientToken": "a8Kd93JfLq0Zx7VbN2mPw5Rt"',
+        "--idempotency-token 91ad3b2c7f1e4d8a9b0c",
+        "| sha256 | e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 |",
+        "![plot](data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+        "YPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==)",
+        "FAILED tests/test_x.py::test_hash - AssertionError: 9f86d081884c7d659a2feaa0c55ad015 != "
+        "5d41402abc4b2a76b9719d911017c592",
+        "Usage: tool --api-key <API_KEY> --token YOUR_TOKEN_HERE --secret ${SECRET}",
+        "src/funes/ingest/detectors_test_helpers_2024_v2.py and docs/reference/redaction-rules.md",
+        "pip install torch==2.3.1+cu121 llama-cpp-python==0.2.90 huggingface-hub==0.24.6",
+        "The password_hash column is pbkdf2_sha256$600000$salt$hash and nothing else.",
+        # code, not values (JavaScript and TypeScript read bare names after a colon)
+        "      password: tString,\n      origin: tOptional(tString)",
+        '  "httpCredentials": httpCredentials,\n  resumptionToken: lastEventId,',
+        "const browserToken = browser?.browserName ?? options2?.onresumptiontoken;",
+        '{"password": "string?", "secret": "boolean?", "checked": "boolean?"}',
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13",
+        '  AppXq0fevzme2pys62n3e0fbqa7peapykr8v: { name: "Edge", id: "com.microsoft.edge" },',
+        "<path d=`M240-560v400q0 33-23.5 56.5T160-80h640q33 0 56.5-23.5T880-160`/>",
+    ],
+)
+def test_what_transcripts_are_full_of_is_left_alone(text: str) -> None:
+    assert redact(elide_base64(text))[1] == []
+
+
+def test_every_repeat_of_a_found_value_is_redacted() -> None:
+    secret = rnd(random.Random(5), ALNUM, 28)
+    text = (
+        f"SERVICE_PASSWORD={secret}\n"
+        f"later the agent ran: login {secret}; echo '{secret}' > /tmp/x\n"
+        f"and the log said {{\"pw\":\"{secret}\"}}"
+    )
+    out = redact(text)[0]
+    assert secret not in out and out.count("[REDACTED:") == 4, out
+
+
+def test_a_cut_at_a_dot_runs_to_the_token_end() -> None:
+    r = random.Random(9)
+    head, tail = rnd(r, ALNUM, 20), rnd(r, ALNUM, 20)
+    out = redact(f"api_key: {head}.{tail}")[0]
+    assert not leaked(head, out) and not leaked(tail, out), out
+
+
+def test_colon_joined_parts_go_together() -> None:
+    r = random.Random(10)
+    secret = f"{rnd(r, LOWER_ALNUM, 21)}:{rnd(r, LOWER_ALNUM, 5)}:{rnd(r, LOWER_ALNUM, 22)}"
+    out = redact(f"[DEBUG] Using Key={secret}")[0]
+    assert not leaked(secret, out), out
+
+
+@pytest.mark.parametrize("size", [300, 2000, 12000])
+def test_long_xml_secret_elements(size: int) -> None:
+    secret = rnd(random.Random(size), B64 + " ", size).strip()
+    out = redact(f"<settings>\n<password>{secret}</password>\n</settings>")[0]
+    assert not leaked(secret.replace(" ", ""), out.replace(" ", "")), out[:200]
+
+
+def test_base64_secret_starting_with_a_slash() -> None:
+    secret = "/" + rnd(random.Random(11), B64, 39)
+    for text in (f"aws_secret = {secret}", f'"client_secret": "{secret}"', f"my_token={secret}"):
+        out = redact(text)[0]
+        assert not leaked(secret, out), out
+
+
+def test_fly_io_token_lists() -> None:
+    r = random.Random(12)
+    parts = ["fm2_" + rnd(r, B64, 120) for _ in range(3)] + ["fo1_" + rnd(r, B64URL, 43)]
+    out = redact(f"Authorization: FlyV1 {','.join(parts)}")[0]
+    for p in parts:
+        assert not leaked(p, out), out
+
+
+def test_a_long_jwt_survives_base64_elision_whole() -> None:
+    r = random.Random(13)
+    jwt = "eyJhbGciOiJSUzI1NiJ9.eyJ" + rnd(r, B64URL, 1500) + "." + rnd(r, B64URL, 342)
+    out = redact(elide_base64(f"the session cookie was {jwt} today"))[0]
+    assert not leaked(jwt, out), out[:300]
+
+
+def test_random_word_tells_credentials_from_words() -> None:
+    assert random_word("Xk9fP2qLm8Rt5vBn3wZy7Qa1")
+    assert random_word("hysqax25w3gqgvz7k1exe07xqosc38yu2oyudjuiaqcyxo")
+    assert not random_word("3ab759fef4bb5935d4fe9ac68b503d05346b8364")  # hex: a git SHA
+    assert random_word("237eb668c01429518426aa82b374c9da", relaxed=True)  # named hex key
+    assert not random_word("test_module_name_2024_v2_final")
+    assert not random_word("AbstractSingletonProxyFactoryBean2")
+    assert not random_word("req_011CVxAbC9dEfGh2JkLmN3pQ")
+
+
+ADVERSARIAL = [
+    "a" * 65536,
+    "token " * 10923,
+    ("Xk9fP2qLm8Rt5vBn3wZy7Qa1=" * 2700)[:65536],
+    ("key-" + "0" * 60 + " ") * 1000,
+    "<password>" + "x" * 65000,
+    ("abc:" * 16384),
+    ("A1=" * 21845),
+    "FlyV1 " + ("fm2_" + "A" * 30 + ",") * 1900,
+    ("api_key " * 8000)[:65536],
+    ("secret '" + "a1" * 30) * 700,
+]
+
+
+@pytest.mark.parametrize("text", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
+def test_adversarial_64kb_stays_linear(text: str) -> None:
+    """64 KB built to make a backtracking pattern or a repeat search blow up indexes quickly.
+
+    The bound is loose (a quadratic blow-up on 64 KB takes minutes, linear a fraction of a
+    second); it only guards against the blow-up, not the speed (that is bench/'s job).
+    """
+    start = time.process_time()
+    redact(text)
+    assert time.process_time() - start < 5.0
