@@ -60,10 +60,16 @@ class UiState:
         """
         if label is not None and label not in self.labels():
             raise UnknownMemoryError(label)
-        key = self.memories[0] if label is None else self._key_of(label)
+        return self._open(self.memories[0] if label is None else self._key_of(label))
+
+    def _open(self, key: str | None) -> api.MemoryChoice:
         if key not in self._opened:
             self._opened[key] = api.choose_memory(self.settings, key)
         return self._opened[key]
+
+    def opened(self) -> list[api.MemoryChoice]:
+        """The memories pages have opened so far (what the HEAD watcher keeps warm)."""
+        return list(self._opened.values())
 
     def _key_of(self, label: str) -> str | None:
         for key in self.memories:
@@ -73,12 +79,7 @@ class UiState:
 
     def labels(self) -> list[str]:
         """How the page names each memory it can show (what `?memory=` takes)."""
-        out = []
-        for key in self.memories:
-            if key not in self._opened:
-                self._opened[key] = api.choose_memory(self.settings, key)
-            out.append(self._opened[key].label)
-        return out
+        return [self._open(key).label for key in self.memories]
 
 
 class UnknownMemoryError(FunesError):
@@ -186,7 +187,7 @@ def watch(state: UiState) -> None:
     person opening `/` wait for it.
     """
     while not state.stopping.is_set():
-        for choice in list(state._opened.values()):
+        for choice in state.opened():
             try:
                 with state.lock:
                     head = overview.head_id(choice.repo)
