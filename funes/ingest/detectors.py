@@ -9,21 +9,19 @@ and repeats (a value redacted where it is named, left verbatim where it is paste
 is here was written from those formats as their providers document them and from
 detect-secrets' keyword-and-entropy heuristics (Apache-2.0); no scanner code is copied.
 
-Three parts, each linear in the text (every expression is a single loop over a character
+Two parts here, each linear in the text (every expression is a single loop over a character
 class, or a literal alternation, with bounded repetitions; no nested quantifier):
 
 * :func:`scan` adds raw findings: provider tokens by prefix (:data:`PROVIDERS`), values near a
-  secret word in any syntax, random tokens standing alone in prose, long XML secret elements,
+  secret word in any syntax, random tokens standing alone in prose, XML secret elements,
   Fly.io's comma-separated token lists.
-* :func:`complete` runs on the merged findings: every other occurrence of a found value is a
-  finding too, and a finding cut short at a ``.`` inside a token runs on to the token's end.
 * :func:`vetoed` drops a finding of an assignment detector whose name is a well-known
   non-secret ending in ``token`` or ``key`` (AWS ``NextToken``, ``ClientToken``, pagination
   and idempotency tokens; ``key_id``-like names are already not secrets).
 
-One file because the three parts share one value test: what a finding is (`random_word`,
-the word and name tests) decides what is scanned, what is repeated and what is vetoed, and
-splitting them would let the standalone detector and its repeats disagree about a value.
+What a finding implies beyond itself (repeats, pieces, cut tokens) is funes.ingest.completion,
+which reads values with the same tests (`random_word`, the word and name tests) so the
+standalone detector and its repeats agree about a value.
 
 Precision: the standalone test (:func:`random_word`) wants what a generated credential looks
 like and what text, code and tool output rarely hold between spaces: 20+ characters, a run of
@@ -38,28 +36,18 @@ import binascii
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
-from typing import Final, Protocol
+from typing import Final
 
 from funes.ingest import providers
 from funes.ingest.providers import ANCHORS
 
-__all__ = ["ANCHORS", "KINDS", "complete", "random_word", "scan", "vetoed"]
+__all__ = ["ANCHORS", "KINDS", "random_word", "scan", "vetoed"]
 
 #: Kinds this module names in ``[REDACTED:<kind>]``.
 KINDS: Final = ("provider-token", "named-secret", "random-token")
 MARKER: Final = "[REDACTED:"
 
 Raw = list[tuple[int, int, int, str]]
-
-
-class _Span(Protocol):
-    @property
-    def start(self) -> int: ...
-    @property
-    def end(self) -> int: ...
-    @property
-    def kind(self) -> str: ...
 
 
 def _entropy(value: str) -> float:
@@ -237,6 +225,10 @@ _ASSIGN_GAP: Final = re.compile(
 #: A Discord bot token: the bot's id in base64, a timestamp, an HMAC (found among the words).
 _DISCORD: Final = re.compile(r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}")
 _NAMED_PRIORITY: Final = 7
+#: Characters of one part of a joined credential (`id:secret`): funes.ingest.completion too.
+_PART_CHARS: Final = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
+)
 
 #: Words that say a secret is next: the names detect-secrets' keyword plugin and trufflehog's
 #: keyword prefilters look for, in any syntax (no `=` needed).
@@ -486,120 +478,6 @@ def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
         _scan_xml(text, lowered, out)
     if "FlyV1" in text:
         _scan_fly(text, out)
-
-
-# ------------------------------------------------------------------------------------------------
-# Completion: repeats, cuts at a dot
-# ------------------------------------------------------------------------------------------------
-
-_ALNUM: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
-_TOKEN_CHARS: Final = frozenset(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-"
-)
-_DOT_TAIL: Final = re.compile(r"(?:[.-][A-Za-z0-9][A-Za-z0-9+/=_]{0,4096}){1,64}")
-#: A value this short could be a word that happens to be a password; repeats of it are not.
-_REPEAT_MIN: Final = 8
-#: Above this many distinct values, repeats are found with one scan of the text (a table of
-#: the values' first 8 characters) instead of one search per value.
-_FIND_EACH_MAX: Final = 16
-
-
-#: Kinds whose value may be one part of a `part:part` token (`id:secret`, Asana's `n/id:key`).
-_JOINED_KINDS: Final = frozenset({"random-token", "named-secret", "provider-token"})
-_PART_CHARS: Final = frozenset(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
-)
-_PART_AFTER: Final = re.compile(r"[:=]{1,4}[A-Za-z0-9+/_-]{4,256}")
-
-
-def _joined(text: str, start: int, end: int) -> tuple[int, int]:
-    """Extend a random value over `:`- or `=`-joined parts that are not names.
-
-    One credential: `id:secret`, Asana's `n/id:key`, base64 with `=` inside.
-    """
-    for _ in range(4):
-        if text[start - 1 : start] not in (":", "="):
-            break
-        k = start - 1
-        while k > 0 and start - 1 - k < 2 and text[k - 1] == "=":
-            k -= 1  # base64 padding ends the part before the joiner
-        while k > 0 and start - k < 256 and text[k - 1] in _PART_CHARS:
-            k -= 1
-        part = text[k : start - 1]
-        if len(part) < 4 or not any(ch.isdigit() for ch in part) or _name_like(part):
-            break
-        start = k
-    for _ in range(4):
-        m = _PART_AFTER.match(text, end) if text[end : end + 1] in (":", "=") else None
-        if m is None or not any(ch.isdigit() for ch in m.group(0)):
-            break
-        end = m.end()
-    return start, end
-
-
-def _repeatable(value: str) -> bool:
-    """A found value whose other occurrences are the same secret: it looks generated.
-
-    A word-like value (`boolean?` read as a password in a schema, `hunter2hunter2`) is left to
-    the detectors where it occurs: spreading one doubtful finding to every repeat of a common
-    word would multiply a false positive through a whole file.
-    """
-    letters = sum(ch.isalpha() for ch in value)
-    return _word_letters(value) * 2 <= letters and _entropy(value) >= 3.0 and (
-        any(ch.isdigit() for ch in value) or not value.isalpha()
-    )
-
-
-def complete(text: str, found: Sequence[_Span], priority: dict[str, int]) -> Raw:
-    """More findings implied by `found` (merged, in order): repeats and tokens cut at a dot.
-
-    Every other occurrence of a found value is a finding of the same kind (a secret named once
-    is often pasted again without its name), and a finding that ends at a ``.`` followed by
-    token characters runs on to the token's end (``abc.def`` cut at the dot).
-    """
-    more: Raw = []
-    values: dict[str, str] = {}
-    for f in found:
-        end = f.end
-        if text[end : end + 1] in ".-" and text[end + 1 : end + 2] in _ALNUM and (
-            end > f.start and text[end - 1] in _TOKEN_CHARS
-        ):
-            m = _DOT_TAIL.match(text, end)
-            if m is not None:
-                end = m.end()
-                more.append((f.start, end, priority.get(f.kind, 10), f.kind))
-        start = f.start
-        if f.kind in _JOINED_KINDS:
-            start, end = _joined(text, start, end)
-            if (start, end) != (f.start, f.end):
-                more.append((start, end, priority.get(f.kind, 10), f.kind))
-        value = text[start:end]
-        if len(value) >= _REPEAT_MIN and MARKER not in value and "\n" not in value and (
-            _repeatable(value)
-        ):
-            values.setdefault(value, f.kind)
-    if not values:
-        return more
-    spans = {(f.start, f.end) for f in found}
-    if len(values) <= _FIND_EACH_MAX:
-        for value, kind in values.items():
-            k = text.find(value)
-            while k >= 0:
-                if (k, k + len(value)) not in spans:
-                    more.append((k, k + len(value), priority.get(kind, 10), kind))
-                k = text.find(value, k + len(value))
-        return more
-    heads: dict[str, list[str]] = {}
-    for value in values:
-        heads.setdefault(value[:_REPEAT_MIN], []).append(value)
-    for i in range(len(text) - _REPEAT_MIN + 1):
-        cands = heads.get(text[i : i + _REPEAT_MIN])
-        if cands is None:
-            continue
-        for value in cands:
-            if text.startswith(value, i) and (i, i + len(value)) not in spans:
-                more.append((i, i + len(value), priority.get(values[value], 10), values[value]))
-    return more
 
 
 # ------------------------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Final
 
-from funes.ingest import detectors, gitleaks
+from funes.ingest import completion, detectors, gitleaks
 from funes.model.turns import Block, Turn
 
 __all__ = [
@@ -891,11 +891,17 @@ def _scan_once(text: str) -> list[Finding]:
         if rule == "generic-api-key" and not _generic_value(text[start:end], text, end):
             continue
         raw.append((start, end, _GITLEAKS_PRIORITY, rule))
-    # The field's other formats and heuristics, then repeats of what was found (detectors.py).
+    # The field's other formats and heuristics (detectors.py), then what the findings imply:
+    # repeats, pieces elsewhere, tokens cut short (completion.py).
     detectors.scan(text, lowered, present, raw)
     raw = [r for r in raw if not detectors.vetoed(text, r[0], r[1], r[3])]
+    return _completed(text, raw)
+
+
+def _completed(text: str, raw: list[tuple[int, int, int, str]]) -> list[Finding]:
+    """`raw` merged, made whole, and completed (funes.ingest.completion)."""
     found = _whole(text, _merge(raw))
-    more = detectors.complete(text, found, _KIND_PRIORITY)
+    more = completion.complete(text, found, _KIND_PRIORITY)
     return _whole(text, _merge(raw + more)) if more else found
 
 
@@ -1041,7 +1047,7 @@ def redact_passes(
     if extra:
         raw = [(f.start, f.end, _KIND_PRIORITY.get(f.kind, _ENGINE_PRIORITY), f.kind)
                for f in [*found, *extra]]
-        found = _whole(text, _merge(raw))
+        found = _completed(text, raw)  # another engine's findings have repeats and cuts too
     if not found:
         return text, found, []
     passes: list[list[_Edit]] = []
