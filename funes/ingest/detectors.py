@@ -140,6 +140,27 @@ def _encoded_text(value: str) -> bool:
     return printable * 10 >= len(raw) * 9
 
 
+_GROUPS: Final = re.compile(r"[A-Za-z0-9]{3,16}(?:-[A-Za-z0-9]{3,16}){2,7}")
+
+
+def _grouped(value: str) -> bool | None:
+    """A key written in dash-separated groups (`2FTJTA1C-BXO0DV4J-…`, a UUID's shape in base36).
+
+    Each group of a generated key mixes letters and digits; a slug, a pod name or a date has
+    word or number groups. None: not in groups, the other tests decide.
+    """
+    if _GROUPS.fullmatch(value) is None:
+        return None
+    parts = value.split("-")
+    mixed = sum(any(c.isdigit() for c in p) and any(c.isalpha() for c in p) for p in parts)
+    body = value.replace("-", "")
+    if mixed * 4 < len(parts) * 3 or len(body) < 20 or _HEX.issuperset(value):
+        return False
+    if _word_letters(value) * 3 > sum(ch.isalpha() for ch in value):
+        return False
+    return _entropy(body) >= 3.5
+
+
 def random_word(value: str, *, relaxed: bool = False) -> bool:
     """Whether `value` looks machine-generated (a credential's body), not words, ids or digests.
 
@@ -154,6 +175,9 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
         return False
     if value.lstrip("+-").startswith(("0x", "0X")) or _VERSION.match(value):
         return False  # a number literal, a version string
+    grouped = _grouped(value)
+    if grouped is not None:
+        return grouped
     hexish = _HEX.issuperset(value)
     if hexish and (not relaxed or len(value.replace("-", "")) < 32):
         return False  # git SHAs, digests, ids: never alone; after a secret word, 32+ only
@@ -309,9 +333,13 @@ def _secret_name(text: str, start: int, end: int) -> bool:
 #: A quoted value right after a secret word, in syntaxes the assignment detectors do not read
 #: (`token - 'x'`, `secret 'x'`, `password("x")`, `token -> "x"`).
 _QUOTED_AFTER: Final = re.compile(
-    r"""[ \t]{0,3}(?:-{1,2}>?|=>|->|\(|is)?[ \t]{0,3}"""
+    r"""[ \t]{0,3}(?:-{1,2}>?|=>|->|\(|is|[!=]==?)?[ \t]{0,3}"""
     r"""(?:'(?P<v>[^'\n]{8,256})'|"(?P<v2>[^"\n]{8,256})"|`(?P<v3>[^`\n]{8,256})`)"""
 )
+
+
+#: A regular expression, a format string or a path, not a password made of symbols.
+_PATTERN_SYNTAX: Final = re.compile(r"\\|\(\?|\.\*|\.\+|\[\^|%[sdr(]|\{\d*\}|/\w+/|^[./~]")
 
 
 def _quoted_secret(value: str) -> bool:
@@ -320,11 +348,14 @@ def _quoted_secret(value: str) -> bool:
         return False
     if value.isalpha() or _entropy(value) < 3.0:
         return False
+    symbols = sum(not c.isalnum() for c in value)
     classes = any(c.islower() for c in value) + any(c.isupper() for c in value) + any(
-        c.isdigit() for c in value)
+        c.isdigit() for c in value) + (symbols > 0)
     low = value.lower()
     if classes < 2 or any(stem in low for stem in _SECRET_STEMS):
         return False  # `user:passwd`, `my-secret-name`: words about a secret, not one
+    if symbols * 4 >= len(value) and len(value) >= 12 and not _PATTERN_SYNTAX.search(value):
+        return True  # a password of symbols (`m{{h}o)p${e]…`), not a pattern or a path
     letters = sum(ch.isalpha() for ch in value)
     return _word_letters(value) * 2 <= letters
 
@@ -454,10 +485,27 @@ def _scan_xml(text: str, lowered: str, out: Raw) -> None:
         value = text[s:e]
         if MARKER in value or "<" in value:
             continue
-        if e - s > 256 or value.startswith("{AQAAAB"):
-            # Longer ones than redact's xml-secret detector reads, and Jenkins' stored secrets
-            # (`{AQAAABAAAAAQ…}`, credentials.xml: decryptable with the controller's key).
+        if e - s > 256 or value.startswith("{AQAAAB") or _holds_key(value):
+            # Longer ones than redact's xml-secret detector reads, Jenkins' stored secrets
+            # (`{AQAAABAAAAAQ…}`, credentials.xml: decryptable with the controller's key), and
+            # a braced or spaced value with a key among its words (redact reads `{…}` as a
+            # template placeholder, and a value with spaces as prose).
             out.append((s, e, 5, "xml-secret"))
+
+
+_VALUE_WORDS: Final = re.compile(r"[^\s{}()\[\],;|]{12,1024}")
+
+
+def _holds_key(value: str) -> bool:
+    """A braced or spaced element value with a key-shaped word in it (hex, UUID, random)."""
+    if not (value.startswith("{") or " " in value) or value.startswith(("${", "{{")):
+        return False
+    for word in _VALUE_WORDS.findall(value):
+        bare = word.replace("-", "")
+        if (_UUID_RE.fullmatch(word) or (len(bare) >= 32 and _HEX.issuperset(word))
+                or random_word(word, relaxed=True)):
+            return True
+    return False
 
 
 def _scan_fly(text: str, out: Raw) -> None:
