@@ -36,6 +36,7 @@ import binascii
 import math
 import re
 from collections import Counter
+from functools import cache
 from typing import Final
 
 from funes.ingest import providers
@@ -156,7 +157,7 @@ def _grouped(value: str) -> bool | None:
     body = value.replace("-", "")
     if mixed * 4 < len(parts) * 3 or len(body) < 20 or _HEX.issuperset(value):
         return False
-    if _word_letters(value) * 3 > sum(ch.isalpha() for ch in value):
+    if _word_letters(value) * 2 > sum(ch.isalpha() for ch in value):
         return False
     return _entropy(body) >= 3.5
 
@@ -247,7 +248,7 @@ _ASSIGN_GAP: Final = re.compile(
     r"[\"'`\]>]{0,3}[ \t]{0,4}(?::=|=>|->|[:=(]|\s-)?[ \t]{0,4}[\"'`bru]{0,3}"
 )
 #: A Discord bot token: the bot's id in base64, a timestamp, an HMAC (found among the words).
-_DISCORD: Final = re.compile(r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}")
+_DISCORD: Final = re.compile(r"[A-Z][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}")
 _NAMED_PRIORITY: Final = 7
 #: Characters of one part of a joined credential (`id:secret`): funes.ingest.completion too.
 _PART_CHARS: Final = frozenset(
@@ -303,6 +304,13 @@ def _secret_words(text: str, lowered: str) -> list[tuple[int, int]]:
             ):
                 out.append((k, end))
         k = find("key", end)
+    for stem in ("_pass", "-pass"):  # `db_pass`, `-pass`: "pass" ending a compound name
+        k = find(stem)
+        while k >= 0:
+            end = k + len(stem)
+            if not lowered[end : end + 1].isalnum():
+                out.append((k + 1, end))
+            k = find(stem, end)
     out.sort()
     return out
 
@@ -333,13 +341,17 @@ def _secret_name(text: str, start: int, end: int) -> bool:
 #: A quoted value right after a secret word, in syntaxes the assignment detectors do not read
 #: (`token - 'x'`, `secret 'x'`, `password("x")`, `token -> "x"`).
 _QUOTED_AFTER: Final = re.compile(
-    r"""[ \t]{0,3}(?:-{1,2}>?|=>|->|\(|is|[!=]==?)?[ \t]{0,3}"""
+    r"""[ \t]{0,3}(?:-{1,2}>?|=>|->|\(|is|[!=]==?|:?=|:)?[ \t]{0,3}"""
     r"""(?:'(?P<v>[^'\n]{8,256})'|"(?P<v2>[^"\n]{8,256})"|`(?P<v3>[^`\n]{8,256})`)"""
 )
 
 
 #: A regular expression, a format string or a path, not a password made of symbols.
-_PATTERN_SYNTAX: Final = re.compile(r"\\|\(\?|\.\*|\.\+|\[\^|%[sdr(]|\{\d*\}|/\w+/|^[./~]")
+_PATTERN_SYNTAX: Final = re.compile(
+    r"\\|\(\?|\.\*|\.\+|\[\^|\][+*?{]|%[sdr(]|\{\d*\}|/\w+/|^[./~]|[a-z]-[a-z]\]"
+)
+#: The rest of an identifier after a secret word in it (`_secure` of `my_password_secure`).
+_IDENT_REST: Final = re.compile(r"[A-Za-z0-9_]{1,32}")
 
 
 def _quoted_secret(value: str) -> bool:
@@ -354,8 +366,10 @@ def _quoted_secret(value: str) -> bool:
     low = value.lower()
     if classes < 2 or any(stem in low for stem in _SECRET_STEMS):
         return False  # `user:passwd`, `my-secret-name`: words about a secret, not one
-    if symbols * 4 >= len(value) and len(value) >= 12 and not _PATTERN_SYNTAX.search(value):
-        return True  # a password of symbols (`m{{h}o)p${e]…`), not a pattern or a path
+    if symbols and _PATTERN_SYNTAX.search(value):
+        return False  # a regular expression, a format string, a path
+    if symbols * 4 >= len(value) and len(value) >= 12:
+        return True  # a password of symbols (`m{{h}o)p${e]…`)
     letters = sum(ch.isalpha() for ch in value)
     return _word_letters(value) * 2 <= letters
 
@@ -372,6 +386,72 @@ def _name_like(part: str) -> bool:
         return False
     letters = sum(ch.isalpha() for ch in part)
     return _transitions(part) <= 2 or _word_letters(part) * 2 >= letters
+
+
+#: A name right before a value: `name: v`, `name = 'v'`, `name 'v'`, `Name("v")`, `name |v`.
+_NAME_THEN_VALUE: Final = re.compile(
+    r"(?<![A-Za-z0-9_.$/-])([A-Za-z]{2,24}[0-9]?(?:[_-][A-Za-z]{2,24}){0,3})[\"']?[ \t]{0,3}"
+    r"(?::=|=>|->|[:=(])?[ \t]{0,3}[\"'`]?\Z"
+)
+_NUMBER_LITERAL: Final = re.compile(r"0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|[0-9]+")
+_NAME_PARTS: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+#: Parts of a name that say the hex or UUID after it is an identifier, a digest or data: what
+#: code, lockfiles, test vectors and tool output name their hex values and UUIDs.
+_VALUE_LABELS: Final = frozenset(
+    "id ids uuid guid uid hash hashes digest hexdigest checksum sum commit rev revision etag "
+    "version ver integrity nonce salt seed fingerprint sig signature oid tree parent blob ref "
+    "head build run job trace span request req session sess correlation transaction txn tx "
+    "event msg message user account acct org tenant project instance device node container "
+    "image layer kid serial mac hmac cipher ciphertext plaintext text data pub pubkey public "
+    "cert certificate expected actual result res value val test vector example sample color "
+    "file path url uri name hex bytes tag iv addr address block chain order point object obj "
+    "item entry record row col column index idx key type kind class namespace ns clsid iid "
+    "lib dll app client base b64 png jpeg jpg gif svg webp pdf zip tar gz whl mime int "
+    "assert check".split()
+)
+_LABEL_AFFIXES: Final = ("sha", "md5", "blake", "crc", "xxh", "murmur", "fnv")
+
+
+def _provider_named(text: str, start: int, value: str) -> bool:
+    """A hex key or UUID (or a random value) right after a provider's name (`currencycloud:`).
+
+    Scanners key their generic detectors on the provider's name near the value; so do the
+    people who paste keys (`cloudsmith: "6fd0…"`, `HubSpotAPI("76a8…")`). Hex and UUIDs are
+    also what every digest, commit and id is, so the name must be a name no vocabulary has (a
+    brand: not an English word or a common identifier, per the embedding model's vocabulary)
+    with no part that labels an id, a digest or data, right before the value.
+    """
+    if len(value) > 256 or value[:1] in "+-" or _NUMBER_LITERAL.fullmatch(value):
+        return False  # data, a signed number or a literal (`0b1111…`), not a key
+    hexkey = _HEX.issuperset(value) and 32 <= len(value.replace("-", "")) <= 128 and any(
+        c.isalpha() for c in value) and sum(c.isdigit() for c in value) >= 4
+    if not hexkey and not random_word(value):
+        return False
+    m = _NAME_THEN_VALUE.search(text, max(0, start - 52), start)
+    if m is None:
+        return False
+    name = m.group(1).strip("._-")
+    parts = [p.lower() for p in _NAME_PARTS.findall(name)]
+    if not parts or any(
+        p in _VALUE_LABELS or p.startswith(_LABEL_AFFIXES) or "hex" in p
+        or p.endswith(("hash", "sum", "id", "ids"))
+        for p in parts
+    ):
+        return False
+    vocabulary = _vocabulary()
+    whole = "".join(ch for ch in name.lower() if ch.isalnum())
+    if len(whole) < 3 or whole in vocabulary:
+        return False
+    # An identifier made of words (`assertEqual`, `check_division`) is code, not a brand.
+    return not all(p in vocabulary or p.isdigit() for p in parts)
+
+
+@cache
+def _vocabulary() -> frozenset[str]:
+    """The embedding model's whole words: a name in it is a word, not a brand."""
+    from funes.ingest.tokenizer import get_tokenizer
+
+    return frozenset(w for w in get_tokenizer().vocab if w.isalpha())
 
 
 def _trim(text: str, s: int, e: int) -> tuple[int, int]:
@@ -392,7 +472,9 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
         named.append(end)
         if lowered.endswith("key", 0, end):
             strict.add(end)  # "key" is everywhere in code: only as an assignment's name
-        q = None if text[end : end + 1] in "\"'`" else _QUOTED_AFTER.match(text, end)
+        rest = _IDENT_REST.match(text, end)  # `my_password_secure = "…"`: the name's end
+        after = rest.end() if rest is not None and not lowered.endswith("key", 0, end) else end
+        q = None if text[after : after + 1] in "\"'`" else _QUOTED_AFTER.match(text, after)
         if q is not None:
             g = next(g for g in ("v", "v2", "v3") if q.group(g) is not None)
             if _quoted_secret(q.group(g)):
@@ -430,6 +512,9 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
                 continue  # ciphertext (SOPS `ENC[…]`), anti-forgery tokens: not credentials
             out.append((s, e, _NAMED_PRIORITY, "named-secret"))
             named_until = e
+            continue
+        if _provider_named(text, s, value):
+            out.append((s, e, _NAMED_PRIORITY, "named-secret"))
             continue
         if before not in _PROSE_BEFORE or e - s < 20:
             continue
@@ -508,6 +593,32 @@ def _holds_key(value: str) -> bool:
     return False
 
 
+#: A private key's DER body in base64 without its PEM armour (a `private_key` JSON value cut
+#: from its BEGIN line, a key pasted bare): the structure's fixed header says what it is.
+#: PKCS#8 RSA, PKCS#1 RSA, SEC1 EC (P-256, P-384), PKCS#8 EC and Ed25519. Certificates and
+#: public keys (`MIIDdzCCA…`, `MIIBIjANBgkq…`) have other headers and are left alone.
+_DER_KEY: Final = re.compile(
+    r"(?:(?<=\\[nr])|(?<![A-Za-z0-9+/]))"
+    r"(?:MII[A-Za-z0-9+/]{3}IBADANBgkqhkiG9w0BAQEFAAS|MII[A-Za-z0-9+/]{3}IBAAKC"
+    r"|MHcCAQEEI|MIGkAgEBBDA|MIGHAgEAMBMGByqGSM49|MC4CAQAwBQYDK2Vw)"
+    r"(?:[A-Za-z0-9+/=]|\\[nr]|\r?\n){0,16384}"
+)
+_DER_ANCHORS: Final = (
+    "IBADANBgkqhkiG9w0BAQEFAAS", "IBAAKC", "MHcCAQEEI", "MIGkAgEBBDA", "MIGHAgEAMBMG",
+    "MC4CAQAwBQYDK2Vw",
+)
+
+
+def _scan_der(text: str, out: Raw) -> None:
+    for m in _DER_KEY.finditer(text):
+        end = m.end()
+        while end > m.start() and text[end - 1] in "\r\n":
+            end -= 1
+        if text.endswith(("\\n", "\\r"), m.start(), end):
+            end -= 2
+        out.append((m.start(), end, 0, "private-key"))
+
+
 def _scan_fly(text: str, out: Raw) -> None:
     for m in _FLY.finditer(text):
         out.append((m.start(1), m.end(1), providers.PRIORITY, "provider-token"))
@@ -526,6 +637,8 @@ def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
         _scan_xml(text, lowered, out)
     if "FlyV1" in text:
         _scan_fly(text, out)
+    if any(a in text for a in _DER_ANCHORS):
+        _scan_der(text, out)
 
 
 # ------------------------------------------------------------------------------------------------

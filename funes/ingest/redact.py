@@ -750,12 +750,20 @@ def _assignment_at(
         and tail.group(0).startswith("=")
         and tail.group(0)[1:2] not in (" ", "\t")
     )
+    if env_style and group == "bv":
+        # An env line's value runs to the next space (`TOKEN=4nXYKv]mHDeom…`): the brackets
+        # and braces that end a value in code are characters of a generated secret here.
+        rest = _ENV_REST.match(text, v_end)
+        if rest is not None and rest.end() > v_end:
+            v_end = rest.end()
+            value = text[v_start:v_end]
     # Backquotes delimit code in Markdown and shells, so they do not make a literal.
     literal = (bool(quote) and not quote.endswith("`")) or flag or env_style
     if _value_is_secret(kind, value, literal, text, v_end):
         out.append((v_start, v_end, _ASSIGN_PRIORITY[kind], kind))
 
 
+_ENV_REST: Final = re.compile(r"[^\s\"'`]{1,512}")
 _FLAG_START: Final = frozenset("-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
