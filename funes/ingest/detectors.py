@@ -397,18 +397,22 @@ _NUMBER_LITERAL: Final = re.compile(r"0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]
 _NAME_PARTS: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 #: Parts of a name that say the hex or UUID after it is an identifier, a digest or data: what
 #: code, lockfiles, test vectors and tool output name their hex values and UUIDs.
-_VALUE_LABELS: Final = frozenset(
-    "id ids uuid guid uid hash hashes digest hexdigest checksum sum commit rev revision etag "
-    "version ver integrity nonce salt seed fingerprint sig signature oid tree parent blob ref "
-    "head build run job trace span request req session sess correlation transaction txn tx "
-    "event msg message user account acct org tenant project instance device node container "
-    "image layer kid serial mac hmac cipher ciphertext plaintext text data pub pubkey public "
-    "cert certificate expected actual result res value val test vector example sample color "
-    "file path url uri name hex bytes tag iv addr address block chain order point object obj "
-    "item entry record row col column index idx key type kind class namespace ns clsid iid "
-    "lib dll app client base b64 png jpeg jpg gif svg webp pdf zip tar gz whl mime int "
-    "assert check".split()
-)
+_VALUE_LABELS: Final = frozenset((
+    "id", "ids", "uuid", "guid", "uid", "hash", "hashes", "digest", "hexdigest", "checksum",
+    "sum", "commit", "rev", "revision", "etag", "version", "ver", "integrity", "nonce", "salt",
+    "seed", "fingerprint", "sig", "signature", "oid", "tree", "parent", "blob", "ref", "head",
+    "build", "run", "job", "trace", "span", "request", "req", "session", "sess", "correlation",
+    "transaction", "txn", "tx", "event", "msg", "message", "user", "account", "acct", "org",
+    "tenant", "project", "instance", "device", "node", "container", "image", "layer", "kid",
+    "serial", "mac", "hmac", "cipher", "ciphertext", "plaintext", "text", "data", "pub", "pubkey",
+    "public", "cert", "certificate", "expected", "actual", "result", "res", "value", "val",
+    "test", "vector", "example", "sample", "color", "file", "path", "url", "uri", "name", "hex",
+    "bytes", "tag", "iv", "addr", "address", "block", "chain", "order", "point", "object", "obj",
+    "item", "entry", "record", "row", "col", "column", "index", "idx", "key", "type", "kind",
+    "class", "namespace", "ns", "clsid", "iid", "lib", "dll", "app", "client", "base", "b64",
+    "png", "jpeg", "jpg", "gif", "svg", "webp", "pdf", "zip", "tar", "gz", "whl", "mime", "int",
+    "assert", "check",
+))
 _LABEL_AFFIXES: Final = ("sha", "md5", "blake", "crc", "xxh", "murmur", "fnv")
 
 

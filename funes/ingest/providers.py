@@ -51,6 +51,9 @@ def _entropy(value: str) -> float:
 
 
 
+#: A UUID's shape (lowercase, base36 in some providers' keys, hex in others).
+_UUID_BODY: Final = r"[a-z0-9]{8}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{12}"
+
 #: (prefix literal, body expression) per provider family, as their documentation describes the
 #: format. Matched anywhere (prefix, then a bounded body), with no word character before.
 PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
@@ -118,13 +121,14 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "flutterwave": (("FLWSECK-", r"[a-f0-9]{32}-X"), ("FLWSECK_TEST-", r"[a-f0-9]{32}-X")),
     "ramp": (("ramp_sec_", r"[A-Za-z0-9]{40,4096}"), ("ramp_tok_", r"[A-Za-z0-9]{40,4096}")),
     # chat and mail
-    "hubspot": (("pat-na1-", r"[a-z0-9]{8}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{12}"), ("pat-eu1-", r"[a-z0-9]{8}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{12}")),
-    "pubnub": (("pub-c-", r"[a-z0-9]{8}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{12}"), ("sub-c-", r"[a-z0-9]{8}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{12}"), ("sec-c-", r"[A-Za-z0-9]{48}")),
-    "plaid": (("access-sandbox-", r"[a-z0-9]{8}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{12}"), ("access-development-", r"[a-z0-9]{8}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{12}"),
-              ("access-production-", r"[a-z0-9]{8}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{12}")),
+    "hubspot": (("pat-na1-", _UUID_BODY), ("pat-eu1-", _UUID_BODY)),
+    "pubnub": (("pub-c-", _UUID_BODY), ("sub-c-", _UUID_BODY),
+               ("sec-c-", r"[A-Za-z0-9]{48}")),
+    "plaid": (("access-sandbox-", _UUID_BODY), ("access-development-", _UUID_BODY),
+              ("access-production-", _UUID_BODY)),
     "zoho": (("1000.", r"[a-f0-9]{32}\.[a-f0-9]{32}"),),
     "duffel": (("duffel_test_", r"[A-Za-z0-9_-]{43}"), ("duffel_live_", r"[A-Za-z0-9_-]{43}")),
-    "langfuse": (("sk-lf-", r"[a-z0-9]{8}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{12}"),),
+    "langfuse": (("sk-lf-", _UUID_BODY),),
     "tickettailor": (("sk_", r"[0-9]{1,10}_[0-9]{1,10}_[a-f0-9]{32}"),),
     "secret-key-hex": (("sk_", r"[a-f0-9]{32}"),),  # IEX Cloud and others: `sk_` + 32 hex
     "bannerbear": (("bb_pr_", r"[a-f0-9]{30}"), ("bb_ma_", r"[a-f0-9]{30}")),
@@ -158,7 +162,7 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "dynatrace": (("dt0c01.", r"[A-Z0-9]{24}\.[A-Z0-9]{64}"),
                   ("dt0s01.", r"[A-Z0-9]{24}\.[A-Z0-9]{64}")),
     "honeycomb": (("hcaik_", r"[a-z0-9]{58}"), ("hcxik_", r"[a-z0-9]{58}")),
-    "launchdarkly": (("api-", r"[a-z0-9]{8}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{12}"), ("sdk-", r"[a-z0-9]{8}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{12}")),
+    "launchdarkly": (("api-", _UUID_BODY), ("sdk-", _UUID_BODY)),
     # AI providers
     "groq": (("gsk_", r"[A-Za-z0-9]{48,4096}"),),
     "xai": (("xai-", r"[A-Za-z0-9]{70,4096}"),),

@@ -753,9 +753,9 @@ def _assignment_at(
     if env_style and group == "bv":
         # An env line's value runs to the next space (`TOKEN=4nXYKv]mHDeom…`): the brackets
         # and braces that end a value in code are characters of a generated secret here.
-        rest = _ENV_REST.match(text, v_end)
-        if rest is not None and rest.end() > v_end:
-            v_end = rest.end()
+        env_rest = _ENV_REST.match(text, v_end)
+        if env_rest is not None and env_rest.end() > v_end:
+            v_end = env_rest.end()
             value = text[v_start:v_end]
     # Backquotes delimit code in Markdown and shells, so they do not make a literal.
     literal = (bool(quote) and not quote.endswith("`")) or flag or env_style
