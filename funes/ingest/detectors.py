@@ -308,8 +308,8 @@ def _secret_words(text: str, lowered: str) -> list[tuple[int, int]]:
         k = find(stem)
         while k >= 0:
             end = k + len(stem)
-            if not lowered[end : end + 1].isalnum():
-                out.append((k + 1, end))
+            if not lowered[end : end + 1].isalnum() and text[end : end + 1] != "(":
+                out.append((k + 1, end))  # not `should_pass(…)`: a call, not a name
             k = find(stem, end)
     out.sort()
     return out
@@ -341,7 +341,7 @@ def _secret_name(text: str, start: int, end: int) -> bool:
 #: A quoted value right after a secret word, in syntaxes the assignment detectors do not read
 #: (`token - 'x'`, `secret 'x'`, `password("x")`, `token -> "x"`).
 _QUOTED_AFTER: Final = re.compile(
-    r"""[ \t]{0,3}(?:-{1,2}>?|=>|->|\(|is|[!=]==?|:?=|:)?[ \t]{0,3}"""
+    r"""[ \t]{0,3}(?:-{1,2}>?|=>|->|\(|is|[!=]==?)?[ \t]{0,3}"""
     r"""(?:'(?P<v>[^'\n]{8,256})'|"(?P<v2>[^"\n]{8,256})"|`(?P<v3>[^`\n]{8,256})`)"""
 )
 
@@ -350,17 +350,24 @@ _QUOTED_AFTER: Final = re.compile(
 _PATTERN_SYNTAX: Final = re.compile(
     r"\\|\(\?|\.\*|\.\+|\[\^|\][+*?{]|%[sdr(]|\{\d*\}|/\w+/|^[./~]|[a-z]-[a-z]\]"
 )
-#: The rest of an identifier after a secret word in it (`_secure` of `my_password_secure`).
-_IDENT_REST: Final = re.compile(r"[A-Za-z0-9_]{1,32}")
+#: The rest of an identifier after a secret word in it (`_secure` of `my_password_secure`;
+#: not a plural's `s_output` of `n_tokens_output`).
+_IDENT_REST: Final = re.compile(r"(?:_[A-Za-z0-9]|[A-Z])[A-Za-z0-9_]{0,31}")
+_QUOTED_AFTER_NAME: Final = re.compile(
+    r"""[ \t]{0,3}(?:-{1,2}>?|=>|->|\(|is|[!=]==?|:?=|:)?[ \t]{0,3}"""
+    r"""(?:'(?P<v>[^'\n]{8,256})'|"(?P<v2>[^"\n]{8,256})"|`(?P<v3>[^`\n]{8,256})`)"""
+)
 
 
 def _quoted_secret(value: str) -> bool:
     """A quoted value after a secret word: a literal with some randomness, not prose or code."""
-    if " " in value or MARKER in value or value[0] in "$%{<[":
-        return False
+    if " " in value or MARKER in value or value[0] in "$%{<[" or value.endswith(("...", "…")):
+        return False  # prose, a marker, a template, a truncated example
+    if _ASCENDING.search(value.lower()) or providers.filler(value):
+        return False  # `0123456789abcdef`, `xxxxx`: test data
     if value.isalpha() or _entropy(value) < 3.0:
         return False
-    symbols = sum(not c.isalnum() for c in value)
+    symbols = sum(not c.isalnum() and c != "_" for c in value)
     classes = any(c.islower() for c in value) + any(c.isupper() for c in value) + any(
         c.isdigit() for c in value) + (symbols > 0)
     low = value.lower()
@@ -368,7 +375,9 @@ def _quoted_secret(value: str) -> bool:
         return False  # `user:passwd`, `my-secret-name`: words about a secret, not one
     if symbols and _PATTERN_SYNTAX.search(value):
         return False  # a regular expression, a format string, a path
-    if symbols * 4 >= len(value) and len(value) >= 12:
+    if symbols * 4 >= len(value) and len(value) >= 12 and len(
+        {c for c in value if not c.isalnum() and c != "_"}
+    ) >= 3:
         return True  # a password of symbols (`m{{h}o)p${e]…`)
     letters = sum(ch.isalpha() for ch in value)
     return _word_letters(value) * 2 <= letters
@@ -390,8 +399,12 @@ def _name_like(part: str) -> bool:
 
 #: A name right before a value: `name: v`, `name = 'v'`, `name 'v'`, `Name("v")`, `name |v`.
 _NAME_THEN_VALUE: Final = re.compile(
-    r"(?<![A-Za-z0-9_.$/-])([A-Za-z]{2,24}[0-9]?(?:[_-][A-Za-z]{2,24}){0,3})[\"']?[ \t]{0,3}"
+    r"(?<![A-Za-z0-9_.$/?&;=-])([A-Z]?[a-z]{3,24}|[A-Z]{4,24})[\"']?[ \t]{0,3}"
     r"(?::=|=>|->|[:=(])?[ \t]{0,3}[\"'`]?\Z"
+)
+#: An ascending run (`0123456789`, `abcdef`): test data, not a generated key.
+_ASCENDING: Final = re.compile(
+    r"012345|123456|234567|345678|456789|56789a|6789ab|789abc|89abcd|9abcde|abcdef"
 )
 _NUMBER_LITERAL: Final = re.compile(r"0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|[0-9]+")
 _NAME_PARTS: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
@@ -411,7 +424,9 @@ _VALUE_LABELS: Final = frozenset((
     "item", "entry", "record", "row", "col", "column", "index", "idx", "key", "type", "kind",
     "class", "namespace", "ns", "clsid", "iid", "lib", "dll", "app", "client", "base", "b64",
     "png", "jpeg", "jpg", "gif", "svg", "webp", "pdf", "zip", "tar", "gz", "whl", "mime", "int",
-    "assert", "check",
+    "assert", "check", "bool", "uint", "float", "str", "dtype", "http", "https", "ssh", "git",
+    "changeset", "changelist", "patch", "snapshot", "release", "branch", "dir", "dirname",
+    "eval", "repr", "print", "echo", "sha", "md", "crc", "rcl", "drc",
 ))
 _LABEL_AFFIXES: Final = ("sha", "md5", "blake", "crc", "xxh", "murmur", "fnv")
 
@@ -425,10 +440,13 @@ def _provider_named(text: str, start: int, value: str) -> bool:
     brand: not an English word or a common identifier, per the embedding model's vocabulary)
     with no part that labels an id, a digest or data, right before the value.
     """
-    if len(value) > 256 or value[:1] in "+-" or _NUMBER_LITERAL.fullmatch(value):
-        return False  # data, a signed number or a literal (`0b1111…`), not a key
-    hexkey = _HEX.issuperset(value) and 32 <= len(value.replace("-", "")) <= 128 and any(
-        c.isalpha() for c in value) and sum(c.isdigit() for c in value) >= 4
+    if len(value) > 256 or value[:1] in "+-/" or _NUMBER_LITERAL.fullmatch(value):
+        return False  # data, a signed number, a literal (`0b1111…`) or a path, not a key
+    if _ASCENDING.search(value.lower()):
+        return False
+    letters = sum(c.isalpha() for c in value)
+    hexkey = _HEX.issuperset(value) and 32 <= len(value.replace("-", "")) <= 128 and (
+        letters >= 6 and len(value) - letters >= 6)
     if not hexkey and not random_word(value):
         return False
     m = _NAME_THEN_VALUE.search(text, max(0, start - 52), start)
@@ -476,9 +494,13 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
         named.append(end)
         if lowered.endswith("key", 0, end):
             strict.add(end)  # "key" is everywhere in code: only as an assignment's name
-        rest = _IDENT_REST.match(text, end)  # `my_password_secure = "…"`: the name's end
-        after = rest.end() if rest is not None and not lowered.endswith("key", 0, end) else end
-        q = None if text[after : after + 1] in "\"'`" else _QUOTED_AFTER.match(text, after)
+        # `my_password_secure = "…"`: past the name's end, an assignment (which the assignment
+        # detectors do not read when the secret word does not end the name) is a gap too.
+        rest = _IDENT_REST.match(text, end)
+        pattern = _QUOTED_AFTER
+        if rest is not None and not lowered.endswith("key", 0, end):
+            end, pattern = rest.end(), _QUOTED_AFTER_NAME
+        q = None if text[end : end + 1] in "\"'`" else pattern.match(text, end)
         if q is not None:
             g = next(g for g in ("v", "v2", "v3") if q.group(g) is not None)
             if _quoted_secret(q.group(g)):

@@ -90,6 +90,13 @@ def test_a_hex_key_or_uuid_after_a_brand_name_is_redacted(template: str, seed: i
         '"integrity": "sha512-{digest}"',
         "parent {sha}\ntree {sha}",
         "Docker image ubuntu@sha256:{digest}",
+        "tgt = {{'bool': '{digest}', 'uint8': '{digest}'}}",  # digests of test output
+        "see metaZones.txt?rcl={sha} for the list",  # a URL's query parameter
+        "# changeset {sha}",
+        "ssh://{sha}@ssh.example.jobs",
+        'should_pass("{sha}")',
+        'dirname = "getcwd-test-0123456789abcdef-{sha}"',
+        'assertEqual(eval("0000000000000000000000000000000000000777e0"), 777)',
     ],
 )
 def test_hex_and_uuids_named_as_ids_digests_or_words_stay(line: str) -> None:
