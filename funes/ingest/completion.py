@@ -29,7 +29,13 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Final, Protocol
 
-from funes.ingest.detectors import _PART_CHARS, MARKER, _name_like, _word_letters
+from funes.ingest.detectors import (
+    _PART_CHARS,
+    MARKER,
+    _name_like,
+    _transitions,
+    _word_letters,
+)
 
 __all__ = ["complete"]
 
@@ -137,9 +143,15 @@ def _repeatable(value: str) -> bool:
     word would multiply a false positive through a whole file.
     """
     letters = sum(ch.isalpha() for ch in value)
-    return _word_letters(value) * 2 <= letters and _entropy(value) >= 3.0 and (
-        any(ch.isdigit() for ch in value) or not value.isalpha()
-    )
+    words = _word_letters(value)
+    if words * 2 > letters:
+        return False
+    entropy = _entropy(value)
+    if entropy >= 3.0 and (any(ch.isdigit() for ch in value) or not value.isalpha()
+                           or _transitions(value) >= 4):
+        return True  # mixed classes, or letters changing case every few characters
+    digits = len(value) - letters
+    return entropy >= 2.5 and not words and min(letters, digits) >= 3  # `3ff77bb6fe6885`
 
 
 def _near(starts: list[int], ends: list[int], a: int, b: int) -> int:
@@ -216,7 +228,7 @@ def complete(text: str, found: Sequence[_Span], priority: dict[str, int]) -> Raw
             values.setdefault(value, f.kind)
         if len(value) >= _PIECE:
             long.setdefault(value, f.kind)
-    if not long:
+    if not values and not long:
         return more
     spans = [(f.start, f.end) for f in found] + [(s, e) for s, e, _p, _k in more]
     known = set(spans)

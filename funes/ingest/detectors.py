@@ -245,7 +245,7 @@ _CODE_PUNCT: Final = re.compile(r"[()\[\]{},;=:]")
 _NOT_CREDENTIAL_LINE: Final = re.compile(r"ENC\[|(?i:csrf|xsrf|authenticity)")
 #: Between a `…key` name and its value: quotes, spaces and one assignment operator at most.
 _ASSIGN_GAP: Final = re.compile(
-    r"[\"'`\]>]{0,3}[ \t]{0,4}(?::=|=>|->|[:=(]|\s-)?[ \t]{0,4}[\"'`bru]{0,3}"
+    r"[\"'`\]>]{0,3}[ \t]{0,4}(?::=|=>|->|[:=(,]|\s-)?[ \t]{0,4}[\"'`bru]{0,3}"
 )
 #: A Discord bot token: the bot's id in base64, a timestamp, an HMAC (found among the words).
 _DISCORD: Final = re.compile(r"[A-Z][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}")
@@ -299,6 +299,7 @@ def _secret_words(text: str, lowered: str) -> list[tuple[int, int]]:
             if (
                 before.endswith(("_", "-"))
                 or before.rstrip(" _-").endswith(_KEY_QUALIFIERS)
+                or (before[-1:] == " " and _brand(lowered[max(0, k - 30) : k].rstrip()))
                 or (k and text[k] == "K" and (text[k - 1].islower() or text[k - 1].isdigit()))
                 or (before.endswith(("?", "&")) and text.startswith("=", end))
             ):
@@ -426,7 +427,7 @@ _VALUE_LABELS: Final = frozenset((
     "png", "jpeg", "jpg", "gif", "svg", "webp", "pdf", "zip", "tar", "gz", "whl", "mime", "int",
     "assert", "check", "bool", "uint", "float", "str", "dtype", "http", "https", "ssh", "git",
     "changeset", "changelist", "patch", "snapshot", "release", "branch", "dir", "dirname",
-    "eval", "repr", "print", "echo", "sha", "md", "crc", "rcl", "drc",
+    "eval", "repr", "print", "echo", "sha", "md", "crc", "rcl", "drc", "src", "href", "alt",
 ))
 _LABEL_AFFIXES: Final = ("sha", "md5", "blake", "crc", "xxh", "murmur", "fnv")
 
@@ -440,14 +441,14 @@ def _provider_named(text: str, start: int, value: str) -> bool:
     brand: not an English word or a common identifier, per the embedding model's vocabulary)
     with no part that labels an id, a digest or data, right before the value.
     """
-    if len(value) > 256 or value[:1] in "+-/" or _NUMBER_LITERAL.fullmatch(value):
+    if len(value) > 256 or value[:1] in "+-/.~" or "/" in value or _NUMBER_LITERAL.fullmatch(value):
         return False  # data, a signed number, a literal (`0b1111…`) or a path, not a key
-    if _ASCENDING.search(value.lower()):
-        return False
+    if _ASCENDING.search(value.lower()) or providers.filler(value):
+        return False  # test data: `0123456789abcdef`, `aaaaaaaaaa1111111111…`
     letters = sum(c.isalpha() for c in value)
     hexkey = _HEX.issuperset(value) and 32 <= len(value.replace("-", "")) <= 128 and (
         letters >= 6 and len(value) - letters >= 6)
-    if not hexkey and not random_word(value):
+    if not hexkey and not random_word(value, relaxed=True):
         return False
     m = _NAME_THEN_VALUE.search(text, max(0, start - 52), start)
     if m is None:
@@ -460,12 +461,19 @@ def _provider_named(text: str, start: int, value: str) -> bool:
         for p in parts
     ):
         return False
-    vocabulary = _vocabulary()
-    whole = "".join(ch for ch in name.lower() if ch.isalnum())
-    if len(whole) < 3 or whole in vocabulary:
+    return _brand(name)
+
+
+_LAST_WORD: Final = re.compile(r"(?<![A-Za-z0-9_.$/?&;=-])(?:[A-Z]?[a-z]{3,24}|[A-Z]{4,24})\Z")
+
+
+def _brand(name: str) -> bool:
+    """`name` (its last word) is one word no vocabulary has: a provider's name, not a word."""
+    m = _LAST_WORD.search(name)
+    if m is None:
         return False
-    # An identifier made of words (`assertEqual`, `check_division`) is code, not a brand.
-    return not all(p in vocabulary or p.isdigit() for p in parts)
+    word = m.group(0).lower()
+    return word not in _VALUE_LABELS and word not in _vocabulary()
 
 
 @cache
@@ -645,6 +653,14 @@ def _scan_der(text: str, out: Raw) -> None:
         out.append((m.start(), end, 0, "private-key"))
 
 
+#: Vault AppRole's `secret_id` is a UUID and a credential (an AWS `--secret-id` names a secret
+#: by its name or ARN, not a UUID).
+_SECRET_ID: Final = re.compile(
+    r"(?i:secret[_-]?id)\d{0,2}[\"']?[ \t]{0,3}(?::=|=>|[:=])[ \t]{0,3}[\"']?"
+    r"([0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12})(?![0-9a-fA-F-])"
+)
+
+
 def _scan_fly(text: str, out: Raw) -> None:
     for m in _FLY.finditer(text):
         out.append((m.start(1), m.end(1), providers.PRIORITY, "provider-token"))
@@ -665,6 +681,9 @@ def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
         _scan_fly(text, out)
     if any(a in text for a in _DER_ANCHORS):
         _scan_der(text, out)
+    if "secret" in lowered and "id" in lowered:
+        for m in _SECRET_ID.finditer(text):
+            out.append((m.start(1), m.end(1), _NAMED_PRIORITY, "named-secret"))
 
 
 # ------------------------------------------------------------------------------------------------

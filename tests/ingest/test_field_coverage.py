@@ -290,3 +290,42 @@ def test_new_provider_formats_are_caught_alone_and_in_prose(family: str, seed: i
                                     "pat-na1-00000000-0000-0000-0000-000000000000"])
 def test_filler_in_a_provider_format_is_left_as_a_placeholder(filler: str) -> None:
     assert redact(f"TOKEN_EXAMPLE: {filler}") == (f"TOKEN_EXAMPLE: {filler}", [])
+
+
+# ------------------------------------------------------------------------------------------------
+# Vault's secret_id, short repeats, header calls, a brand's key
+# ------------------------------------------------------------------------------------------------
+
+
+def test_a_vault_secret_id_is_a_secret_and_an_aws_secret_id_is_a_name() -> None:
+    r = random.Random(11)
+    sid = str(uuid.UUID(int=r.getrandbits(128), version=4))
+    out = redact(f"role_id = 'x'\nsecret_id = '{sid}'\n")[0]
+    assert sid not in out
+    text = "aws secretsmanager get-secret-value --secret-id prod/db/password-rotation"
+    assert redact(text) == (text, [])
+
+
+def test_a_short_found_value_is_redacted_where_it_is_repeated() -> None:
+    r = random.Random(12)
+    for value in (rnd(r, HEX, 14), rnd(r, string.ascii_letters, 12)):
+        out = redact(f"relay token = '{value}' | '{value}'")[0]
+        assert value not in out, out
+
+
+def test_a_key_passed_beside_its_header_name_is_redacted() -> None:
+    r = random.Random(13)
+    key = rnd(r, ALNUM, 40)
+    out = redact(f'req.Header.Set("X-Relay-Api-Key", "{key}")')[0]
+    assert key not in out, out
+    text = 'value = settings.get("api_key", "default-unset")'
+    assert redact(text) == (text, [])
+
+
+def test_a_brands_key_is_named_by_the_brand() -> None:
+    r = random.Random(14)
+    key = rnd(r, ALNUM, 20)
+    out = redact(f"zentrixa key = '{key}'")[0]
+    assert key not in out, out
+    for text in ("the primary key = 'users_pkey'", "set the cache key to 'session-store'"):
+        assert redact(text) == (text, [])
