@@ -71,8 +71,10 @@ _PIECE: Final = 16
 #: Pieces are found by their aligned blocks: a 16-character run always holds a whole one.
 _BLOCK: Final = 8
 #: Hits of one block searched at most (a block of filler can occur everywhere).
-_BLOCK_HITS: Final = 64
+_BLOCK_HITS: Final = 4096
 _PIECE_GROW: Final = 4096
+#: Up to this many distinct blocks are searched one by one (`str.find`), more in one pass.
+_FIND_BLOCKS_MAX: Final = 256
 #: Longer values are searched whole (repeats) but not for pieces.
 _PIECE_VALUE_MAX: Final = 1024
 
@@ -165,18 +167,39 @@ def _pieces(text: str, values: dict[str, str], spans: list[tuple[int, int]],
     """Tokens outside the found spans sharing a 16-character run with a found value.
 
     A hit touching a found span is that finding's own text (a periodic value meets itself
-    shifted): only hits apart from every span are pieces. Each value's blocks are searched
-    once, hits skip past what they matched, and a run grows at most 4 KB: linear.
+    shifted): only hits apart from every span are pieces. A few blocks are searched with
+    `str.find`, many with one pass over the text and a table of blocks; hits skip past what
+    they matched, and a run grows at most 4 KB: linear either way.
     """
     starts = [s for s, _ in spans]
     ends = [e for _, e in spans]
+    table: dict[str, list[tuple[str, int]]] = {}
+    for value in values:
+        if _PIECE <= len(value) <= _PIECE_VALUE_MAX:
+            for off in range(0, len(value) - _BLOCK + 1, _BLOCK):
+                table.setdefault(value[off : off + _BLOCK], []).append((value, off))
     more: Raw = []
     n = len(text)
-    for value, kind in values.items():
-        if not _PIECE <= len(value) <= _PIECE_VALUE_MAX:
-            continue
-        for off in range(0, len(value) - _BLOCK + 1, _BLOCK):
-            block = value[off : off + _BLOCK]
+
+    def grow(k: int, value: str, off: int) -> int:
+        """Add the piece a hit at `k` (value offset `off`) belongs to; return where it ends."""
+        a, b, va, vb = k, k + _BLOCK, off, off + _BLOCK
+        while a > 0 and va > 0 and text[a - 1] == value[va - 1]:
+            a, va = a - 1, va - 1
+        while b < n and vb < len(value) and text[b] == value[vb]:
+            b, vb = b + 1, vb + 1
+        if b - a >= _PIECE:
+            lo, hi = a, b  # the whole token holding the piece
+            while lo > 0 and a - lo < _PIECE_GROW and text[lo - 1] in _PART_CHARS:
+                lo -= 1
+            while hi < n and hi - b < _PIECE_GROW and text[hi] in _PART_CHARS:
+                hi += 1
+            kind = values[value]
+            more.append((lo, hi, priority.get(kind, 10), kind))
+        return b
+
+    if len(table) <= _FIND_BLOCKS_MAX:
+        for block, owners in table.items():
             k = text.find(block)
             hits = 0
             while k >= 0 and hits < _BLOCK_HITS:
@@ -185,19 +208,20 @@ def _pieces(text: str, values: dict[str, str], spans: list[tuple[int, int]],
                 if skip >= 0:
                     k = text.find(block, skip)
                     continue
-                a, b, va, vb = k, k + _BLOCK, off, off + _BLOCK
-                while a > 0 and va > 0 and text[a - 1] == value[va - 1]:
-                    a, va = a - 1, va - 1
-                while b < n and vb < len(value) and text[b] == value[vb]:
-                    b, vb = b + 1, vb + 1
-                if b - a >= _PIECE:
-                    lo, hi = a, b  # the whole token holding the piece
-                    while lo > 0 and a - lo < _PIECE_GROW and text[lo - 1] in _PART_CHARS:
-                        lo -= 1
-                    while hi < n and hi - b < _PIECE_GROW and text[hi] in _PART_CHARS:
-                        hi += 1
-                    more.append((lo, hi, priority.get(kind, 10), kind))
-                k = text.find(block, b)
+                k = max(grow(k, value, off) for value, off in owners[:4])
+                k = text.find(block, k)
+        return more
+    i = 0
+    while i <= n - _BLOCK:
+        owners = table.get(text[i : i + _BLOCK])
+        if owners is None:
+            i += 1
+            continue
+        skip = _near(starts, ends, i, i + _BLOCK)
+        if skip >= 0:
+            i = skip
+            continue
+        i = max(grow(i, value, off) for value, off in owners[:4])
     return more
 
 
