@@ -16,8 +16,12 @@ Two parts, each with recall's supersession on (the default) and off, paired:
   as of its own date (`as_of`) and, for reference, of the whole memory. The other types' R@1 is
   reported too, so a supersession rule that costs first hits elsewhere shows.
 
+Both parts are also asked of the same memories **not embedded yet** (indexed, no vector: what
+`funes add` leaves on day zero, before the backfill), where supersession decides on words alone.
+
     python bench/bench_supersede.py                 # both parts; results/supersede.md
-    python bench/bench_supersede.py --no-lme        # sde only (builds 7 small memories)
+    python bench/bench_supersede.py --no-lme        # sde only (builds 7 small memories, twice)
+    python bench/bench_supersede.py --lexical-only  # not embedded only: no embedding run
 
 Memories are built through the generic import (`api.index`, `api.embed`) and cached under the
 bench cache (bench/longmemeval.py) like the recall bench's; the decoys are embedded once, in a
