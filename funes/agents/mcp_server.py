@@ -6,6 +6,11 @@ stdin/stdout (`serve`) or, inside the per-user warm server, on a socket an agent
 relays to (`serve_socket`), so every agent shares one process with the models loaded. Calls
 of one session are served one at a time (the SDK runs synchronous tools in worker threads).
 
+One `MCPServer` serves every session of the process: building one (the tools' argument
+models and schemas, the SDK's handlers) costs ~2.4 MB, which eight agents' sessions in the warm
+server paid eight times. A tool finds its session's backend in a context variable, set by the
+thread that runs the session and inherited by the tasks and worker threads the SDK starts.
+
 The work itself is the porcelain's (funes.api builds a `Backend`); this module only speaks MCP.
 Importing it imports `mcp` (about 1.5 s), so only `funes mcp` does.
 """
@@ -13,9 +18,11 @@ Importing it imports `mcp` (about 1.5 s), so only `funes mcp` does.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import socket
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Annotated, Protocol
 
 from mcp.server.mcpserver import MCPServer
@@ -101,15 +108,37 @@ MEMORY = Field(description="Another memory to read (a .funes directory or its pa
                "org/name); default: the server's.")
 
 
-def build_server(backend: Backend) -> MCPServer:
-    """The MCP server with every tool bound to `backend`."""
-    server = MCPServer("funes", instructions=INSTRUCTIONS, version=__version__)
-    one_at_a_time = threading.Lock()
+@dataclass(frozen=True)
+class _Session:
+    """What a tool call works with: its session's backend, and the lock of that session."""
 
-    def run(work: Callable[[], str]) -> str:
-        with one_at_a_time:
+    backend: Backend
+    one_at_a_time: threading.Lock = field(default_factory=threading.Lock)
+
+
+#: The session the running tool call belongs to (set by `serve` and `serve_socket`).
+_SESSION: contextvars.ContextVar[_Session] = contextvars.ContextVar("funes_mcp_session")
+_SHARED: list[MCPServer] = []
+_SHARED_GUARD = threading.Lock()
+
+
+def shared_server() -> MCPServer:
+    """The process's one MCP server (built on first use)."""
+    with _SHARED_GUARD:
+        if not _SHARED:
+            _SHARED.append(build_server())
+        return _SHARED[0]
+
+
+def build_server() -> MCPServer:
+    """The MCP server; each tool call works on the backend of the session it belongs to."""
+    server = MCPServer("funes", instructions=INSTRUCTIONS, version=__version__)
+
+    def run(work: Callable[[Backend], str]) -> str:
+        session = _SESSION.get()
+        with session.one_at_a_time:
             try:
-                return work()
+                return work(session.backend)
             except FunesError as exc:
                 hint = f" ({exc.hint})" if exc.hint else ""
                 raise ToolError(f"funes: {exc.message}{hint}") from None
@@ -151,7 +180,7 @@ def build_server(backend: Backend) -> MCPServer:
         """
         memories = memory if isinstance(memory, list) else (
             _listed(memory) if memory and "," in memory else memory)
-        return run(lambda: backend.recall(
+        return run(lambda backend: backend.recall(
             query, k=k, harness=_listed(harness), block_type=_listed(type),
             project=_listed(project), since=since, until=until, role=_listed(role),
             fresh=fresh, memory=memories))
@@ -182,7 +211,7 @@ def build_server(backend: Backend) -> MCPServer:
         header says which turns it holds (`turns seq a–b of first–last`) and the last line
         gives the call for the next page.
         """
-        return run(lambda: backend.get(session_id, turn_id, window=window, first=from_seq,
+        return run(lambda backend: backend.get(session_id, turn_id, window=window, first=from_seq,
                                        last=to_seq, max_chars=max_chars, memory=memory))
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
@@ -206,7 +235,7 @@ def build_server(backend: Backend) -> MCPServer:
         project, turn count, the opening request, linked commits, and the `sketch` call that
         digests it; the last line gives the next page's call.
         """
-        return run(lambda: backend.sessions(
+        return run(lambda backend: backend.sessions(
             project=_listed(project), harness=_listed(harness), since=since, until=until,
             limit=limit, offset=offset, memory=memory))
 
@@ -224,7 +253,7 @@ def build_server(backend: Backend) -> MCPServer:
         answer and the passages that stand for the rest, verbatim and in order, each with the
         `get` call that opens its turn.
         """
-        return run(lambda: backend.sketch(session_id, max_chars=max_chars, memory=memory))
+        return run(lambda backend: backend.sketch(session_id, max_chars=max_chars, memory=memory))
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
     def scan(
@@ -244,7 +273,7 @@ def build_server(backend: Backend) -> MCPServer:
         matching passages, then each with its context and the `get` call that opens its turn;
         "no matches" means the string is nowhere in the memory.
         """
-        return run(lambda: backend.scan(needle, sessions=_listed(session), limit=limit,
+        return run(lambda backend: backend.scan(needle, sessions=_listed(session), limit=limit,
                                         offset=offset, memory=memory))
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
@@ -252,14 +281,15 @@ def build_server(backend: Backend) -> MCPServer:
         memory: Annotated[str | None, MEMORY] = None,
     ) -> str:
         """Describe the memory: where it is, chunks and sessions per agent, embedding backlog."""
-        return run(lambda: backend.status(memory=memory))
+        return run(lambda backend: backend.status(memory=memory))
 
     return server
 
 
 def serve(backend: Backend) -> None:
     """Serve MCP on stdin/stdout until the client closes the connection."""
-    build_server(backend).run("stdio")
+    _SESSION.set(_Session(backend))
+    shared_server().run("stdio")
 
 
 def serve_socket(backend: Backend, sock: socket.socket) -> None:
@@ -274,8 +304,8 @@ def serve_socket(backend: Backend, sock: socket.socket) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
-    server = build_server(backend)
-    lowlevel = server._lowlevel_server
+    _SESSION.set(_Session(backend))  # this thread's: the session's tasks inherit it
+    lowlevel = shared_server()._lowlevel_server
     reader = io.TextIOWrapper(sock.makefile("rb"), encoding="utf-8", errors="replace")
     writer = io.TextIOWrapper(sock.makefile("wb"), encoding="utf-8", write_through=True)
 

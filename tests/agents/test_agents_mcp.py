@@ -104,3 +104,45 @@ def test_mcp_answers_through_the_warm_server_and_survives_its_restart(
     # After the stop the relay opened the session again on a new server and carried on.
     assert after is not None and after.pid != status.pid
     assert after.requests.get("mcp scan") == 1 and after.requests.get("mcp recall") == 1
+
+
+def test_concurrent_mcp_sessions_on_one_server_each_answer_for_their_own_memory(
+        memory: Path, tmp_path: Path, settings) -> None:  # type: ignore[no-untyped-def]
+    """The warm server runs every agent's session on one MCP server object; each call must
+    still work on its own session's memory, also while another session's call is running."""
+    import threading
+
+    from funes.api import warm
+    from funes.storage.repo import Repository
+    from tests.agents.conftest import _c
+    from tests.conftest import REPO_ROOT
+
+    other = Repository.init(tmp_path / "other" / ".funes", settings)
+    other.commit_chunks([_c(0, "The other project settled on tabs, not spaces.", "user")],
+                        "seed")
+    env = {"FUNES_SERVE": "auto", "PYTHONPATH": str(REPO_ROOT)}
+    both_open = threading.Barrier(2, timeout=120)
+    out: dict[str, list[tuple[bool, str]]] = {}
+
+    def agent(name: str, path: Path) -> None:
+        calls = [("status", {}), ("scan", {"needle": "tabs"}), ("status", {})]
+        out[name] = mcp_session(funes_mcp(str(path)), calls, env=env,
+                                between=lambda i: both_open.wait() if i == 1 else None)[2]
+
+    try:
+        agents = [threading.Thread(target=agent, args=("app", memory)),
+                  threading.Thread(target=agent, args=("other", other.path))]
+        for thread in agents:
+            thread.start()
+        for thread in agents:
+            thread.join(180)
+        status = warm.server_status(settings)
+    finally:
+        warm.stop_server(settings, wait=10)
+    assert status is not None and status.requests.get("mcp") == 2  # both on one server
+    for name, path in (("app", memory), ("other", other.path)):
+        results = out[name]
+        assert not any(is_error for is_error, _ in results), results
+        assert str(path) in results[0][1] and str(path) in results[2][1]
+    assert 'scan "tabs": 1 block' in out["other"][1][1]
+    assert "no matches" in out["app"][1][1]
