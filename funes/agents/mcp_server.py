@@ -4,12 +4,15 @@ Tools, each returning exactly the text `funes <tool> --format agent` prints (the
 docs/agents.md): `recall`, `get`, `sessions`, `sketch`, `scan` and `status`. A session runs on
 stdin/stdout (`serve`) or, inside the per-user warm server, on a socket an agent's `funes mcp`
 relays to (`serve_socket`), so every agent shares one process with the models loaded. Calls
-of one session are served one at a time (the SDK runs synchronous tools in worker threads).
+of one session are served one at a time.
 
-One `MCPServer` serves every session of the process: building one (the tools' argument
-models and schemas, the SDK's handlers) costs ~2.4 MB, which eight agents' sessions in the warm
-server paid eight times. A tool finds its session's backend in a context variable, set by the
-thread that runs the session and inherited by the tasks and worker threads the SDK starts.
+**One server, a few workers, for every session.** One `MCPServer` serves every session of the
+process (a tool finds its session's backend in a context variable, set by the thread that runs
+the session and inherited by the tasks the SDK starts), and the tools' work runs on one small
+pool of threads (`WORKERS`), not in each session's own worker threads (the SDK's default for a
+synchronous tool). A thread that has run a recall keeps memory of its own (allocator and
+library caches, its stack): in the warm server, eight agents' sessions each working in their
+threads held ~20 MB more than one session did (bench/results/browse.md).
 
 The work itself is the porcelain's (funes.api builds a `Backend`); this module only speaks MCP.
 Importing it imports `mcp` (about 1.5 s), so only `funes mcp` does.
@@ -17,11 +20,13 @@ Importing it imports `mcp` (about 1.5 s), so only `funes mcp` does.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import socket
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Annotated, Protocol
 
@@ -119,6 +124,10 @@ class _Session:
 #: The session the running tool call belongs to (set by `serve` and `serve_socket`).
 _SESSION: contextvars.ContextVar[_Session] = contextvars.ContextVar("funes_mcp_session")
 _SHARED: list[MCPServer] = []
+#: Threads doing the tools' work for every session of the process: several sessions can work
+#: at once, on at most this many threads whatever the number of sessions.
+WORKERS = 4
+_POOL: list[ThreadPoolExecutor] = []
 _SHARED_GUARD = threading.Lock()
 
 
@@ -130,21 +139,32 @@ def shared_server() -> MCPServer:
         return _SHARED[0]
 
 
+def _pool() -> ThreadPoolExecutor:
+    with _SHARED_GUARD:
+        if not _POOL:
+            _POOL.append(ThreadPoolExecutor(WORKERS, thread_name_prefix="mcp-tool"))
+        return _POOL[0]
+
+
 def build_server() -> MCPServer:
     """The MCP server; each tool call works on the backend of the session it belongs to."""
     server = MCPServer("funes", instructions=INSTRUCTIONS, version=__version__)
 
-    def run(work: Callable[[Backend], str]) -> str:
+    async def run(work: Callable[[Backend], str]) -> str:
         session = _SESSION.get()
-        with session.one_at_a_time:
-            try:
-                return work(session.backend)
-            except FunesError as exc:
-                hint = f" ({exc.hint})" if exc.hint else ""
-                raise ToolError(f"funes: {exc.message}{hint}") from None
+
+        def call() -> str:
+            with session.one_at_a_time:
+                try:
+                    return work(session.backend)
+                except FunesError as exc:
+                    hint = f" ({exc.hint})" if exc.hint else ""
+                    raise ToolError(f"funes: {exc.message}{hint}") from None
+
+        return await asyncio.wrap_future(_pool().submit(call))
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
-    def recall(
+    async def recall(
         query: Annotated[str, Field(description="What to look for, in words the passage would "
                                                 "use.")],
         k: Annotated[int | None, Field(description="How many passages (default 8).")] = None,
@@ -180,13 +200,13 @@ def build_server() -> MCPServer:
         """
         memories = memory if isinstance(memory, list) else (
             _listed(memory) if memory and "," in memory else memory)
-        return run(lambda backend: backend.recall(
+        return await run(lambda backend: backend.recall(
             query, k=k, harness=_listed(harness), block_type=_listed(type),
             project=_listed(project), since=since, until=until, role=_listed(role),
             fresh=fresh, memory=memories))
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
-    def get(
+    async def get(
         session_id: Annotated[str, Field(description="The session id (from a recall hit or "
                                                      "`sessions`).")],
         turn_id: Annotated[str | None, Field(
@@ -211,11 +231,12 @@ def build_server() -> MCPServer:
         header says which turns it holds (`turns seq a–b of first–last`) and the last line
         gives the call for the next page.
         """
-        return run(lambda backend: backend.get(session_id, turn_id, window=window, first=from_seq,
-                                       last=to_seq, max_chars=max_chars, memory=memory))
+        return await run(lambda backend: backend.get(
+            session_id, turn_id, window=window, first=from_seq, last=to_seq, max_chars=max_chars,
+            memory=memory))
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
-    def sessions(
+    async def sessions(
         project: Annotated[Listed, Field(
             description="Only sessions of this project identity or working directory.")] = None,
         harness: Annotated[Listed, Field(description="Only these agents.")] = None,
@@ -235,12 +256,12 @@ def build_server() -> MCPServer:
         project, turn count, the opening request, linked commits, and the `sketch` call that
         digests it; the last line gives the next page's call.
         """
-        return run(lambda backend: backend.sessions(
+        return await run(lambda backend: backend.sessions(
             project=_listed(project), harness=_listed(harness), since=since, until=until,
             limit=limit, offset=offset, memory=memory))
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
-    def sketch(
+    async def sketch(
         session_id: Annotated[str, Field(description="The session to digest.")],
         max_chars: Annotated[int | None, Field(
             description="Characters of passages (default 6000).")] = None,
@@ -253,10 +274,11 @@ def build_server() -> MCPServer:
         answer and the passages that stand for the rest, verbatim and in order, each with the
         `get` call that opens its turn.
         """
-        return run(lambda backend: backend.sketch(session_id, max_chars=max_chars, memory=memory))
+        return await run(lambda backend: backend.sketch(session_id, max_chars=max_chars,
+                                                        memory=memory))
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
-    def scan(
+    async def scan(
         needle: Annotated[str, Field(description="The literal text to find (any case; not a "
                                                  "pattern).")],
         session: Annotated[Listed, Field(
@@ -273,15 +295,15 @@ def build_server() -> MCPServer:
         matching passages, then each with its context and the `get` call that opens its turn;
         "no matches" means the string is nowhere in the memory.
         """
-        return run(lambda backend: backend.scan(needle, sessions=_listed(session), limit=limit,
-                                        offset=offset, memory=memory))
+        return await run(lambda backend: backend.scan(
+            needle, sessions=_listed(session), limit=limit, offset=offset, memory=memory))
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
-    def status(
+    async def status(
         memory: Annotated[str | None, MEMORY] = None,
     ) -> str:
         """Describe the memory: where it is, chunks and sessions per agent, embedding backlog."""
-        return run(lambda backend: backend.status(memory=memory))
+        return await run(lambda backend: backend.status(memory=memory))
 
     return server
 
