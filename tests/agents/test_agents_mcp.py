@@ -146,3 +146,60 @@ def test_concurrent_mcp_sessions_on_one_server_each_answer_for_their_own_memory(
         assert str(path) in results[0][1] and str(path) in results[2][1]
     assert 'scan "tabs": 1 block' in out["other"][1][1]
     assert "no matches" in out["app"][1][1]
+
+
+#: Everything of funes (and the heavier standard modules) a relay to a running server imports.
+RELAY_PATH = ["funes", "funes._env", "funes.cli", "funes.cli.main", "funes.cli.mcprelay",
+              "funes.protocol"]
+
+
+def test_the_relay_to_a_running_server_imports_only_the_protocol(tmp_path: Path) -> None:
+    """Eight agents run eight relays: each loads no library, no `typing`, no `dataclasses`."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import threading
+
+    from funes import protocol
+    from tests.conftest import REPO_ROOT
+
+    home = tmp_path / "home"
+    home.mkdir()
+    ep = protocol.endpoint(home)
+    opened: list[dict[str, object]] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        ep.socket.unlink(missing_ok=True)
+        listener.bind(str(ep.socket))
+        listener.listen(1)
+        listener.settimeout(60)
+
+        def answer() -> None:  # the opening exchange as the server speaks it, then hang up
+            conn, _ = listener.accept()
+            with conn:
+                opened.append(protocol.loads(protocol.read_line(conn, protocol.MAX_REQUEST)))
+                conn.sendall(protocol.dumps({"v": protocol.PROTOCOL, "ok": True,
+                                             "result": {"mcp": True}}))
+                conn.recv(1)  # the relay's end of stdin: it shuts its side down
+
+        server = threading.Thread(target=answer)
+        server.start()
+        probe = (
+            "import sys\n"
+            "before = set(sys.modules)  # what the interpreter's site (.pth files) loaded\n"
+            "from funes.cli.main import main\n"
+            "main(['mcp', sys.argv[1]])\n"
+            "mods = sorted(m for m in sys.modules if m == 'funes' or m.startswith('funes.'))\n"
+            "print('FUNES', mods, file=sys.stderr)\n"
+            "print('OTHER', [m for m in ('typing', 'dataclasses', 'inspect', 'hashlib', 'mcp')"
+            " if m in sys.modules and m not in before], file=sys.stderr)\n"
+        )
+        env = {**os.environ, "FUNES_HOME": str(home), "FUNES_SERVE": "use",
+               "PYTHONPATH": str(REPO_ROOT)}
+        out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], input="",
+                             capture_output=True, text=True, check=True, env=env, timeout=60)
+        server.join(60)
+    ep.socket.unlink(missing_ok=True)
+    assert opened and opened[0]["op"] == "mcp", out.stderr
+    assert f"FUNES {RELAY_PATH!r}" in out.stderr, out.stderr
+    assert "OTHER []" in out.stderr, out.stderr
