@@ -232,6 +232,8 @@ PROVIDERS: dict[str, tuple[Callable[[_Gen], str], str]] = {
     "shippo": (lambda g: "shippo_live_" + g.s(HEX, 40), "SHIPPO_API_TOKEN"),
     "prefect": (lambda g: "pnu_" + g.s(ALNUM, 36), "PREFECT_API_KEY"),
     "dropbox": (lambda g: "sl." + g.s(B64URL, 136), "DROPBOX_ACCESS_TOKEN"),
+    "firebase-fcm-server-key": (lambda g: "AAAA" + g.s(B64URL, 7) + ":APA91b" + g.s(B64URL, 134),
+                                "FIREBASE_SERVER_KEY"),
     "teams-webhook": (lambda g: f"https://acme.webhook.office.com/webhookb2/{g.uuid()}@"
                       f"{g.uuid()}/IncomingWebhook/{g.s(HEX, 32)}/{g.uuid()}", "TEAMS_WEBHOOK"),
 }
@@ -262,7 +264,6 @@ UNSHAPED: dict[str, Callable[[_Gen], str]] = {
     "WEBHOOK_SECRET": lambda g: g.s(HEX, 40),
     "MAILCHIMP_API_KEY": lambda g: g.s(HEX, 32) + "-us" + str(g.rng.randint(1, 21)),
     "AUTH0_CLIENT_SECRET": lambda g: g.s(B64URL, 64),
-    "FIREBASE_SERVER_KEY": lambda g: "AAAA" + g.s(B64URL, 7) + ":APA91b" + g.s(B64URL, 134),
 }
 
 # --- contexts ----------------------------------------------------------------------------
@@ -396,8 +397,8 @@ def _generic(g: _Gen) -> Iterator[tuple[str, str, str, str]]:
         k = _openssh(g)
         text = tmpl.format(k=k, j=json.dumps({"deploy_key": k}))
         yield "private-key", k, ctx, text
-    pgp = ("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n" + "\n".join(
-        g.b64(48) for _ in range(12)) + "\n=" + g.s(B64, 4) + "\n-----END PGP PRIVATE KEY BLOCK-----")
+    pgp = ("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n" + "\n".join(g.b64(48) for _ in range(12))
+           + "\n=" + g.s(B64, 4) + "\n-----END PGP PRIVATE KEY BLOCK-----")
     yield "private-key", pgp, "output-alone", "$ gpg --export-secret-keys -a ops\n" + pgp
     # Cloud credentials in their own files.
     for _ in range(3):
@@ -421,8 +422,9 @@ def _generic(g: _Gen) -> Iterator[tuple[str, str, str, str]]:
             "client_email": "deployer@acme-prod-4821.iam.gserviceaccount.com",
             "client_id": g.digits(21), "token_uri": "https://oauth2.googleapis.com/token",
         }, indent=2)
+        # Its `private_key_id` is not a secret: every token request sends it in the clear
+        # (the JWT header's `kid`), and the console lists it.
         yield "gcp-service-account", pem, "gcp-json", f"$ cat sa.json\n{sa}"
-        yield "gcp-service-account-id", kid, "gcp-json", f"$ cat sa.json\n{sa}"
     for _ in range(3):
         key = g.b64(64)
         conn = (f"DefaultEndpointsProtocol=https;AccountName=acmestore{r.randint(10, 99)};"
@@ -532,6 +534,7 @@ def transcript_lines(secrets: list[Secret], session: str = "leak-session",
 
 
 def write(secrets: list[Secret], transcript: Path, manifest: Path | None = None) -> None:
+    """The session to `transcript`; the secrets, with where each one is, to `manifest`."""
     transcript.write_text("\n".join(transcript_lines(secrets)) + "\n", "utf-8")
     if manifest is not None:
         manifest.write_text(json.dumps([asdict(s) for s in secrets], indent=1), "utf-8")

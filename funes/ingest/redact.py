@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Final
 
-from funes.ingest import detectors, gitleaks
+from funes.ingest import detectors, gitleaks, markers
 from funes.model.turns import Block, Turn
 
 __all__ = [
@@ -1042,6 +1042,7 @@ def redact_passes(
         raw = [(f.start, f.end, _KIND_PRIORITY.get(f.kind, _ENGINE_PRIORITY), f.kind)
                for f in [*found, *extra]]
         found = _whole(text, _merge(raw))
+    found = markers.settle(text, found)  # a marker is never a finding (funes.ingest.markers)
     if not found:
         return text, found, []
     passes: list[list[_Edit]] = []
@@ -1051,7 +1052,7 @@ def redact_passes(
     for _ in range(_MAX_PASSES):
         out, edits = _apply(out, found)
         passes.append(edits)
-        found = _scan_once(out)
+        found = markers.settle(out, _scan_once(out))
         if not found:
             break
         for f in found:  # map back through every pass to offsets in `text`
