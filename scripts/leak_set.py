@@ -364,6 +364,8 @@ def _generic(g: _Gen) -> Iterator[tuple[str, str, str, str]]:
     ]:
         for _ in range(3):
             p = g.password().replace("'", "")
+            if ctx == "url-userinfo":  # unencoded, `#`, `/`, `?` and `@` would end the userinfo
+                p = "".join(ch for ch in p if ch not in "#/?@")
             yield "basic-password", p, ctx, tmpl.format(u=r.choice(["admin", "ci", "bob"]), p=p)
     for ctx, tmpl in [
         ("basic-header", 'curl -H "Authorization: Basic {b}" https://api.example.com/v1'),

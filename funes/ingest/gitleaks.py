@@ -97,6 +97,12 @@ class Allowlist:
         return regex or stop
 
 
+#: How most rules end a token: a quote, a space, `;`, an escaped newline or the end. In prose
+#: a token ends at a sentence's punctuation too (`the key is dapi…, and`), which this misses.
+_TOKEN_END: Final = r"""(?:[\x60'"\s;]|\\[nr]|$)"""
+_TOKEN_END_IN_PROSE: Final = r"""(?:[\x60'"\s;,.)!?\]>]|\\[nr]|$)"""
+
+
 class Rule:
     """One gitleaks rule, its pattern compiled on first use."""
 
@@ -121,6 +127,8 @@ class Rule:
                 self.prefix = 50
                 break
         regex = bounded(regex, RULE_REPEAT_MAX)
+        if self.id != "generic-api-key":  # its values are judged again (redact._generic_value)
+            regex = regex.replace(_TOKEN_END, _TOKEN_END_IN_PROSE)
         # A rule that ignores case throughout is run on the lowercased text with a lowercased
         # pattern and no flag: the same matches at the same offsets, several times faster
         # (sre folds case character by character). A case-sensitive group inside it

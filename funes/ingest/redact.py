@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Final
 
-from funes.ingest import detectors, gitleaks, markers
+from funes.ingest import contexts, detectors, gitleaks, markers
 from funes.model.turns import Block, Turn
 
 __all__ = [
@@ -66,7 +66,7 @@ __all__ = [
 MARKER_PREFIX: Final = "[REDACTED:"
 #: The version of funes's own detectors: bump it when a detector changes what it finds, so
 #: `funes status` tells memories redacted before to run `funes scrub`.
-DETECTORS_VERSION: Final = 3
+DETECTORS_VERSION: Final = 4
 
 
 @cache
@@ -885,6 +885,7 @@ def _scan_once(text: str) -> list[Finding]:
     if "kind: Secret" in text:
         _scan_k8s_secrets(text, raw)
     _scan_assignments(text, lowered, raw, present)
+    contexts.scan(text, lowered, present, raw)  # forms the assignments miss (contexts.py)
     for start, end, rule in gitleaks.rules().scan(text, lowered, present):
         if MARKER_PREFIX in text[start:end]:  # a rule reading a marker as a value
             continue
