@@ -49,7 +49,7 @@ PRIORITY: Final = 7
 
 _STEMS: Final = ("pass", "pwd", "secret", "token", "credential", "creds", "key", "auth")
 _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
-_PARTS: Final = re.compile(r"[A-Z]{2,}(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_PARTS: Final = re.compile(r"[A-Z]{2,64}(?![a-z])|[A-Z]?[a-z]{1,64}|[0-9]{1,64}")
 _PASSWORD_PARTS: Final = frozenset({"password", "passwd", "pwd", "passphrase", "pass", "pw"})
 _SECRET_PARTS: Final = frozenset({
     "secret", "secrets", "token", "tokens", "credential", "credentials", "creds", "apikey",
@@ -71,7 +71,7 @@ _NOT_AFTER: Final = frozenset({
     "arn", "label", "enabled", "disabled", "required", "store", "manager", "provider",
     "limit", "lifetime", "usage", "index", "schema", "issuer", "audience", "scope", "scopes",
     "user", "username", "login", "email", "location", "source", "strategy", "method", "reset",
-    "hint", "rule", "rules", "regex", "pattern", "changed", "set",
+    "hint", "rule", "rules", "regex", "pattern", "changed", "set", "code", "codes",
 })
 
 #: Between a name and its value: an operator (quotes around it) or, in prose, a linking word.
@@ -81,16 +81,25 @@ _GAP: Final = re.compile(
     r"|(?P<space>[ \t])(?=[^\s])"
 )
 _SPACED_PASSWORD: Final = re.compile(r"(?=[^\s]{0,127}[0-9])(?=[^\s]{0,127}[A-Za-z])[^\s]{8,128}")
-_UNQUOTED: Final = re.compile(r"[^\s\"'`\\]{1,512}")
+#: An unquoted value: up to a space, a quote, or punctuation that continues code or data
+#: (`password:e,raw:…` in minified code; generated secrets' alphabets hold none of `,;{}[]<>|`).
+_UNQUOTED: Final = re.compile(r"[^\s\"'`\\,;{}\[\]<>|]{1,512}")
 _TRAILING: Final = ".,;:)]}>"
 _HEXISH: Final = re.compile(r"[0-9a-fA-F]{32,1024}")
 _UUID: Final = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 _CALL: Final = re.compile(r"[A-Za-z_$][\w.$]{0,128}[(\[]")
+#: Attribute access then an operator (`e.altKey?r.C0.ESC…`, `r.C0.NUL))…`): an expression.
+_MEMBER_EXPR: Final = re.compile(
+    r"[A-Za-z_$][\w$]{0,64}(?:\.[A-Za-z_$][\w$]{0,64}){1,8}[?+*/()\]:]"
+)
 _DOTTED: Final = re.compile(r"[A-Za-z_$][\w$]{0,64}(?:\.[A-Za-z_$][\w$]{0,64}){1,16}\.?")
-_VERSIONISH: Final = re.compile(r"(?i)v?\d+(?:\.\d+)+|(?:sha|md|utf|base|aes|rsa|hs|rs|es)-?\d+")
+_VERSIONISH: Final = re.compile(
+    r"(?i)v?\d{1,9}(?:\.\d{1,9}){1,8}|(?:sha|md|utf|base|aes|rsa|hs|rs|es)-?\d{1,6}"
+)
 _PLACEHOLDER_WORDS: Final = re.compile(
-    r"(?i)^(?:changeme|change_me|password\d*|secret\d*|token\d*|redacted|example\w*|dummy\w*"
-    r"|your[_-]\w*|xxx+\w*|none|null|nil|true|false|undefined|required|optional|string|str"
+    r"(?i)^(?:changeme|change_me|password\d{0,4}|secret\d{0,4}|token\d{0,4}|redacted"
+    r"|example\w{0,64}|dummy\w{0,64}|your[_-]\w{0,64}|x{3,64}\w{0,64}|none|null|nil|true|false"
+    r"|undefined|required|optional|string|str"
     r"|bytes|int)$"
 )
 _PERCENT: Final = re.compile(r"%[0-9A-Fa-f]{2}")
@@ -143,7 +152,7 @@ def name_class(name: str) -> str | None:
     last = -1
     cls = None
     for i, p in enumerate(parts):
-        if p in _PASSWORD_PARTS or p.startswith("passw"):
+        if (p in _PASSWORD_PARTS and (p != "pass" or len(parts) > 1)) or p.startswith("passw"):
             cls, last = "password", i
         elif p in _SECRET_PARTS and cls != "password":
             cls, last = "secret", i
@@ -158,11 +167,13 @@ def name_class(name: str) -> str | None:
 
 def _not_a_value(value: str) -> bool:
     """A placeholder, code, a path, a URL, a marker: what a name is followed by in code."""
-    if MARKER_PREFIX in value or value[0] in "$%{<[*&@" or "://" in value:
+    if MARKER_PREFIX in value or value[0] in "$%{<[*&@=!" or "://" in value:
         return True
     if value.startswith(("~/", "./", "../")) or (value[0] == "/" and value.count("/") > 1):
         return True
-    if _CALL.match(value) or _DOTTED.fullmatch(value) or _PLACEHOLDER_WORDS.match(value):
+    if _CALL.match(value) or _DOTTED.fullmatch(value) or _MEMBER_EXPR.match(value):
+        return True
+    if _PLACEHOLDER_WORDS.match(value):
         return True
     return _VERSIONISH.fullmatch(value) is not None or len(set(value)) < 4
 
@@ -175,7 +186,7 @@ def credential_value(cls: str, value: str) -> bool:
     digits = sum(ch.isdigit() for ch in value)
     symbols = sum(ch in _SYMBOLS for ch in value)
     if cls == "password":
-        if not 6 <= len(value) <= 128 or not letters:
+        if not 6 <= len(value) <= 128 or not letters or " " in value:
             return False
         cased = any(c.isupper() for c in value) and any(c.islower() for c in value)
         return digits > 0 or (symbols > 0 and cased and len(value) >= 8)
@@ -189,6 +200,17 @@ def credential_value(cls: str, value: str) -> bool:
         return True
     # Symbol-rich generated secrets (Django's SECRET_KEY, Rails' keys with punctuation).
     return len(value) >= 30 and symbols >= 5 and digits >= 3 and _entropy(value) >= 4.0
+
+
+def _spaced_value(cls: str, text: str, start: int) -> bool:
+    m = _UNQUOTED.match(text, start)
+    if m is None:
+        return False
+    value = m.group(0).rstrip(_TRAILING)
+    if cls == "password":
+        return _SPACED_PASSWORD.fullmatch(value) is not None and credential_value(cls, value)
+    digits = sum(ch.isdigit() for ch in value)
+    return len(value) >= 20 and digits >= 2 and random_word(value, relaxed=True)
 
 
 def _value_at(text: str, start: int, quote: str | None, in_query: bool) -> tuple[int, int]:
@@ -240,8 +262,10 @@ def _scan_named(text: str, lowered: str, out: Raw) -> None:
         if cls is None:
             continue
         quote = gap.group("q") or gap.group("pq")
-        if gap.group("space") and cls == "password" and not _SPACED_PASSWORD.match(text, e + 1):
-            continue  # `password reset`: a password after a bare space needs a digit too
+        # `with secret X`, `password X`: no operator, so only a singular name and a value
+        # that looks generated (`tokens truncated`, `password reset` are not).
+        if gap.group("space") and (text[e - 1] in "sS" or not _spaced_value(cls, text, e + 1)):
+            continue
         in_query = s > 0 and text[s - 1] in "?&"
         vs, ve = _value_at(text, gap.end(), quote, in_query)
         if ve > vs and credential_value(cls, text[vs:ve]):
@@ -265,9 +289,12 @@ def _scan_flags(text: str, lowered: str, out: Raw) -> None:
         for m in _SSHPASS_P.finditer(text):
             if not _not_a_value(m.group("v")):
                 out.append((m.start("v"), m.end("v"), PRIORITY, "password"))
+    done = 0  # each line is read once, however many clients it names
     for client in _MYSQL_CLIENTS.finditer(lowered):
+        if client.end() < done:
+            continue
         line_end = lowered.find("\n", client.end())
-        line_end = len(text) if line_end < 0 else line_end
+        done = line_end = len(text) if line_end < 0 else line_end
         for m in _MYSQL_P.finditer(text, client.end(), line_end):
             if not _not_a_value(m.group("v")):
                 out.append((m.start("v"), m.end("v"), PRIORITY, "password"))

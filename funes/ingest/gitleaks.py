@@ -101,6 +101,9 @@ class Allowlist:
 #: a token ends at a sentence's punctuation too (`the key is dapi…, and`), which this misses.
 _TOKEN_END: Final = r"""(?:[\x60'"\s;]|\\[nr]|$)"""
 _TOKEN_END_IN_PROSE: Final = r"""(?:[\x60'"\s;,.)!?\]>]|\\[nr]|$)"""
+#: A rule for a token that starts with its own prefix (`\b(dapi…`, `\b(v1\.0-…`): only there is
+#: the punctuation after the token no part of a value (a quoted list item ends in `",` too).
+_SHAPED: Final = re.compile(r"(?:\(\?i\))?\\b\(+(?:\?:)?[A-Za-z0-9]")
 
 
 class Rule:
@@ -127,7 +130,7 @@ class Rule:
                 self.prefix = 50
                 break
         regex = bounded(regex, RULE_REPEAT_MAX)
-        if self.id != "generic-api-key":  # its values are judged again (redact._generic_value)
+        if _SHAPED.match(regex):
             regex = regex.replace(_TOKEN_END, _TOKEN_END_IN_PROSE)
         # A rule that ignores case throughout is run on the lowercased text with a lowercased
         # pattern and no flag: the same matches at the same offsets, several times faster
