@@ -102,6 +102,12 @@ _PLACEHOLDER_WORDS: Final = re.compile(
     r"|undefined|required|optional|string|str"
     r"|bytes|int)$"
 )
+#: A reference to a secret kept elsewhere (`env:DB_PASSWORD`, `vault:secret/db#pw`,
+#: `op://…` is a URL), or an environment variable's name standing for it.
+_REFERENCE: Final = re.compile(
+    r"(?:env|vault|secret|secrets|file|ref|ssm|awssm|gcpsm|azkv|k8s|sops|keyring|keychain"
+    r"|doppler|infisical|bw|gopass|pass):[^\s]{1,256}$|[A-Z][A-Z0-9_]{2,64}$"
+)
 _PERCENT: Final = re.compile(r"%[0-9A-Fa-f]{2}")
 _SYMBOLS: Final = frozenset("!#%^&*+=?~_-.@$()[]{}|/<>,;:")
 
@@ -173,7 +179,7 @@ def _not_a_value(value: str) -> bool:
         return True
     if _CALL.match(value) or _DOTTED.fullmatch(value) or _MEMBER_EXPR.match(value):
         return True
-    if _PLACEHOLDER_WORDS.match(value):
+    if _PLACEHOLDER_WORDS.match(value) or _REFERENCE.match(value):
         return True
     return _VERSIONISH.fullmatch(value) is not None or len(set(value)) < 4
 

@@ -100,7 +100,7 @@ class Allowlist:
 #: How most rules end a token: a quote, a space, `;`, an escaped newline or the end. In prose
 #: a token ends at a sentence's punctuation too (`the key is dapi…, and`), which this misses.
 _TOKEN_END: Final = r"""(?:[\x60'"\s;]|\\[nr]|$)"""
-_TOKEN_END_IN_PROSE: Final = r"""(?:[\x60'"\s;,.)!?\]>]|\\[nr]|$)"""
+_TOKEN_END_IN_PROSE: Final = r"""(?:[\x60'"\s;,)!?\]>]|\.(?:\s|$)|\\[nr]|$)"""
 #: A rule for a token that starts with its own prefix (`\b(dapi…`, `\b(v1\.0-…`): only there is
 #: the punctuation after the token no part of a value (a quoted list item ends in `",` too).
 _SHAPED: Final = re.compile(r"(?:\(\?i\))?\\b\(+(?:\?:)?[A-Za-z0-9]")
