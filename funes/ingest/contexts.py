@@ -48,6 +48,8 @@ Raw = list[tuple[int, int, int, str]]
 PRIORITY: Final = 7
 
 _STEMS: Final = ("pass", "pwd", "secret", "token", "credential", "creds", "key", "auth")
+#: A value that names a secret again (`token=token=…`, `auth@auth…`) is not one.
+_STEM_IN: Final = re.compile(r"(?i)token|secret|passw|credential|api_?key|creds|auth")
 _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 _PARTS: Final = re.compile(r"[A-Z]{2,64}(?![a-z])|[A-Z]?[a-z]{1,64}|[0-9]{1,64}")
 _PASSWORD_PARTS: Final = frozenset({"password", "passwd", "pwd", "passphrase", "pass", "pw"})
@@ -260,7 +262,10 @@ def _names(text: str, lowered: str) -> list[tuple[int, int]]:
 
 
 def _scan_named(text: str, lowered: str, out: Raw) -> None:
+    until = -1
     for s, e in _names(text, lowered):
+        if s < until:
+            continue
         gap = _GAP.match(text, e)
         if gap is None:
             continue
@@ -274,7 +279,12 @@ def _scan_named(text: str, lowered: str, out: Raw) -> None:
             continue
         in_query = s > 0 and text[s - 1] in "?&"
         vs, ve = _value_at(text, gap.end(), quote, in_query)
-        if ve > vs and credential_value(cls, text[vs:ve]):
+        if ve <= vs:
+            continue
+        # A name inside a value already read is part of that value: every character is read
+        # in one value at most (`token=token=…` would otherwise cost its length squared).
+        until = ve
+        if _STEM_IN.search(text, vs, ve) is None and credential_value(cls, text[vs:ve]):
             out.append((vs, ve, PRIORITY, "password" if cls == "password" else "named-secret"))
 
 
