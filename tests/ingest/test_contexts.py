@@ -78,3 +78,9 @@ def test_names_are_read_by_their_parts() -> None:
         assert name_class(name) is None, name
     assert credential_value("password", PW) and not credential_value("password", "required")
     assert credential_value("secret", KEY) and not credential_value("secret", "short1")
+
+
+def test_a_discord_bot_token_is_known_by_its_structure() -> None:
+    token = "MzQ3NDM4ODcyMjgwNjMwNTk2.Sctr2e.oLajJDiRggHE34VDFwrRjkv3xkb9Wsqf3VBTbT"
+    text = f'env:\n  - name: DISCORD_BOT_TOKEN\n    value: "{token}"\n'
+    assert token[:20] not in redact(text)[0]
