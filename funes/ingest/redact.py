@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Final
 
-from funes.ingest import detectors, gitleaks
+from funes.ingest import contexts, detectors, gitleaks, markers
 from funes.model.turns import Block, Turn
 
 __all__ = [
@@ -66,7 +66,7 @@ __all__ = [
 MARKER_PREFIX: Final = "[REDACTED:"
 #: The version of funes's own detectors: bump it when a detector changes what it finds, so
 #: `funes status` tells memories redacted before to run `funes scrub`.
-DETECTORS_VERSION: Final = 3
+DETECTORS_VERSION: Final = 4
 
 
 @cache
@@ -885,6 +885,7 @@ def _scan_once(text: str) -> list[Finding]:
     if "kind: Secret" in text:
         _scan_k8s_secrets(text, raw)
     _scan_assignments(text, lowered, raw, present)
+    contexts.scan(text, lowered, present, raw)  # forms the assignments miss (contexts.py)
     for start, end, rule in gitleaks.rules().scan(text, lowered, present):
         if MARKER_PREFIX in text[start:end]:  # a rule reading a marker as a value
             continue
@@ -1042,6 +1043,7 @@ def redact_passes(
         raw = [(f.start, f.end, _KIND_PRIORITY.get(f.kind, _ENGINE_PRIORITY), f.kind)
                for f in [*found, *extra]]
         found = _whole(text, _merge(raw))
+    found = markers.settle(text, found)  # a marker is never a finding (funes.ingest.markers)
     if not found:
         return text, found, []
     passes: list[list[_Edit]] = []
@@ -1051,7 +1053,7 @@ def redact_passes(
     for _ in range(_MAX_PASSES):
         out, edits = _apply(out, found)
         passes.append(edits)
-        found = _scan_once(out)
+        found = markers.settle(out, _scan_once(out))
         if not found:
             break
         for f in found:  # map back through every pass to offsets in `text`
