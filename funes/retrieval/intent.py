@@ -28,7 +28,8 @@ _ADVICE = re.compile(
     | \b(?:do|would)\s+you\s+(?:think|recommend|suggest|have\s+any)\b
     | \bwhat\s+do\s+you\s+(?:think|recommend|suggest)\b
     | \bwhat\s+(?:should|could)\s+i\b
-    | \b(?:any|some)\s+(?:\w+\s+){0,2}?(?:tips|suggestions?|advice|ideas|recommendations?|pointers)\b
+    | \b(?:any|some)\s+(?:\w+\s+){0,2}?
+      (?:tips|suggestions?|advice|ideas|recommendations?|pointers)\b
     """,
     re.I | re.X,
 )
@@ -43,3 +44,4 @@ _LOOKUP = re.compile(
 def asks_advice(query: str) -> bool:
     """True for a request for advice or suggestions, False for a lookup of what was said."""
     return _ADVICE.search(query) is not None and _LOOKUP.search(query) is None
+

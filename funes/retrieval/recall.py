@@ -63,9 +63,10 @@ RRF_K = 60
 #: Share of BM25 in the fused score of two signals; the vector similarity has the rest.
 BM25_WEIGHT = 0.4
 #: BM25's share when the question asks for advice (funes.retrieval.intent): its words name a
-#: need, and the passage that answers it says the user's situation in other words.
+#: need, and the passage that answers it says the user's situation in other words. Kept at
+#: BM25_WEIGHT until measured on both benches (day zero at 0.2: hit@1 69 → 71, preference
+#: 4 → 6 of 20; the pooled oracle was not re-embedded in time to check it).
 ADVICE_BM25_WEIGHT = 0.4
-ADVICE_ABOUT_USER = 0.0
 #: Weight of recency in the final score: at most this fraction of a passage's score depends on
 #: its age, so recency orders near-equals but never buries an old passage that is the answer.
 RECENCY_WEIGHT = 0.10
@@ -367,6 +368,7 @@ def retrieve(
         signals.append("bm25")
     semantic: list[tuple[str, float]] = []
     cosines: dict[str, float] = {}
+    advice = asks_advice(query)
     if opts.vector and embedder is not None and repo.vectors.exists():
         qvec = embedder.embed_query(query)
         semantic = [(i, s) for i, s in vector_search(repo, qvec, opts, where) if i not in hidden]
@@ -377,7 +379,6 @@ def retrieve(
 
     seen_bm25 = _tied_ranks([(r["id"], float(r["_score"])) for r in lexical])
     seen_vec = _tied_ranks(semantic)
-    advice = asks_advice(query)
     weight = ADVICE_BM25_WEIGHT if advice else BM25_WEIGHT
     fused = fuse(lexical, semantic, cosines, head=opts.candidates, bm25_weight=weight)
     # Stable sort: equal scores keep BM25's order, then the vector list's.
@@ -417,8 +418,6 @@ def retrieve(
     if opts.half_life_days > 0:
         signals.append("recency")
     about = speaker_of(query) if opts.speaker else None
-    if opts.speaker and about is None and advice and ADVICE_ABOUT_USER:
-        about = "user"
     if about is not None:
         signals.append("speaker")
 
