@@ -9,21 +9,19 @@ and repeats (a value redacted where it is named, left verbatim where it is paste
 is here was written from those formats as their providers document them and from
 detect-secrets' keyword-and-entropy heuristics (Apache-2.0); no scanner code is copied.
 
-Three parts, each linear in the text (every expression is a single loop over a character
+Two parts here, each linear in the text (every expression is a single loop over a character
 class, or a literal alternation, with bounded repetitions; no nested quantifier):
 
 * :func:`scan` adds raw findings: provider tokens by prefix (:data:`PROVIDERS`), values near a
-  secret word in any syntax, random tokens standing alone in prose, long XML secret elements,
+  secret word in any syntax, random tokens standing alone in prose, XML secret elements,
   Fly.io's comma-separated token lists.
-* :func:`complete` runs on the merged findings: every other occurrence of a found value is a
-  finding too, and a finding cut short at a ``.`` inside a token runs on to the token's end.
 * :func:`vetoed` drops a finding of an assignment detector whose name is a well-known
   non-secret ending in ``token`` or ``key`` (AWS ``NextToken``, ``ClientToken``, pagination
   and idempotency tokens; ``key_id``-like names are already not secrets).
 
-One file because the three parts share one value test: what a finding is (`random_word`,
-the word and name tests) decides what is scanned, what is repeated and what is vetoed, and
-splitting them would let the standalone detector and its repeats disagree about a value.
+What a finding implies beyond itself (repeats, pieces, cut tokens) is funes.ingest.completion,
+which reads values with the same tests (`random_word`, the word and name tests) so the
+standalone detector and its repeats agree about a value.
 
 Precision: the standalone test (:func:`random_word`) wants what a generated credential looks
 like and what text, code and tool output rarely hold between spaces: 20+ characters, a run of
@@ -38,28 +36,19 @@ import binascii
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
-from typing import Final, Protocol
+from functools import cache
+from typing import Final
 
 from funes.ingest import providers
 from funes.ingest.providers import ANCHORS
 
-__all__ = ["ANCHORS", "KINDS", "complete", "random_word", "scan", "vetoed"]
+__all__ = ["ANCHORS", "KINDS", "random_word", "scan", "vetoed"]
 
 #: Kinds this module names in ``[REDACTED:<kind>]``.
 KINDS: Final = ("provider-token", "named-secret", "random-token")
 MARKER: Final = "[REDACTED:"
 
 Raw = list[tuple[int, int, int, str]]
-
-
-class _Span(Protocol):
-    @property
-    def start(self) -> int: ...
-    @property
-    def end(self) -> int: ...
-    @property
-    def kind(self) -> str: ...
 
 
 def _entropy(value: str) -> float:
@@ -152,6 +141,27 @@ def _encoded_text(value: str) -> bool:
     return printable * 10 >= len(raw) * 9
 
 
+_GROUPS: Final = re.compile(r"[A-Za-z0-9]{3,16}(?:-[A-Za-z0-9]{3,16}){2,7}")
+
+
+def _grouped(value: str) -> bool | None:
+    """A key written in dash-separated groups (`2FTJTA1C-BXO0DV4J-…`, a UUID's shape in base36).
+
+    Each group of a generated key mixes letters and digits; a slug, a pod name or a date has
+    word or number groups. None: not in groups, the other tests decide.
+    """
+    if _GROUPS.fullmatch(value) is None:
+        return None
+    parts = value.split("-")
+    mixed = sum(any(c.isdigit() for c in p) and any(c.isalpha() for c in p) for p in parts)
+    body = value.replace("-", "")
+    if mixed * 4 < len(parts) * 3 or len(body) < 20 or _HEX.issuperset(value):
+        return False
+    if _word_letters(value) * 2 > sum(ch.isalpha() for ch in value):
+        return False
+    return _entropy(body) >= 3.5
+
+
 def random_word(value: str, *, relaxed: bool = False) -> bool:
     """Whether `value` looks machine-generated (a credential's body), not words, ids or digests.
 
@@ -166,6 +176,9 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
         return False
     if value.lstrip("+-").startswith(("0x", "0X")) or _VERSION.match(value):
         return False  # a number literal, a version string
+    grouped = _grouped(value)
+    if grouped is not None:
+        return grouped
     hexish = _HEX.issuperset(value)
     if hexish and (not relaxed or len(value.replace("-", "")) < 32):
         return False  # git SHAs, digests, ids: never alone; after a secret word, 32+ only
@@ -232,11 +245,15 @@ _CODE_PUNCT: Final = re.compile(r"[()\[\]{},;=:]")
 _NOT_CREDENTIAL_LINE: Final = re.compile(r"ENC\[|(?i:csrf|xsrf|authenticity)")
 #: Between a `…key` name and its value: quotes, spaces and one assignment operator at most.
 _ASSIGN_GAP: Final = re.compile(
-    r"[\"'`\]>]{0,3}[ \t]{0,4}(?::=|=>|->|[:=(]|\s-)?[ \t]{0,4}[\"'`bru]{0,3}"
+    r"[\"'`\]>]{0,3}[ \t]{0,4}(?::=|=>|->|[:=(,]|\s-)?[ \t]{0,4}[\"'`bru]{0,3}"
 )
 #: A Discord bot token: the bot's id in base64, a timestamp, an HMAC (found among the words).
-_DISCORD: Final = re.compile(r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}")
+_DISCORD: Final = re.compile(r"[A-Z][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}")
 _NAMED_PRIORITY: Final = 7
+#: Characters of one part of a joined credential (`id:secret`): funes.ingest.completion too.
+_PART_CHARS: Final = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
+)
 
 #: Words that say a secret is next: the names detect-secrets' keyword plugin and trufflehog's
 #: keyword prefilters look for, in any syntax (no `=` needed).
@@ -282,11 +299,19 @@ def _secret_words(text: str, lowered: str) -> list[tuple[int, int]]:
             if (
                 before.endswith(("_", "-"))
                 or before.rstrip(" _-").endswith(_KEY_QUALIFIERS)
+                or (before[-1:] == " " and _brand(lowered[max(0, k - 30) : k].rstrip()))
                 or (k and text[k] == "K" and (text[k - 1].islower() or text[k - 1].isdigit()))
                 or (before.endswith(("?", "&")) and text.startswith("=", end))
             ):
                 out.append((k, end))
         k = find("key", end)
+    for stem in ("_pass", "-pass"):  # `db_pass`, `-pass`: "pass" ending a compound name
+        k = find(stem)
+        while k >= 0:
+            end = k + len(stem)
+            if not lowered[end : end + 1].isalnum() and text[end : end + 1] != "(":
+                out.append((k + 1, end))  # not `should_pass(…)`: a call, not a name
+            k = find(stem, end)
     out.sort()
     return out
 
@@ -317,22 +342,44 @@ def _secret_name(text: str, start: int, end: int) -> bool:
 #: A quoted value right after a secret word, in syntaxes the assignment detectors do not read
 #: (`token - 'x'`, `secret 'x'`, `password("x")`, `token -> "x"`).
 _QUOTED_AFTER: Final = re.compile(
-    r"""[ \t]{0,3}(?:-{1,2}>?|=>|->|\(|is)?[ \t]{0,3}"""
+    r"""[ \t]{0,3}(?:-{1,2}>?|=>|->|\(|is|[!=]==?)?[ \t]{0,3}"""
+    r"""(?:'(?P<v>[^'\n]{8,256})'|"(?P<v2>[^"\n]{8,256})"|`(?P<v3>[^`\n]{8,256})`)"""
+)
+
+
+#: A regular expression, a format string or a path, not a password made of symbols.
+_PATTERN_SYNTAX: Final = re.compile(
+    r"\\|\(\?|\.\*|\.\+|\[\^|\][+*?{]|%[sdr(]|\{\d*\}|/\w+/|^[./~]|[a-z]-[a-z]\]"
+)
+#: The rest of an identifier after a secret word in it (`_secure` of `my_password_secure`;
+#: not a plural's `s_output` of `n_tokens_output`).
+_IDENT_REST: Final = re.compile(r"(?:_[A-Za-z0-9]|[A-Z])[A-Za-z0-9_]{0,31}")
+_QUOTED_AFTER_NAME: Final = re.compile(
+    r"""[ \t]{0,3}(?:-{1,2}>?|=>|->|\(|is|[!=]==?|:?=|:)?[ \t]{0,3}"""
     r"""(?:'(?P<v>[^'\n]{8,256})'|"(?P<v2>[^"\n]{8,256})"|`(?P<v3>[^`\n]{8,256})`)"""
 )
 
 
 def _quoted_secret(value: str) -> bool:
     """A quoted value after a secret word: a literal with some randomness, not prose or code."""
-    if " " in value or MARKER in value or value[0] in "$%{<[":
-        return False
+    if " " in value or MARKER in value or value[0] in "$%{<[" or value.endswith(("...", "…")):
+        return False  # prose, a marker, a template, a truncated example
+    if _ASCENDING.search(value.lower()) or providers.filler(value):
+        return False  # `0123456789abcdef`, `xxxxx`: test data
     if value.isalpha() or _entropy(value) < 3.0:
         return False
+    symbols = sum(not c.isalnum() and c != "_" for c in value)
     classes = any(c.islower() for c in value) + any(c.isupper() for c in value) + any(
-        c.isdigit() for c in value)
+        c.isdigit() for c in value) + (symbols > 0)
     low = value.lower()
     if classes < 2 or any(stem in low for stem in _SECRET_STEMS):
         return False  # `user:passwd`, `my-secret-name`: words about a secret, not one
+    if symbols and _PATTERN_SYNTAX.search(value):
+        return False  # a regular expression, a format string, a path
+    if symbols * 4 >= len(value) and len(value) >= 12 and len(
+        {c for c in value if not c.isalnum() and c != "_"}
+    ) >= 3:
+        return True  # a password of symbols (`m{{h}o)p${e]…`)
     letters = sum(ch.isalpha() for ch in value)
     return _word_letters(value) * 2 <= letters
 
@@ -349,6 +396,92 @@ def _name_like(part: str) -> bool:
         return False
     letters = sum(ch.isalpha() for ch in part)
     return _transitions(part) <= 2 or _word_letters(part) * 2 >= letters
+
+
+#: A name right before a value: `name: v`, `name = 'v'`, `name 'v'`, `Name("v")`, `name |v`.
+_NAME_THEN_VALUE: Final = re.compile(
+    r"(?<![A-Za-z0-9_.$/?&;=-])([A-Z]?[a-z]{3,24}|[A-Z]{4,24})[\"']?[ \t]{0,3}"
+    r"(?::=|=>|->|[:=(])?[ \t]{0,3}[\"'`]?\Z"
+)
+#: An ascending run (`0123456789`, `abcdef`): test data, not a generated key.
+_ASCENDING: Final = re.compile(
+    r"012345|123456|234567|345678|456789|56789a|6789ab|789abc|89abcd|9abcde|abcdef"
+)
+_NUMBER_LITERAL: Final = re.compile(r"0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|[0-9]+")
+_NAME_PARTS: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+#: Parts of a name that say the hex or UUID after it is an identifier, a digest or data: what
+#: code, lockfiles, test vectors and tool output name their hex values and UUIDs.
+_VALUE_LABELS: Final = frozenset((
+    "id", "ids", "uuid", "guid", "uid", "hash", "hashes", "digest", "hexdigest", "checksum",
+    "sum", "commit", "rev", "revision", "etag", "version", "ver", "integrity", "nonce", "salt",
+    "seed", "fingerprint", "sig", "signature", "oid", "tree", "parent", "blob", "ref", "head",
+    "build", "run", "job", "trace", "span", "request", "req", "session", "sess", "correlation",
+    "transaction", "txn", "tx", "event", "msg", "message", "user", "account", "acct", "org",
+    "tenant", "project", "instance", "device", "node", "container", "image", "layer", "kid",
+    "serial", "mac", "hmac", "cipher", "ciphertext", "plaintext", "text", "data", "pub", "pubkey",
+    "public", "cert", "certificate", "expected", "actual", "result", "res", "value", "val",
+    "test", "vector", "example", "sample", "color", "file", "path", "url", "uri", "name", "hex",
+    "bytes", "tag", "iv", "addr", "address", "block", "chain", "order", "point", "object", "obj",
+    "item", "entry", "record", "row", "col", "column", "index", "idx", "key", "type", "kind",
+    "class", "namespace", "ns", "clsid", "iid", "lib", "dll", "app", "client", "base", "b64",
+    "png", "jpeg", "jpg", "gif", "svg", "webp", "pdf", "zip", "tar", "gz", "whl", "mime", "int",
+    "assert", "check", "bool", "uint", "float", "str", "dtype", "http", "https", "ssh", "git",
+    "changeset", "changelist", "patch", "snapshot", "release", "branch", "dir", "dirname",
+    "eval", "repr", "print", "echo", "sha", "md", "crc", "rcl", "drc", "src", "href", "alt",
+))
+_LABEL_AFFIXES: Final = ("sha", "md5", "blake", "crc", "xxh", "murmur", "fnv")
+
+
+def _provider_named(text: str, start: int, value: str) -> bool:
+    """A hex key or UUID (or a random value) right after a provider's name (`currencycloud:`).
+
+    Scanners key their generic detectors on the provider's name near the value; so do the
+    people who paste keys (`cloudsmith: "6fd0…"`, `HubSpotAPI("76a8…")`). Hex and UUIDs are
+    also what every digest, commit and id is, so the name must be a name no vocabulary has (a
+    brand: not an English word or a common identifier, per the embedding model's vocabulary)
+    with no part that labels an id, a digest or data, right before the value.
+    """
+    if len(value) > 256 or value[:1] in "+-/.~" or "/" in value or _NUMBER_LITERAL.fullmatch(value):
+        return False  # data, a signed number, a literal (`0b1111…`) or a path, not a key
+    if _ASCENDING.search(value.lower()) or providers.filler(value):
+        return False  # test data: `0123456789abcdef`, `aaaaaaaaaa1111111111…`
+    letters = sum(c.isalpha() for c in value)
+    hexkey = _HEX.issuperset(value) and 32 <= len(value.replace("-", "")) <= 128 and (
+        letters >= 6 and len(value) - letters >= 6)
+    if not hexkey and not random_word(value, relaxed=True):
+        return False
+    m = _NAME_THEN_VALUE.search(text, max(0, start - 52), start)
+    if m is None:
+        return False
+    name = m.group(1).strip("._-")
+    parts = [p.lower() for p in _NAME_PARTS.findall(name)]
+    if not parts or any(
+        p in _VALUE_LABELS or p.startswith(_LABEL_AFFIXES) or "hex" in p
+        or p.endswith(("hash", "sum", "id", "ids"))
+        for p in parts
+    ):
+        return False
+    return _brand(name)
+
+
+_LAST_WORD: Final = re.compile(r"(?<![A-Za-z0-9_.$/?&;=-])(?:[A-Z]?[a-z]{3,24}|[A-Z]{4,24})\Z")
+
+
+def _brand(name: str) -> bool:
+    """`name` (its last word) is one word no vocabulary has: a provider's name, not a word."""
+    m = _LAST_WORD.search(name)
+    if m is None:
+        return False
+    word = m.group(0).lower()
+    return word not in _VALUE_LABELS and word not in _vocabulary()
+
+
+@cache
+def _vocabulary() -> frozenset[str]:
+    """The embedding model's whole words: a name in it is a word, not a brand."""
+    from funes.ingest.tokenizer import get_tokenizer
+
+    return frozenset(w for w in get_tokenizer().vocab if w.isalpha())
 
 
 def _trim(text: str, s: int, e: int) -> tuple[int, int]:
@@ -369,7 +502,13 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
         named.append(end)
         if lowered.endswith("key", 0, end):
             strict.add(end)  # "key" is everywhere in code: only as an assignment's name
-        q = None if text[end : end + 1] in "\"'`" else _QUOTED_AFTER.match(text, end)
+        # `my_password_secure = "…"`: past the name's end, an assignment (which the assignment
+        # detectors do not read when the secret word does not end the name) is a gap too.
+        rest = _IDENT_REST.match(text, end)
+        pattern = _QUOTED_AFTER
+        if rest is not None and not lowered.endswith("key", 0, end):
+            end, pattern = rest.end(), _QUOTED_AFTER_NAME
+        q = None if text[end : end + 1] in "\"'`" else pattern.match(text, end)
         if q is not None:
             g = next(g for g in ("v", "v2", "v3") if q.group(g) is not None)
             if _quoted_secret(q.group(g)):
@@ -407,6 +546,9 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
                 continue  # ciphertext (SOPS `ENC[…]`), anti-forgery tokens: not credentials
             out.append((s, e, _NAMED_PRIORITY, "named-secret"))
             named_until = e
+            continue
+        if _provider_named(text, s, value):
+            out.append((s, e, _NAMED_PRIORITY, "named-secret"))
             continue
         if before not in _PROSE_BEFORE or e - s < 20:
             continue
@@ -462,10 +604,61 @@ def _scan_xml(text: str, lowered: str, out: Raw) -> None:
         value = text[s:e]
         if MARKER in value or "<" in value:
             continue
-        if e - s > 256 or value.startswith("{AQAAAB"):
-            # Longer ones than redact's xml-secret detector reads, and Jenkins' stored secrets
-            # (`{AQAAABAAAAAQ…}`, credentials.xml: decryptable with the controller's key).
+        if e - s > 256 or value.startswith("{AQAAAB") or _holds_key(value):
+            # Longer ones than redact's xml-secret detector reads, Jenkins' stored secrets
+            # (`{AQAAABAAAAAQ…}`, credentials.xml: decryptable with the controller's key), and
+            # a braced or spaced value with a key among its words (redact reads `{…}` as a
+            # template placeholder, and a value with spaces as prose).
             out.append((s, e, 5, "xml-secret"))
+
+
+_VALUE_WORDS: Final = re.compile(r"[^\s{}()\[\],;|]{12,1024}")
+
+
+def _holds_key(value: str) -> bool:
+    """A braced or spaced element value with a key-shaped word in it (hex, UUID, random)."""
+    if not (value.startswith("{") or " " in value) or value.startswith(("${", "{{")):
+        return False
+    for word in _VALUE_WORDS.findall(value):
+        bare = word.replace("-", "")
+        if (_UUID_RE.fullmatch(word) or (len(bare) >= 32 and _HEX.issuperset(word))
+                or random_word(word, relaxed=True)):
+            return True
+    return False
+
+
+#: A private key's DER body in base64 without its PEM armour (a `private_key` JSON value cut
+#: from its BEGIN line, a key pasted bare): the structure's fixed header says what it is.
+#: PKCS#8 RSA, PKCS#1 RSA, SEC1 EC (P-256, P-384), PKCS#8 EC and Ed25519. Certificates and
+#: public keys (`MIIDdzCCA…`, `MIIBIjANBgkq…`) have other headers and are left alone.
+_DER_KEY: Final = re.compile(
+    r"(?:(?<=\\[nr])|(?<![A-Za-z0-9+/]))"
+    r"(?:MII[A-Za-z0-9+/]{3}IBADANBgkqhkiG9w0BAQEFAAS|MII[A-Za-z0-9+/]{3}IBAAKC"
+    r"|MHcCAQEEI|MIGkAgEBBDA|MIGHAgEAMBMGByqGSM49|MC4CAQAwBQYDK2Vw)"
+    r"(?:[A-Za-z0-9+/=]|\\[nr]|\r?\n){0,16384}"
+)
+_DER_ANCHORS: Final = (
+    "IBADANBgkqhkiG9w0BAQEFAAS", "IBAAKC", "MHcCAQEEI", "MIGkAgEBBDA", "MIGHAgEAMBMG",
+    "MC4CAQAwBQYDK2Vw",
+)
+
+
+def _scan_der(text: str, out: Raw) -> None:
+    for m in _DER_KEY.finditer(text):
+        end = m.end()
+        while end > m.start() and text[end - 1] in "\r\n":
+            end -= 1
+        if text.endswith(("\\n", "\\r"), m.start(), end):
+            end -= 2
+        out.append((m.start(), end, 0, "private-key"))
+
+
+#: Vault AppRole's `secret_id` is a UUID and a credential (an AWS `--secret-id` names a secret
+#: by its name or ARN, not a UUID).
+_SECRET_ID: Final = re.compile(
+    r"(?i:secret[_-]?id)\d{0,2}[\"']?[ \t]{0,3}(?::=|=>|[:=])[ \t]{0,3}[\"']?"
+    r"([0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12})(?![0-9a-fA-F-])"
+)
 
 
 def _scan_fly(text: str, out: Raw) -> None:
@@ -486,120 +679,11 @@ def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
         _scan_xml(text, lowered, out)
     if "FlyV1" in text:
         _scan_fly(text, out)
-
-
-# ------------------------------------------------------------------------------------------------
-# Completion: repeats, cuts at a dot
-# ------------------------------------------------------------------------------------------------
-
-_ALNUM: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
-_TOKEN_CHARS: Final = frozenset(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-"
-)
-_DOT_TAIL: Final = re.compile(r"(?:[.-][A-Za-z0-9][A-Za-z0-9+/=_]{0,4096}){1,64}")
-#: A value this short could be a word that happens to be a password; repeats of it are not.
-_REPEAT_MIN: Final = 8
-#: Above this many distinct values, repeats are found with one scan of the text (a table of
-#: the values' first 8 characters) instead of one search per value.
-_FIND_EACH_MAX: Final = 16
-
-
-#: Kinds whose value may be one part of a `part:part` token (`id:secret`, Asana's `n/id:key`).
-_JOINED_KINDS: Final = frozenset({"random-token", "named-secret", "provider-token"})
-_PART_CHARS: Final = frozenset(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
-)
-_PART_AFTER: Final = re.compile(r"[:=]{1,4}[A-Za-z0-9+/_-]{4,256}")
-
-
-def _joined(text: str, start: int, end: int) -> tuple[int, int]:
-    """Extend a random value over `:`- or `=`-joined parts that are not names.
-
-    One credential: `id:secret`, Asana's `n/id:key`, base64 with `=` inside.
-    """
-    for _ in range(4):
-        if text[start - 1 : start] not in (":", "="):
-            break
-        k = start - 1
-        while k > 0 and start - 1 - k < 2 and text[k - 1] == "=":
-            k -= 1  # base64 padding ends the part before the joiner
-        while k > 0 and start - k < 256 and text[k - 1] in _PART_CHARS:
-            k -= 1
-        part = text[k : start - 1]
-        if len(part) < 4 or not any(ch.isdigit() for ch in part) or _name_like(part):
-            break
-        start = k
-    for _ in range(4):
-        m = _PART_AFTER.match(text, end) if text[end : end + 1] in (":", "=") else None
-        if m is None or not any(ch.isdigit() for ch in m.group(0)):
-            break
-        end = m.end()
-    return start, end
-
-
-def _repeatable(value: str) -> bool:
-    """A found value whose other occurrences are the same secret: it looks generated.
-
-    A word-like value (`boolean?` read as a password in a schema, `hunter2hunter2`) is left to
-    the detectors where it occurs: spreading one doubtful finding to every repeat of a common
-    word would multiply a false positive through a whole file.
-    """
-    letters = sum(ch.isalpha() for ch in value)
-    return _word_letters(value) * 2 <= letters and _entropy(value) >= 3.0 and (
-        any(ch.isdigit() for ch in value) or not value.isalpha()
-    )
-
-
-def complete(text: str, found: Sequence[_Span], priority: dict[str, int]) -> Raw:
-    """More findings implied by `found` (merged, in order): repeats and tokens cut at a dot.
-
-    Every other occurrence of a found value is a finding of the same kind (a secret named once
-    is often pasted again without its name), and a finding that ends at a ``.`` followed by
-    token characters runs on to the token's end (``abc.def`` cut at the dot).
-    """
-    more: Raw = []
-    values: dict[str, str] = {}
-    for f in found:
-        end = f.end
-        if text[end : end + 1] in ".-" and text[end + 1 : end + 2] in _ALNUM and (
-            end > f.start and text[end - 1] in _TOKEN_CHARS
-        ):
-            m = _DOT_TAIL.match(text, end)
-            if m is not None:
-                end = m.end()
-                more.append((f.start, end, priority.get(f.kind, 10), f.kind))
-        start = f.start
-        if f.kind in _JOINED_KINDS:
-            start, end = _joined(text, start, end)
-            if (start, end) != (f.start, f.end):
-                more.append((start, end, priority.get(f.kind, 10), f.kind))
-        value = text[start:end]
-        if len(value) >= _REPEAT_MIN and MARKER not in value and "\n" not in value and (
-            _repeatable(value)
-        ):
-            values.setdefault(value, f.kind)
-    if not values:
-        return more
-    spans = {(f.start, f.end) for f in found}
-    if len(values) <= _FIND_EACH_MAX:
-        for value, kind in values.items():
-            k = text.find(value)
-            while k >= 0:
-                if (k, k + len(value)) not in spans:
-                    more.append((k, k + len(value), priority.get(kind, 10), kind))
-                k = text.find(value, k + len(value))
-        return more
-    heads: dict[str, list[str]] = {}
-    for value in values:
-        heads.setdefault(value[:_REPEAT_MIN], []).append(value)
-    for i in range(len(text) - _REPEAT_MIN + 1):
-        cands = heads.get(text[i : i + _REPEAT_MIN])
-        if cands is None:
-            continue
-        for value in cands:
-            if text.startswith(value, i) and (i, i + len(value)) not in spans:
-                more.append((i, i + len(value), priority.get(values[value], 10), values[value]))
-    return more
+    if any(a in text for a in _DER_ANCHORS):
+        _scan_der(text, out)
+    if "secret" in lowered and "id" in lowered:
+        for m in _SECRET_ID.finditer(text):
+            out.append((m.start(1), m.end(1), _NAMED_PRIORITY, "named-secret"))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -51,6 +51,9 @@ def _entropy(value: str) -> float:
 
 
 
+#: A UUID's shape (lowercase, base36 in some providers' keys, hex in others).
+_UUID_BODY: Final = r"[a-z0-9]{8}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{12}"
+
 #: (prefix literal, body expression) per provider family, as their documentation describes the
 #: format. Matched anywhere (prefix, then a bounded body), with no word character before.
 PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
@@ -88,7 +91,7 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "atlassian": (("ATATT3", r"[A-Za-z0-9_=+/.-]{100,4096}"),
                   ("ATCTT3", r"[A-Za-z0-9_=+/.-]{20,4096}"),
                   ("ATSTT3", r"[A-Za-z0-9_=+/.-]{100,4096}")),
-    "sourcegraph": (("sgp_", r"(?:[a-f0-9]{16}_|local_)?[a-f0-9]{40}"),),
+    "sourcegraph": (("sgp_", r"(?:[a-f0-9]{16}_|local_)?[a-f0-9]{40}"), ("slk_", r"[a-f0-9]{64}")),
     "sonar": (("squ_", r"[a-f0-9]{40}"), ("sqp_", r"[a-f0-9]{40}"), ("sqa_", r"[a-f0-9]{40}")),
     "artifactory": (("AKCp", r"[A-Za-z0-9]{60,4096}"), ("cmVmdGtu", r"[A-Za-z0-9]{56,4096}")),
     "octopus": (("API-", r"[A-Z0-9]{25,27}"),),
@@ -104,7 +107,7 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "postman": (("PMAK-", r"[a-f0-9]{24}-[a-f0-9]{34}"),),
     "linear": (("lin_api_", r"[A-Za-z0-9]{40}"), ("lin_oauth_", r"[A-Za-z0-9]{64}")),
     "figma": (("figd_", r"[A-Za-z0-9_-]{38,4096}"),),
-    "typeform": (("tfp_", r"[A-Za-z0-9_-]{44,4096}"),),
+    "typeform": (("tfp_", r"[A-Za-z0-9_-]{40,4096}"),),
     "contentful": (("CFPAT-", r"[A-Za-z0-9_-]{43}"),),
     "pypi": (("pypi-AgE", r"[A-Za-z0-9_-]{60,4096}"),),  # PyPI and TestPyPI macaroons
     # payment
@@ -118,6 +121,22 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "flutterwave": (("FLWSECK-", r"[a-f0-9]{32}-X"), ("FLWSECK_TEST-", r"[a-f0-9]{32}-X")),
     "ramp": (("ramp_sec_", r"[A-Za-z0-9]{40,4096}"), ("ramp_tok_", r"[A-Za-z0-9]{40,4096}")),
     # chat and mail
+    "hubspot": (("pat-na1-", _UUID_BODY), ("pat-eu1-", _UUID_BODY)),
+    "pubnub": (("pub-c-", _UUID_BODY), ("sub-c-", _UUID_BODY),
+               ("sec-c-", r"[A-Za-z0-9]{48}")),
+    "plaid": (("access-sandbox-", _UUID_BODY), ("access-development-", _UUID_BODY),
+              ("access-production-", _UUID_BODY)),
+    "zoho": (("1000.", r"[a-f0-9]{32}\.[a-f0-9]{32}"),),
+    "duffel": (("duffel_test_", r"[A-Za-z0-9_-]{43}"), ("duffel_live_", r"[A-Za-z0-9_-]{43}")),
+    "langfuse": (("sk-lf-", _UUID_BODY),),
+    "tickettailor": (("sk_", r"[0-9]{1,10}_[0-9]{1,10}_[a-f0-9]{32}"),),
+    "secret-key-hex": (("sk_", r"[a-f0-9]{32}"),),  # IEX Cloud and others: `sk_` + 32 hex
+    "bannerbear": (("bb_pr_", r"[a-f0-9]{30}"), ("bb_ma_", r"[a-f0-9]{30}")),
+    "saladcloud": (("salad_cloud_user_", r"[A-Za-z0-9]{40,4096}"),),
+    "endorlabs": (("endr+", r"[A-Za-z0-9]{16,64}"),),
+    "trufflehog": (("thog-key-", r"[a-f0-9]{16}"), ("thog-secret-", r"[a-f0-9]{32}")),
+    "spectral": (("spu-", r"[a-f0-9]{32}"),),
+    "besttime": (("pri_", r"[a-f0-9]{32}"),),
     "shopify": (("shpat_", r"[a-fA-F0-9]{32}"), ("shpca_", r"[a-fA-F0-9]{32}"),
                 ("shppa_", r"[a-fA-F0-9]{32}"), ("shpss_", r"[a-fA-F0-9]{32}")),
     "twilio": (("AC", r"[a-f0-9]{32}"), ("SK", r"[a-f0-9]{32}")),
@@ -135,15 +154,16 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "planetscale-db": (("pscale_", r"[a-z]{2,6}_[A-Za-z0-9_]{32,4096}"),),
     # observability
     "newrelic": (("NRAK-", r"[A-Z0-9]{27}"), ("NRII-", r"[A-Za-z0-9_-]{32}"),
-                 ("NRJS-", r"[a-f0-9]{19}"), ("NRAA-", r"[a-f0-9]{27}")),
+                 ("NRJS-", r"[a-f0-9]{19}"), ("NRAA-", r"[a-f0-9]{27}"),
+                 ("NRIQ-", r"[A-Za-z0-9_-]{32}"), ("NRBR-", r"[a-f0-9]{19}"),
+                 ("-NRMA", r"")),  # a mobile app token: 42 characters before the suffix
     "grafana": (("glc_", r"[A-Za-z0-9+/]{32,4096}={0,2}"),
                 ("glsa_", r"[A-Za-z0-9]{32}_[a-f0-9]{8}")),
     "sentry": (("sntrys_", r"[A-Za-z0-9+/=_]{40,4096}"), ("sntryu_", r"[a-f0-9]{64}")),
     "dynatrace": (("dt0c01.", r"[A-Z0-9]{24}\.[A-Z0-9]{64}"),
                   ("dt0s01.", r"[A-Z0-9]{24}\.[A-Z0-9]{64}")),
     "honeycomb": (("hcaik_", r"[a-z0-9]{58}"), ("hcxik_", r"[a-z0-9]{58}")),
-    "launchdarkly": (("api-", r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}"),
-                     ("sdk-", r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}")),
+    "launchdarkly": (("api-", _UUID_BODY), ("sdk-", _UUID_BODY)),
     # AI providers
     "groq": (("gsk_", r"[A-Za-z0-9]{48,4096}"),),
     "xai": (("xai-", r"[A-Za-z0-9]{70,4096}"),),
@@ -168,7 +188,9 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
                       ("outlook.office.com/webhook/", r"[A-Za-z0-9@/_-]{60,400}"),
                       (".logic.azure.com",
                        r":443/workflows/[a-f0-9]{32}/triggers/[A-Za-z0-9_/?=&%.-]{40,400}")),
-    "zapier-webhook": (("hooks.zapier.com/hooks/catch/", r"[0-9]{3,12}/[A-Za-z0-9]{4,32}/?"),),
+    "zapier-webhook": (("hooks.zapier.com/hooks/catch/",
+                        r"(?:[0-9]{3,12}/)?[A-Za-z0-9]{4,32}/?"),),
+    "tines-webhook": ((".tines.com/webhook/", r"[a-z0-9]{20,40}/[a-z0-9]{20,40}"),),
     "salesforce": (("00D", r"[A-Za-z0-9]{12,15}![A-Za-z0-9._]{80,260}"),
                    ("5Aep", r"[A-Za-z0-9._]{80,90}")),
     # Firebase Cloud Messaging's legacy server key: `AAAA` + 7, `:APA91b`, ~134 (checked
@@ -195,6 +217,7 @@ def _provider_patterns() -> tuple[tuple[str, tuple[str, ...], re.Pattern[str]], 
                 "-us": r"(?<![A-Za-z0-9_])[a-f0-9]{32}",
                 ":AA": r"(?<![A-Za-z0-9_])[0-9]{8,10}",
                 ":APA91b": r"(?<![A-Za-z0-9_])AAAA[A-Za-z0-9_-]{7}",
+                "-NRMA": r"(?<![A-Za-z0-9_])(?:AA|eu01xx)[a-f0-9]{40}",
             }.get(prefix) or (
                 "" if prefix.startswith((".", "discord", "outlook", "hooks."))
                 else _NOT_WORD_BEFORE)

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Final
 
-from funes.ingest import contexts, detectors, gitleaks, markers
+from funes.ingest import completion, contexts, detectors, gitleaks, markers
 from funes.model.turns import Block, Turn
 
 __all__ = [
@@ -750,12 +750,20 @@ def _assignment_at(
         and tail.group(0).startswith("=")
         and tail.group(0)[1:2] not in (" ", "\t")
     )
+    if env_style and group == "bv":
+        # An env line's value runs to the next space (`TOKEN=4nXYKv]mHDeom…`): the brackets
+        # and braces that end a value in code are characters of a generated secret here.
+        env_rest = _ENV_REST.match(text, v_end)
+        if env_rest is not None and env_rest.end() > v_end:
+            v_end = env_rest.end()
+            value = text[v_start:v_end]
     # Backquotes delimit code in Markdown and shells, so they do not make a literal.
     literal = (bool(quote) and not quote.endswith("`")) or flag or env_style
     if _value_is_secret(kind, value, literal, text, v_end):
         out.append((v_start, v_end, _ASSIGN_PRIORITY[kind], kind))
 
 
+_ENV_REST: Final = re.compile(r"[^\s\"'`]{1,512}")
 _FLAG_START: Final = frozenset("-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
@@ -892,11 +900,17 @@ def _scan_once(text: str) -> list[Finding]:
         if rule == "generic-api-key" and not _generic_value(text[start:end], text, end):
             continue
         raw.append((start, end, _GITLEAKS_PRIORITY, rule))
-    # The field's other formats and heuristics, then repeats of what was found (detectors.py).
+    # The field's other formats and heuristics (detectors.py), then what the findings imply:
+    # repeats, pieces elsewhere, tokens cut short (completion.py).
     detectors.scan(text, lowered, present, raw)
     raw = [r for r in raw if not detectors.vetoed(text, r[0], r[1], r[3])]
+    return _completed(text, raw)
+
+
+def _completed(text: str, raw: list[tuple[int, int, int, str]]) -> list[Finding]:
+    """`raw` merged, made whole, and completed (funes.ingest.completion)."""
     found = _whole(text, _merge(raw))
-    more = detectors.complete(text, found, _KIND_PRIORITY)
+    more = completion.complete(text, found, _KIND_PRIORITY)
     return _whole(text, _merge(raw + more)) if more else found
 
 
@@ -1042,7 +1056,7 @@ def redact_passes(
     if extra:
         raw = [(f.start, f.end, _KIND_PRIORITY.get(f.kind, _ENGINE_PRIORITY), f.kind)
                for f in [*found, *extra]]
-        found = _whole(text, _merge(raw))
+        found = _completed(text, raw)  # another engine's findings have repeats and cuts too
     found = markers.settle(text, found)  # a marker is never a finding (funes.ingest.markers)
     if not found:
         return text, found, []
