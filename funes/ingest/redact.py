@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Final
 
-from funes.ingest import completion, contexts, detectors, gitleaks, markers
+from funes.ingest import completion, contexts, detectors, gitleaks, markers, structured, vetoes
 from funes.model.turns import Block, Turn
 
 __all__ = [
@@ -903,7 +903,8 @@ def _scan_once(text: str) -> list[Finding]:
     # The field's other formats and heuristics (detectors.py), then what the findings imply:
     # repeats, pieces elsewhere, tokens cut short (completion.py).
     detectors.scan(text, lowered, present, raw)
-    raw = [r for r in raw if not detectors.vetoed(text, r[0], r[1], r[3])]
+    structured.scan(text, lowered, raw)
+    raw = [r for r in raw if not vetoes.vetoed(text, r[0], r[1], r[3])]
     return _completed(text, raw)
 
 
