@@ -172,7 +172,7 @@ class Poller(threading.Thread):
 
 
 def evaluate(home: Path, questions: Sequence[dict[str, Any]], *, vector: bool,
-             supersede: bool = True) -> tuple[Score, Score, float]:
+             supersede: bool = True, bm25: bool = True) -> tuple[Score, Score, float]:
     """Every question through `funes.api.recall` in this process: (with copies, without,
     seconds)."""
     from dataclasses import replace
@@ -187,7 +187,8 @@ def evaluate(home: Path, questions: Sequence[dict[str, Any]], *, vector: bool,
     t0 = time.perf_counter()
     for q in questions:
         result = api.recall(settings, repo, q["question"], k=K, neighbors=0, vector=vector,
-                            now=parse_date(q["question_date"]), supersede=supersede)
+                            now=parse_date(q["question_date"]), supersede=supersede,
+                            bm25=bm25)
         hits = [{"session_id": h.row["session_id"], "copies": h.copies} for h in result.hits]
         gold = set(q["answer_session_ids"])
         with_copies.ranks[q["question_id"]] = session_rank(recalled_sessions(hits), gold)
@@ -467,6 +468,8 @@ def run(args: argparse.Namespace, env: dict[str, str], home: Path,
         waited, status, backfill_rss = wait_backfill(env, args.backfill_limit)
         embedded = evaluate(home, questions, vector=True)
         embedded_unsuperseded, _, _ = evaluate(home, questions, vector=True, supersede=False)
+        vectors_alone, _, _ = evaluate(home, questions, vector=True, bm25=False)
+        words_alone, _, _ = evaluate(home, questions, vector=False)
     backfill_rss = max(backfill_rss, hwm_mb(int(backfill_pid)) if backfill_pid else 0.0)
 
     first = poller.first_answer
@@ -521,8 +524,30 @@ def run(args: argparse.Namespace, env: dict[str, str], home: Path,
             f"| hit@1 / hit@5 / found@50 / MRR, embedded | {embedded[0].row()} |",
             f"| the same, copies not counted | {embedded[1].row()} |",
             f"| the same, supersession off | {embedded_unsuperseded.row()} |",
+            f"| vectors alone (no BM25), embedded | {vectors_alone.row()} |",
         ]
+        lines += ["", *per_type(questions, [("default (embedded)", embedded[0]),
+                                            ("BM25 alone", words_alone),
+                                            ("vectors alone", vectors_alone)])]
     return "\n".join(lines)
+
+
+def per_type(questions: Sequence[dict[str, Any]], scores: Sequence[tuple[str, Score]]) -> list[str]:
+    """hit@1 and hit@5 per question type, one row per ranking (issue #34: the default's hit@1
+    must not fall below either signal's alone on any type)."""
+    types = sorted({str(q["question_type"]) for q in questions})
+    of = {str(q["question_id"]): str(q["question_type"]) for q in questions}
+    head = ["ranking", *(f"{t} (n={sum(1 for v in of.values() if v == t)})" for t in types)]
+    out = ["hit@1 / hit@5 per question type (counts):", "",
+           "| " + " | ".join(head) + " |", "|---|" + "---:|" * len(types)]
+    for label, score in scores:
+        cells = []
+        for t in types:
+            ranks = [r for q, r in score.ranks.items() if of.get(q) == t]
+            cells.append(f"{sum(1 for r in ranks if r == 1)} / "
+                         f"{sum(1 for r in ranks if r is not None and r <= 5)}")
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    return out
 
 
 if __name__ == "__main__":

@@ -16,8 +16,12 @@ Two parts, each with recall's supersession on (the default) and off, paired:
   as of its own date (`as_of`) and, for reference, of the whole memory. The other types' R@1 is
   reported too, so a supersession rule that costs first hits elsewhere shows.
 
+Both parts are also asked of the same memories **not embedded yet** (indexed, no vector: what
+`funes add` leaves on day zero, before the backfill), where supersession decides on words alone.
+
     python bench/bench_supersede.py                 # both parts; results/supersede.md
-    python bench/bench_supersede.py --no-lme        # sde only (builds 7 small memories)
+    python bench/bench_supersede.py --no-lme        # sde only (builds 7 small memories, twice)
+    python bench/bench_supersede.py --lexical-only  # not embedded only: no embedding run
 
 Memories are built through the generic import (`api.index`, `api.embed`) and cached under the
 bench cache (bench/longmemeval.py) like the recall bench's; the decoys are embedded once, in a
@@ -83,26 +87,32 @@ def chat_ids(task: dict[str, Any]) -> tuple[str, str]:
     return f"{short}-decision", f"{short}-amendment"
 
 
-def _index(settings: Any, mem: Path, src: Path, lines: Sequence[str]) -> None:
+def _index(settings: Any, mem: Path, src: Path, lines: Sequence[str], embed: bool) -> None:
     from funes import api
 
     src.parent.mkdir(parents=True, exist_ok=True)
     src.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     api.index(settings, memory=str(mem), paths=[str(src)], agents=["import"])
     repo = api.open_memory(settings, str(mem))
-    api.embed(settings, repo, model=lme.embed_model())
+    if embed:
+        api.embed(settings, repo, model=lme.embed_model())
     from funes.retrieval import indexes
 
     indexes.ensure(repo)
 
 
-def build(settings: Any, data: dict[str, Any], log: Callable[[str], None]) -> dict[str, Path]:
-    """Per-task memories (cached): the base of decoys, copied, plus the task's two chats."""
+def build(settings: Any, data: dict[str, Any], log: Callable[[str], None],
+          embed: bool = True) -> dict[str, Path]:
+    """Per-task memories (cached): the base of decoys, copied, plus the task's two chats.
+
+    `embed=False` builds them as `funes add` leaves a memory on day zero: words indexed, no
+    vector yet (the backlog the detached backfill embeds later).
+    """
     from funes import api
 
     key = hashlib.sha256(DATA.read_bytes() + lme.model_sha(settings).encode()
                          + f"|{lme.BUILD_FORMAT}|{START}|{DAY_A}|{DAY_B}".encode()).hexdigest()[:16]
-    root = lme.cache_root() / f"sde-amended-{key}"
+    root = lme.cache_root() / (f"sde-amended-{key}" if embed else f"sde-amended-lexical-{key}")
     base = root / "base"
     if not (base / "bench-build.json").is_file():
         shutil.rmtree(base, ignore_errors=True)
@@ -113,7 +123,7 @@ def build(settings: Any, data: dict[str, Any], log: Callable[[str], None]) -> di
                  for line in chat_lines(f"decoy-{d['id']}", decoy_time(i, len(decoys)),
                                         d["turns"])]
         t0 = time.perf_counter()
-        _index(settings, base / ".funes", base / "import" / "decoys.jsonl", lines)
+        _index(settings, base / ".funes", base / "import" / "decoys.jsonl", lines, embed)
         (base / "bench-build.json").write_text(json.dumps({"decoys": len(decoys)}))
         log(f"base memory: {len(decoys)} decoy chats in {time.perf_counter() - t0:.0f} s")
     out = {}
@@ -126,7 +136,7 @@ def build(settings: Any, data: dict[str, Any], log: Callable[[str], None]) -> di
             chat_a, chat_b = task["chats"]
             lines = [*chat_lines(a, START + timedelta(days=DAY_A, hours=3), chat_a),
                      *chat_lines(b, START + timedelta(days=DAY_B, hours=3), chat_b)]
-            _index(settings, mem / ".funes", mem / "import" / "chats.jsonl", lines)
+            _index(settings, mem / ".funes", mem / "import" / "chats.jsonl", lines, embed)
             (mem / "bench-build.json").write_text("{}")
             log(f"{task['task_id']}: built")
         out[task["task_id"]] = mem / ".funes"
@@ -219,13 +229,13 @@ def lme_questions() -> list[lme.Entry]:
 
 
 def session_ranking(settings: Any, repo: Any, entry: lme.Entry, *, supersede: bool,
-                    as_of: bool) -> list[str]:
+                    as_of: bool, vector: bool = True) -> list[str]:
     """Distinct session ids of one recall of 50 chunks, best first."""
     from funes import api
 
     when = lme.parse_date(entry["question_date"])
     result = api.recall(settings, repo, entry["question"], k=50, rerank=False,
-                        supersede=supersede, budget_ms=0, now=when,
+                        supersede=supersede, budget_ms=0, now=when, vector=vector,
                         as_of=when.isoformat() if as_of else None)
     return lme.dedup(h.row["session_id"] for h in result.hits)
 
@@ -242,18 +252,34 @@ def newer_first(entry: lme.Entry, ranked: Sequence[str]) -> float:
     return float(all(s not in ranked[:at] for s in gold[:-1]))
 
 
-def run_lme(settings: Any, log: Callable[[str], None]) -> list[str]:
-    """Knowledge-update "newer first" and R@1/R@5 per type, supersession off vs on."""
+def lexical_oracle(settings: Any, entries: Sequence[lme.Entry], log: Callable[[str], None]) -> Path:
+    """The pooled oracle memory as `funes add` leaves it on day zero: indexed, not embedded."""
+    mem = lme.cache_root() / f"{lme.oracle_dir(settings).name}-lexical"
+    info = lme.build_memory(settings, mem, lme.oracle_sessions(entries), embed=False)
+    log(f"lexical oracle: {info.sessions} sessions, {info.chunks} chunks, index "
+        f"{info.index_s:.1f} s{' (cached)' if info.cached else ''}")
+    return mem
+
+
+def run_lme(settings: Any, log: Callable[[str], None], embedded: bool = True) -> list[str]:
+    """Knowledge-update "newer first" and R@1/R@5 per type, supersession off vs on.
+
+    `embedded=False` asks the same questions of the oracle memory before any vector exists,
+    through BM25 (supersession decides on words alone there).
+    """
     sys.path.insert(0, str(ROOT / "bench"))
     import recall_levers as rl
 
     from funes import api
 
     entries = lme_questions()
-    mem = lme.oracle_dir(settings)
-    if not (mem / "bench-build.json").is_file():
-        raise SystemExit(f"the pooled oracle memory is not built yet ({mem}): run "
-                         "python bench/bench_recall.py --levers --build-only first")
+    if embedded:
+        mem = lme.oracle_dir(settings)
+        if not (mem / "bench-build.json").is_file():
+            raise SystemExit(f"the pooled oracle memory is not built yet ({mem}): run "
+                             "python bench/bench_recall.py --levers --build-only first")
+    else:
+        mem = lexical_oracle(settings, lme.load(lme.ORACLE_FILE), log)
     repo = api.open_memory(settings, str(mem / ".funes"))
     lines = []
     for as_of in (True, False):
@@ -263,7 +289,8 @@ def run_lme(settings: Any, log: Callable[[str], None]) -> list[str]:
             per: dict[str, dict[str, float]] = {}
             t0 = time.perf_counter()
             for entry in entries:
-                ranked = session_ranking(settings, repo, entry, supersede=on, as_of=as_of)
+                ranked = session_ranking(settings, repo, entry, supersede=on, as_of=as_of,
+                                         vector=embedded)
                 gold = set(entry["answer_session_ids"])
                 per[entry["question_id"]] = {
                     "r1": float(bool(set(ranked[:1]) & gold)),
@@ -275,7 +302,8 @@ def run_lme(settings: Any, log: Callable[[str], None]) -> list[str]:
             log(f"LongMemEval as_of={as_of} {name}: {time.perf_counter() - t0:.0f} s")
         types = {e["question_id"]: e["question_type"] for e in entries}
         title = ("each question as of its date" if as_of else "the whole memory (no as_of)")
-        lines += [f"### Pooled oracle, {len(entries)} q, {title}", ""]
+        state = "" if embedded else ", not embedded yet (BM25)"
+        lines += [f"### Pooled oracle{state}, {len(entries)} q, {title}", ""]
         for metric in ("newer_first", "r1", "r5"):
             lines += [f"**{metric}**", ""]
             lines += _table(rl, scores, types, metric)
@@ -313,6 +341,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-lme", action="store_true", help="skip the LongMemEval part")
     parser.add_argument("--no-sde", action="store_true", help="skip the sde-bench part")
+    parser.add_argument("--lexical-only", action="store_true",
+                        help="only the memories not embedded yet (sde-bench and the oracle; "
+                        "no embedding run)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "supersede.md")
     args = parser.parse_args(argv)
 
@@ -330,18 +361,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         src = data["source"]
         from bench_recall import build_cpus
 
-        with build_cpus(1):  # one llama.cpp thread embeds faster on a shared 2-core machine
-            memories = build(settings, data, log)
-        runs = {name: run_sde(settings, data, memories, on, vector)
-                for name, on, vector in (
-                    ("supersession off", False, True), ("supersession on", True, True),
-                    ("BM25 only, supersession off", False, False),
-                    ("BM25 only, supersession on", True, False))}
+        runs = {}
+        if not args.lexical_only:
+            with build_cpus(1):  # one llama.cpp thread embeds faster on a shared 2-core machine
+                memories = build(settings, data, log)
+            runs = {name: run_sde(settings, data, memories, on, vector)
+                    for name, on, vector in (
+                        ("supersession off", False, True), ("supersession on", True, True),
+                        ("BM25 only, supersession off", False, False),
+                        ("BM25 only, supersession on", True, False))}
+        # day zero: the words are indexed, the vectors not yet (supersession decides on words)
+        lexical = build(settings, data, log, embed=False)
+        runs |= {name: run_sde(settings, data, lexical, on, False)
+                 for name, on in (("not embedded yet, supersession off", False),
+                                  ("not embedded yet, supersession on", True))}
         out += [f"## sde-bench amended tasks ({src['repository']} @ {src['commit'][:12]}, "
                 f"{len(data['decoys'])} decoy chats, one memory per task, k = {K})", ""]
         out += [*sde_table(runs), ""]
     if not args.no_lme:
-        out += ["## LongMemEval, pooled oracle", "", *run_lme(settings, log)]
+        out += ["## LongMemEval, pooled oracle", ""]
+        if not args.lexical_only:
+            out += run_lme(settings, log)
+        out += run_lme(settings, log, embedded=False)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     out += [f"Load at the end {load}.", ""]
     text = "\n".join(out)

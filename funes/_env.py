@@ -8,80 +8,50 @@ behind their back.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
+TYPE_CHECKING = False  # typing's own constant, without importing typing (the relay's 0.4 MB)
+if TYPE_CHECKING:
+    from funes._settings import Settings as Settings
 
-@dataclass(frozen=True)
-class Settings:
-    """The environment as funes sees it."""
 
-    #: The user's funes directory: the global memory, model cache, logs and keys.
-    home: Path
-    #: Show tracebacks instead of one-line errors.
-    debug: bool
-    #: Author identity from FUNES_AUTHOR_NAME / FUNES_AUTHOR_EMAIL (None when unset); the
-    #: identity a commit records is resolved by funes.storage.identity (repository config,
-    #: these, the user config, git's global config, then the login name).
-    author_name: str | None
-    author_email: str | None
-    #: Working directory the process started in (discovery starts here).
-    cwd: Path
-    #: Agent configuration directories, honouring each agent's own variables.
-    claude_config_dir: Path
-    codex_home: Path
-    hermes_home: Path
-    pi_home: Path
-    #: Seconds a second writer waits for the repository lock before giving up.
-    lock_timeout: float
-    #: The user's home directory ($HOME): where agents keep files such as ~/.claude.json.
-    user_home: Path
-    #: The Hugging Face Hub endpoint (`HF_ENDPOINT`); None means huggingface_hub's default.
-    #: Passed explicitly because huggingface_hub reads the variable only once, at import.
-    hf_endpoint: str | None = None
-    #: The warm recall server (`FUNES_SERVE`): `auto` uses a running `funes serve` and starts
-    #: one in the background when none runs, `use` never starts one, `off` never talks to one.
-    serve: str = "auto"
-    #: Seconds the CLI waits for the server's answer before doing the work itself.
-    serve_timeout: float = 30.0
-    #: The login name ($USER, $LOGNAME): the author of last resort, as `<login>@localhost`.
-    login: str = "unknown"
-    #: git's global configuration files, lowest priority first (git reads them in this order:
-    #: $XDG_CONFIG_HOME/git/config, then ~/.gitconfig; $GIT_CONFIG_GLOBAL replaces both).
-    git_config_files: tuple[Path, ...] = ()
-    #: More agents' directories (None: under `user_home`, see the properties below).
-    #: OpenCode's data (`$XDG_DATA_HOME/opencode`) and config (`$XDG_CONFIG_HOME/opencode`).
-    opencode_data: Path | None = None
-    opencode_config: Path | None = None
-    #: Gemini CLI (`~/.gemini`), Cursor (`~/.cursor`), Copilot CLI (`$COPILOT_HOME`).
-    gemini_home: Path | None = None
-    cursor_home: Path | None = None
-    copilot_home: Path | None = None
+def __getattr__(name: str) -> object:
+    # `from funes._env import Settings` works as if it were defined here (funes._settings).
+    if name == "Settings":
+        from funes._settings import Settings
 
-    @property
-    def opencode_data_dir(self) -> Path:
-        """Where OpenCode keeps `opencode.db` and its older `storage/` tree."""
-        return self.opencode_data or self.user_home / ".local" / "share" / "opencode"
+        return Settings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    @property
-    def opencode_config_dir(self) -> Path:
-        """Where OpenCode reads `opencode.json` and global plugins."""
-        return self.opencode_config or self.user_home / ".config" / "opencode"
 
-    @property
-    def gemini_dir(self) -> Path:
-        """Gemini CLI's user directory (`settings.json`, `tmp/<project>/chats`)."""
-        return self.gemini_home or self.user_home / ".gemini"
+class ClientEnv:
+    """What a client of the warm server needs of the environment, and only that.
 
-    @property
-    def cursor_dir(self) -> Path:
-        """Cursor's user directory (`mcp.json`, `hooks.json`, `projects/`, `chats/`)."""
-        return self.cursor_home or self.user_home / ".cursor"
+    The thin client (funes.cli.thin) and the `funes mcp` relay read these instead of building a
+    `Settings` (funes._settings says why); `settings()` takes the same four from here.
+    """
 
-    @property
-    def copilot_dir(self) -> Path:
-        """Copilot CLI's user directory (`mcp-config.json`, `hooks/`, `session-state/`)."""
-        return self.copilot_home or self.user_home / ".copilot"
+    __slots__ = ("debug", "home", "serve", "serve_timeout")
+
+    def __init__(self, home: Path, debug: bool, serve: str, serve_timeout: float) -> None:
+        #: The funes home ($FUNES_HOME): which server is this user's (funes.protocol).
+        self.home = home
+        self.debug = debug
+        #: FUNES_SERVE (`auto`, `use` or `off`) and FUNES_SERVE_TIMEOUT (see `Settings`).
+        self.serve = serve
+        self.serve_timeout = serve_timeout
+
+
+def client_env() -> ClientEnv:
+    """The environment a warm server's client needs (read now, like `settings()`)."""
+    env = os.environ
+    user_home = Path(env.get("HOME") or Path.home())
+    return ClientEnv(
+        home=Path(env["FUNES_HOME"]) if env.get("FUNES_HOME") else user_home / ".funes",
+        debug=_truthy(env.get("FUNES_DEBUG")),
+        serve=_choice(env.get("FUNES_SERVE"), ("auto", "use", "off"), "auto"),
+        serve_timeout=_seconds(env.get("FUNES_SERVE_TIMEOUT"), 30.0),
+    )
 
 
 def _truthy(value: str | None) -> bool:
@@ -131,17 +101,19 @@ def debug_enabled() -> bool:
 
 def settings() -> Settings:
     """Read the environment now; cheap enough to call per command."""
+    from funes._settings import Settings
+
     env = os.environ
     user_home = Path(env.get("HOME") or Path.home())
-    funes_home = Path(env["FUNES_HOME"]) if env.get("FUNES_HOME") else user_home / ".funes"
+    client = client_env()
     login = env.get("USER") or env.get("LOGNAME") or "unknown"
     try:
         lock_timeout = float(env.get("FUNES_LOCK_TIMEOUT", "5"))
     except ValueError:
         lock_timeout = 5.0
     return Settings(
-        home=funes_home,
-        debug=_truthy(env.get("FUNES_DEBUG")),
+        home=client.home,
+        debug=client.debug,
         author_name=env.get("FUNES_AUTHOR_NAME") or None,
         author_email=env.get("FUNES_AUTHOR_EMAIL") or None,
         cwd=Path.cwd(),
@@ -152,8 +124,8 @@ def settings() -> Settings:
         lock_timeout=lock_timeout,
         user_home=user_home,
         hf_endpoint=env.get("HF_ENDPOINT") or None,
-        serve=_choice(env.get("FUNES_SERVE"), ("auto", "use", "off"), "auto"),
-        serve_timeout=_seconds(env.get("FUNES_SERVE_TIMEOUT"), 30.0),
+        serve=client.serve,
+        serve_timeout=client.serve_timeout,
         login=login,
         git_config_files=_git_config_files(env, user_home),
         opencode_data=Path(env["XDG_DATA_HOME"]) / "opencode" if env.get("XDG_DATA_HOME")

@@ -135,7 +135,7 @@ def test_help_and_version_load_no_heavy_modules() -> None:
 
 #: Everything of funes a `funes recall` answered by the warm server may import.
 THIN_PATH = ["funes", "funes._env", "funes.cli", "funes.cli.main", "funes.cli.thin",
-             "funes.process", "funes.protocol"]
+             "funes.protocol"]
 
 
 def test_thin_path_imports_only_the_protocol(tmp_path: Path) -> None:

@@ -4,7 +4,15 @@ Tools, each returning exactly the text `funes <tool> --format agent` prints (the
 docs/agents.md): `recall`, `get`, `sessions`, `sketch`, `scan` and `status`. A session runs on
 stdin/stdout (`serve`) or, inside the per-user warm server, on a socket an agent's `funes mcp`
 relays to (`serve_socket`), so every agent shares one process with the models loaded. Calls
-of one session are served one at a time (the SDK runs synchronous tools in worker threads).
+of one session are served one at a time.
+
+**One server, a few workers, for every session.** One `MCPServer` serves every session of the
+process (a tool finds its session's backend in a context variable, set by the thread that runs
+the session and inherited by the tasks the SDK starts), and the tools' work runs on one small
+pool of threads (`WORKERS`), not in each session's own worker threads (the SDK's default for a
+synchronous tool). A thread that has run a recall keeps memory of its own (allocator and
+library caches, its stack): in the warm server, eight agents' sessions each working in their
+threads held ~20 MB more than one session did (bench/results/browse.md).
 
 The work itself is the porcelain's (funes.api builds a `Backend`); this module only speaks MCP.
 Importing it imports `mcp` (about 1.5 s), so only `funes mcp` does.
@@ -12,10 +20,14 @@ Importing it imports `mcp` (about 1.5 s), so only `funes mcp` does.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
 import socket
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Annotated, Protocol
 
 from mcp.server.mcpserver import MCPServer
@@ -101,21 +113,58 @@ MEMORY = Field(description="Another memory to read (a .funes directory or its pa
                "org/name); default: the server's.")
 
 
-def build_server(backend: Backend) -> MCPServer:
-    """The MCP server with every tool bound to `backend`."""
-    server = MCPServer("funes", instructions=INSTRUCTIONS, version=__version__)
-    one_at_a_time = threading.Lock()
+@dataclass(frozen=True)
+class _Session:
+    """What a tool call works with: its session's backend, and the lock of that session."""
 
-    def run(work: Callable[[], str]) -> str:
-        with one_at_a_time:
-            try:
-                return work()
-            except FunesError as exc:
-                hint = f" ({exc.hint})" if exc.hint else ""
-                raise ToolError(f"funes: {exc.message}{hint}") from None
+    backend: Backend
+    one_at_a_time: threading.Lock = field(default_factory=threading.Lock)
+
+
+#: The session the running tool call belongs to (set by `serve` and `serve_socket`).
+_SESSION: contextvars.ContextVar[_Session] = contextvars.ContextVar("funes_mcp_session")
+_SHARED: list[MCPServer] = []
+#: Threads doing the tools' work for every session of the process: several sessions can work
+#: at once, on at most this many threads whatever the number of sessions.
+WORKERS = 4
+_POOL: list[ThreadPoolExecutor] = []
+_SHARED_GUARD = threading.Lock()
+
+
+def shared_server() -> MCPServer:
+    """The process's one MCP server (built on first use)."""
+    with _SHARED_GUARD:
+        if not _SHARED:
+            _SHARED.append(build_server())
+        return _SHARED[0]
+
+
+def _pool() -> ThreadPoolExecutor:
+    with _SHARED_GUARD:
+        if not _POOL:
+            _POOL.append(ThreadPoolExecutor(WORKERS, thread_name_prefix="mcp-tool"))
+        return _POOL[0]
+
+
+def build_server() -> MCPServer:
+    """The MCP server; each tool call works on the backend of the session it belongs to."""
+    server = MCPServer("funes", instructions=INSTRUCTIONS, version=__version__)
+
+    async def run(work: Callable[[Backend], str]) -> str:
+        session = _SESSION.get()
+
+        def call() -> str:
+            with session.one_at_a_time:
+                try:
+                    return work(session.backend)
+                except FunesError as exc:
+                    hint = f" ({exc.hint})" if exc.hint else ""
+                    raise ToolError(f"funes: {exc.message}{hint}") from None
+
+        return await asyncio.wrap_future(_pool().submit(call))
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
-    def recall(
+    async def recall(
         query: Annotated[str, Field(description="What to look for, in words the passage would "
                                                 "use.")],
         k: Annotated[int | None, Field(description="How many passages (default 8).")] = None,
@@ -151,13 +200,13 @@ def build_server(backend: Backend) -> MCPServer:
         """
         memories = memory if isinstance(memory, list) else (
             _listed(memory) if memory and "," in memory else memory)
-        return run(lambda: backend.recall(
+        return await run(lambda backend: backend.recall(
             query, k=k, harness=_listed(harness), block_type=_listed(type),
             project=_listed(project), since=since, until=until, role=_listed(role),
             fresh=fresh, memory=memories))
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
-    def get(
+    async def get(
         session_id: Annotated[str, Field(description="The session id (from a recall hit or "
                                                      "`sessions`).")],
         turn_id: Annotated[str | None, Field(
@@ -182,11 +231,12 @@ def build_server(backend: Backend) -> MCPServer:
         header says which turns it holds (`turns seq a–b of first–last`) and the last line
         gives the call for the next page.
         """
-        return run(lambda: backend.get(session_id, turn_id, window=window, first=from_seq,
-                                       last=to_seq, max_chars=max_chars, memory=memory))
+        return await run(lambda backend: backend.get(
+            session_id, turn_id, window=window, first=from_seq, last=to_seq, max_chars=max_chars,
+            memory=memory))
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
-    def sessions(
+    async def sessions(
         project: Annotated[Listed, Field(
             description="Only sessions of this project identity or working directory.")] = None,
         harness: Annotated[Listed, Field(description="Only these agents.")] = None,
@@ -206,12 +256,12 @@ def build_server(backend: Backend) -> MCPServer:
         project, turn count, the opening request, linked commits, and the `sketch` call that
         digests it; the last line gives the next page's call.
         """
-        return run(lambda: backend.sessions(
+        return await run(lambda backend: backend.sessions(
             project=_listed(project), harness=_listed(harness), since=since, until=until,
             limit=limit, offset=offset, memory=memory))
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
-    def sketch(
+    async def sketch(
         session_id: Annotated[str, Field(description="The session to digest.")],
         max_chars: Annotated[int | None, Field(
             description="Characters of passages (default 6000).")] = None,
@@ -224,10 +274,11 @@ def build_server(backend: Backend) -> MCPServer:
         answer and the passages that stand for the rest, verbatim and in order, each with the
         `get` call that opens its turn.
         """
-        return run(lambda: backend.sketch(session_id, max_chars=max_chars, memory=memory))
+        return await run(lambda backend: backend.sketch(session_id, max_chars=max_chars,
+                                                        memory=memory))
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
-    def scan(
+    async def scan(
         needle: Annotated[str, Field(description="The literal text to find (any case; not a "
                                                  "pattern).")],
         session: Annotated[Listed, Field(
@@ -244,22 +295,23 @@ def build_server(backend: Backend) -> MCPServer:
         matching passages, then each with its context and the `get` call that opens its turn;
         "no matches" means the string is nowhere in the memory.
         """
-        return run(lambda: backend.scan(needle, sessions=_listed(session), limit=limit,
-                                        offset=offset, memory=memory))
+        return await run(lambda backend: backend.scan(
+            needle, sessions=_listed(session), limit=limit, offset=offset, memory=memory))
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
-    def status(
+    async def status(
         memory: Annotated[str | None, MEMORY] = None,
     ) -> str:
         """Describe the memory: where it is, chunks and sessions per agent, embedding backlog."""
-        return run(lambda: backend.status(memory=memory))
+        return await run(lambda backend: backend.status(memory=memory))
 
     return server
 
 
 def serve(backend: Backend) -> None:
     """Serve MCP on stdin/stdout until the client closes the connection."""
-    build_server(backend).run("stdio")
+    _SESSION.set(_Session(backend))
+    shared_server().run("stdio")
 
 
 def serve_socket(backend: Backend, sock: socket.socket) -> None:
@@ -274,8 +326,8 @@ def serve_socket(backend: Backend, sock: socket.socket) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
-    server = build_server(backend)
-    lowlevel = server._lowlevel_server
+    _SESSION.set(_Session(backend))  # this thread's: the session's tasks inherit it
+    lowlevel = shared_server()._lowlevel_server
     reader = io.TextIOWrapper(sock.makefile("rb"), encoding="utf-8", errors="replace")
     writer = io.TextIOWrapper(sock.makefile("wb"), encoding="utf-8", write_through=True)
 

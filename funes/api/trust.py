@@ -17,7 +17,7 @@ data, not instructions.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +47,7 @@ class Trust:
     owned: bool
     #: In a memory of the user's: the chunk ids no commit vouches for. In anyone else's:
     #: the user's own turns (the only ones trusted there).
-    exceptions: frozenset[str]
+    exceptions: Set[str]
 
     def untrusted(self, chunk_id: str) -> bool:
         """Whether the passage with this chunk id is marked untrusted."""

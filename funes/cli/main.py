@@ -10,7 +10,10 @@ root command (loaded on first use).
 from __future__ import annotations
 
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # typing's constant, without importing typing (every relay and thin client)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,7 +5,9 @@ datasets, eight agents would hold eight copies. This process holds none: it conn
 user's warm server (starting it when none runs, `FUNES_SERVE=auto`), sends one line (op `mcp`,
 its working directory and MEMORY), and then copies bytes: stdin to the server, the server's
 answers to stdout. The MCP session itself runs in the server (funes.api.serve_mcp), on the
-official SDK. Standard library only, like funes.cli.thin, until it has to work alone.
+official SDK. Standard library only, like funes.cli.thin, until it has to work alone: eight
+agents run eight relays, so what one imports counts eight times (no `typing`, no `dataclasses`:
+it reads its environment with `funes._env.client_env`, not `Settings`).
 
 **When the server cannot serve.** No server comes up within `START_WAIT` seconds, or it
 refuses (another funes version), or `FUNES_SERVE` is `off` or `use` with none running: the
@@ -27,7 +29,12 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, BinaryIO
+
+TYPE_CHECKING = False  # typing's constant, without importing typing
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
+
+    from funes._env import ClientEnv
 
 __all__ = ["run"]
 
@@ -42,8 +49,7 @@ class _Lost(Exception):
 
 
 class _Relay:
-    def __init__(self, settings: Any, memory: str | None, connect: Any) -> None:
-        self.settings = settings
+    def __init__(self, memory: str | None, connect: Any) -> None:
         self.memory = memory
         self.connect = connect  # () -> socket.socket | None
         self.lock = threading.Lock()  # guards `conn` and writes to it
@@ -151,7 +157,7 @@ class _Relay:
         return True
 
 
-def _open(settings: Any, memory: str | None, wait: float) -> socket.socket | None:
+def _open(settings: ClientEnv, memory: str | None, wait: float) -> socket.socket | None:
     """A connection to this user's server with the session opened; None if it cannot."""
     from funes import protocol
 
@@ -182,7 +188,7 @@ def _starting(ep: Any) -> bool:
         return False
 
 
-def _handshake(ep: Any, settings: Any, memory: str | None) -> socket.socket | None:
+def _handshake(ep: Any, settings: ClientEnv, memory: str | None) -> socket.socket | None:
     from funes import protocol
 
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -207,37 +213,39 @@ def _handshake(ep: Any, settings: Any, memory: str | None) -> socket.socket | No
     return sock
 
 
-def _in_process(settings: Any, memory: str | None) -> socket.socket:
+def _in_process(memory: str | None) -> socket.socket:
     """One end of a socket pair whose other end an MCP session in this process serves."""
+    from funes._env import settings
     from funes.api.mcp_backend import serve_local
 
     ours, theirs = socket.socketpair()
-    threading.Thread(target=serve_local, args=(settings, memory, theirs), daemon=True,
+    threading.Thread(target=serve_local, args=(settings(), memory, theirs), daemon=True,
                      name="mcp-local").start()
     return ours
 
 
+def _alone(memory: str | None) -> None:
+    """Serve the session in this process, on stdin and stdout (no server to relay to)."""
+    from funes import api
+    from funes._env import settings
+
+    api.mcp_serve(settings(), memory)
+
+
 def run(memory: str | None) -> None:
     """Serve `funes mcp [MEMORY]`: through the warm server when it can, else in-process."""
-    from funes._env import settings as load_settings
+    from funes._env import client_env
 
-    settings = load_settings()
-    if settings.serve == "off":
-        from funes import api
-
-        api.mcp_serve(settings, memory)
-        return
-    conn = _open(settings, memory, START_WAIT)
+    env = client_env()
+    conn = None if env.serve == "off" else _open(env, memory, START_WAIT)
     if conn is None:
-        from funes import api
-
-        api.mcp_serve(settings, memory)
+        _alone(memory)
         return
 
     def reconnect() -> socket.socket | None:
-        return _open(settings, memory, START_WAIT) or _in_process(settings, memory)
+        return _open(env, memory, START_WAIT) or _in_process(memory)
 
-    relay = _Relay(settings, memory, reconnect)
+    relay = _Relay(memory, reconnect)
     relay.conn = conn
     reader = threading.Thread(target=relay.pump_stdin, args=(sys.stdin.buffer,), daemon=True,
                               name="mcp-stdin")

@@ -216,9 +216,9 @@ def run(argv: Sequence[str]) -> int | None:
     if args is None:
         return None
     from funes import protocol
-    from funes._env import settings as load_settings
+    from funes._env import client_env  # not `Settings`: no `dataclasses` import (funes._settings)
 
-    settings = load_settings()
+    settings = client_env()
     if settings.serve == "off" or settings.debug:
         return None
     try:

@@ -13,9 +13,9 @@ Two parts here, each linear in the text (every expression is a single loop over 
 class, or a literal alternation, with bounded repetitions; no nested quantifier):
 
 * :func:`scan` adds raw findings: provider tokens by prefix (:data:`PROVIDERS`), values near a
-  secret word in any syntax, random tokens standing alone in prose, XML secret elements,
-  Fly.io's comma-separated token lists.
-* :func:`vetoed` drops a finding of an assignment detector whose name is a well-known
+  secret word in any syntax, random tokens standing alone in prose (XML secret elements,
+  Fly.io's token lists and bare private keys are funes.ingest.structured).
+* funes.ingest.vetoes drops a finding of an assignment detector whose name is a well-known
   non-secret ending in ``token`` or ``key`` (AWS ``NextToken``, ``ClientToken``, pagination
   and idempotency tokens; ``key_id``-like names are already not secrets).
 
@@ -42,7 +42,7 @@ from typing import Final
 from funes.ingest import providers
 from funes.ingest.providers import ANCHORS
 
-__all__ = ["ANCHORS", "KINDS", "random_word", "scan", "vetoed"]
+__all__ = ["ANCHORS", "KINDS", "random_word", "scan"]
 
 #: Kinds this module names in ``[REDACTED:<kind>]``.
 KINDS: Final = ("provider-token", "named-secret", "random-token")
@@ -577,95 +577,6 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
         out.append((s, e, _STANDALONE_PRIORITY, "random-token"))
 
 
-# ------------------------------------------------------------------------------------------------
-# XML secret elements of any length, Fly.io token lists
-# ------------------------------------------------------------------------------------------------
-
-_XML_OPEN: Final = re.compile(
-    r"<((?:[a-z_][\w.:-]{0,40}?)?(?:password|passwd|secret|token|api_?key|credentials?|pwd))>"
-)
-_XML_MAX: Final = 16384
-_FLY: Final = re.compile(
-    r"FlyV1[ \t]{1,8}(fm\d[a-z]?_[A-Za-z0-9+/=_-]{20,4096}"
-    r"(?:,f[mo]\d[a-z]?_[A-Za-z0-9+/=_-]{20,4096}){0,16})"
-)
-
-
-def _scan_xml(text: str, lowered: str, out: Raw) -> None:
-    for m in _XML_OPEN.finditer(lowered):
-        close = lowered.find(f"</{m.group(1)}>", m.end(), m.end() + _XML_MAX)
-        if close < 0:
-            continue
-        s, e = m.end(), close
-        while s < e and text[s] in " \t\r\n":
-            s += 1
-        while e > s and text[e - 1] in " \t\r\n":
-            e -= 1
-        value = text[s:e]
-        if MARKER in value or "<" in value:
-            continue
-        if e - s > 256 or value.startswith("{AQAAAB") or _holds_key(value):
-            # Longer ones than redact's xml-secret detector reads, Jenkins' stored secrets
-            # (`{AQAAABAAAAAQ…}`, credentials.xml: decryptable with the controller's key), and
-            # a braced or spaced value with a key among its words (redact reads `{…}` as a
-            # template placeholder, and a value with spaces as prose).
-            out.append((s, e, 5, "xml-secret"))
-
-
-_VALUE_WORDS: Final = re.compile(r"[^\s{}()\[\],;|]{12,1024}")
-
-
-def _holds_key(value: str) -> bool:
-    """A braced or spaced element value with a key-shaped word in it (hex, UUID, random)."""
-    if not (value.startswith("{") or " " in value) or value.startswith(("${", "{{")):
-        return False
-    for word in _VALUE_WORDS.findall(value):
-        bare = word.replace("-", "")
-        if (_UUID_RE.fullmatch(word) or (len(bare) >= 32 and _HEX.issuperset(word))
-                or random_word(word, relaxed=True)):
-            return True
-    return False
-
-
-#: A private key's DER body in base64 without its PEM armour (a `private_key` JSON value cut
-#: from its BEGIN line, a key pasted bare): the structure's fixed header says what it is.
-#: PKCS#8 RSA, PKCS#1 RSA, SEC1 EC (P-256, P-384), PKCS#8 EC and Ed25519. Certificates and
-#: public keys (`MIIDdzCCA…`, `MIIBIjANBgkq…`) have other headers and are left alone.
-_DER_KEY: Final = re.compile(
-    r"(?:(?<=\\[nr])|(?<![A-Za-z0-9+/]))"
-    r"(?:MII[A-Za-z0-9+/]{3}IBADANBgkqhkiG9w0BAQEFAAS|MII[A-Za-z0-9+/]{3}IBAAKC"
-    r"|MHcCAQEEI|MIGkAgEBBDA|MIGHAgEAMBMGByqGSM49|MC4CAQAwBQYDK2Vw)"
-    r"(?:[A-Za-z0-9+/=]|\\[nr]|\r?\n){0,16384}"
-)
-_DER_ANCHORS: Final = (
-    "IBADANBgkqhkiG9w0BAQEFAAS", "IBAAKC", "MHcCAQEEI", "MIGkAgEBBDA", "MIGHAgEAMBMG",
-    "MC4CAQAwBQYDK2Vw",
-)
-
-
-def _scan_der(text: str, out: Raw) -> None:
-    for m in _DER_KEY.finditer(text):
-        end = m.end()
-        while end > m.start() and text[end - 1] in "\r\n":
-            end -= 1
-        if text.endswith(("\\n", "\\r"), m.start(), end):
-            end -= 2
-        out.append((m.start(), end, 0, "private-key"))
-
-
-#: Vault AppRole's `secret_id` is a UUID and a credential (an AWS `--secret-id` names a secret
-#: by its name or ARN, not a UUID).
-_SECRET_ID: Final = re.compile(
-    r"(?i:secret[_-]?id)\d{0,2}[\"']?[ \t]{0,3}(?::=|=>|[:=])[ \t]{0,3}[\"']?"
-    r"([0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12})(?![0-9a-fA-F-])"
-)
-
-
-def _scan_fly(text: str, out: Raw) -> None:
-    for m in _FLY.finditer(text):
-        out.append((m.start(1), m.end(1), providers.PRIORITY, "provider-token"))
-
-
 def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
     """Append this module's raw findings on `text` to `out` (start, end, priority, kind).
 
@@ -675,91 +586,3 @@ def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
     providers.scan(text, present, out)
     if len(text) >= 12:
         _scan_words(text, lowered, out)
-    if "</" in text:
-        _scan_xml(text, lowered, out)
-    if "FlyV1" in text:
-        _scan_fly(text, out)
-    if any(a in text for a in _DER_ANCHORS):
-        _scan_der(text, out)
-    if "secret" in lowered and "id" in lowered:
-        for m in _SECRET_ID.finditer(text):
-            out.append((m.start(1), m.end(1), _NAMED_PRIORITY, "named-secret"))
-
-
-# ------------------------------------------------------------------------------------------------
-# Vetoes: names that end like a secret and are not one
-# ------------------------------------------------------------------------------------------------
-
-#: Names of well-known non-secret values ending in "token" or "key" (lowercased, separators
-#: removed): pagination cursors, idempotency and client request tokens, continuation markers.
-_NOT_SECRET_NAMES: Final = re.compile(
-    r"(?:next|page|nextpage|starting|start|continuation|pagination|sync|cursor|resume|query"
-    r"|client|clientrequest|request|idempotency|marker|nextmarker)token$"
-    r"|idempotency(?:key)?$|(?:cache|partition|sort|primary|range|hash|object|s3|foreign)key$"
-    r"|tokentype$|nextmarker$"
-)
-_NAME_BEFORE: Final = re.compile(
-    r"([A-Za-z][A-Za-z0-9_.-]{0,60})[\"']?(?:\s{0,8}[:=]\s{0,8}|(?<=[A-Za-z0-9])[ \t]{1,8})[\"']?$"
-)
-
-
-#: A value that is a placeholder named in capitals: `PASSWORD`, `USER:PASSWORD`, `API_TOKEN`.
-_CAPS_PLACEHOLDER: Final = re.compile(
-    r"(?:[A-Z][A-Z0-9_]{0,30}:)?[A-Z_]{0,30}(?:PASS(?:WORD)?|PASSWD|TOKEN|SECRET|KEY|PWD)[A-Z_]{0,30}"
-)
-
-
-#: A type name where a schema or a docstring puts a value (`"password": "string?"`).
-_TYPE_PLACEHOLDER: Final = re.compile(
-    r"(?i)(?:string|str|boolean|bool|int|integer|float|double|number|binary|bytes|object|array"
-    r"|any|none|null|optional|text|secretstr)\??(?:\[\])?"
-)
-
-
-_MEMBER: Final = re.compile(r"[A-Za-z_$][\w$]{0,64}(?:\??\.[A-Za-z_$][\w$]{0,64}){0,8}")
-
-
-def _code_value(text: str, start: int, end: int) -> bool:
-    """An unquoted value that is an expression in code, not a literal.
-
-    JavaScript and TypeScript read `password: tString`, `httpCredentials = httpCredentials`,
-    `resumptionToken: lastEventId`, `browserToken = browser?.browserName`: an identifier or
-    member access made of words, with no digit, and not quoted.
-    """
-    if start and text[start - 1] in "\"'`":
-        return False
-    value = text[start:end]
-    if len(value) > 130 or _MEMBER.fullmatch(value) is None:
-        return False
-    digits = sum(c.isdigit() for c in value)
-    letters = sum(ch.isalpha() for ch in value)
-    if "." in value:  # member access: `options2?.onresumptiontoken`
-        return digits <= 2 and _word_letters(value) * 2 > letters
-    return not digits and _word_letters(value) * 2 > letters
-
-
-def vetoed(text: str, start: int, end: int, kind: str) -> bool:
-    """Whether a raw finding is not a secret after all.
-
-    A placeholder named in capitals (`curl -u USER:PASSWORD`), or, for an assignment-like
-    `kind`, the value of a known non-secret name (`"NextToken": "…"`, `ClientToken=…`,
-    `--starting-token …`).
-    """
-    if end - start <= 64 and (
-        _CAPS_PLACEHOLDER.fullmatch(text, start, end)
-        or _TYPE_PLACEHOLDER.fullmatch(text, start, end)
-    ):
-        return True
-    if kind in ("secret", "password", "high-entropy", "generic-api-key") and _code_value(
-        text, start, end
-    ):
-        return True
-    if kind in ("high-entropy", "generic-api-key") and _encoded_text(text[start:end]):
-        return True  # base64 of text: a protocol's sample nonce (`Sec-WebSocket-Key: dGhl…`)
-    if kind not in ("secret", "high-entropy", "generic-api-key", "named-secret", "random-token"):
-        return False
-    m = _NAME_BEFORE.search(text, max(0, start - 72), start)
-    if m is None:
-        return False
-    name = re.sub(r"[^a-z0-9]", "", m.group(1).lower().rsplit(".", 1)[-1])
-    return _NOT_SECRET_NAMES.search(name) is not None

@@ -17,9 +17,10 @@ both, so every memory that had seen a database URL with a password was stuck: in
 ``postgres://admin:[REDACTED:url-password]@…``, Betterleaks read the marker as the password,
 and scrub (first engine only) found nothing to redact.
 
-Funes's own marker is never a finding, for any engine: a finding whose value is only markers
-and punctuation is dropped (`only_markers`), in every context a rule reads (URLs, ``key=``,
-JSON, YAML, headers). The gate applies the same test to the external scanners' reports.
+Funes's own marker is never a finding, for any engine or pass (funes.ingest.markers): a
+finding whose value is only markers and punctuation is dropped (`only_markers`), in every
+context a rule reads (URLs, ``key=``, JSON, YAML, headers, ``curl -u``), and one that cuts a
+marker takes it whole. The gate applies the same test to the external scanners' reports.
 
 The second engine is one call per batch of texts (a call costs a fixed ~0.03 ms), its texts
 joined by newlines; a finding's line says which text it came from. When the library cannot be
@@ -37,6 +38,7 @@ from dataclasses import replace
 from functools import cache
 from typing import Any, Final
 
+from funes.ingest.markers import only_markers, widen
 from funes.ingest.redact import Finding, redact_passes, unmap_span
 from funes.model.turns import Turn
 
@@ -60,11 +62,6 @@ BATCH_CHARS: Final = 4_000_000
 #: Rounds of (second engine, then first engine again) at most; one in practice.
 _MAX_ROUNDS: Final = 4
 
-#: funes's marker, and any shape a rule's value may cut it to (`[REDACTED:url-password`,
-#: `REDACTED:password]`).
-_MARKER: Final = re.compile(r"\[?REDACTED:[a-z0-9][a-z0-9:._-]{0,80}\]?")
-
-
 #: The longest run of token characters the second engine is shown (the rest of a longer run is
 #: shown as spaces, so every offset stays). Betterleaks takes time quadratic in the length of a
 #: value after a key name (`key=` + 4 KB: 0.5 s, + 64 KB: minutes); cut, each run costs at most
@@ -83,25 +80,6 @@ def _cut_runs(text: str) -> str:
 
 class EngineUnavailableError(Exception):
     """The Betterleaks library could not be loaded or failed on a text."""
-
-
-def only_markers(text: str, start: int, end: int) -> bool:
-    """Whether `text[start:end]` holds nothing but funes's markers and punctuation.
-
-    The marker replaced a secret; a rule that reads it as a value (``password: [REDACTED:…]``,
-    ``postgres://u:[REDACTED:url-password]@host``) has found the redaction, not a secret. The
-    span is widened to the markers it touches, so a value cut inside one counts too.
-    """
-    lo = max(0, start - 96)
-    window = text[lo : end + 96]
-    rest = list(text[start:end])
-    for m in _MARKER.finditer(window):
-        a, b = m.start() + lo, m.end() + lo
-        if b <= start or a >= end:
-            continue
-        for k in range(max(a, start), min(b, end)):
-            rest[k - start] = " "
-    return not any(ch.isalnum() for ch in rest)
 
 
 def value_only_markers(value: str) -> bool:
@@ -226,7 +204,7 @@ def _place(text: str, items: Sequence[Any], first_line: int, out: list[Finding])
         span = _span_of(text, starts, item, first_line)
         if span is None or span[1] <= span[0] or only_markers(text, *span):
             continue
-        out.append(Finding(item.rule_id or "betterleaks", *span))
+        out.append(Finding(item.rule_id or "betterleaks", *widen(text, *span)))
 
 
 def redact_texts(texts: Sequence[str], *, second: bool = True) -> list[tuple[str, list[Finding]]]:

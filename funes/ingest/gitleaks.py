@@ -97,6 +97,15 @@ class Allowlist:
         return regex or stop
 
 
+#: How most rules end a token: a quote, a space, `;`, an escaped newline or the end. In prose
+#: a token ends at a sentence's punctuation too (`the key is dapi…, and`), which this misses.
+_TOKEN_END: Final = r"""(?:[\x60'"\s;]|\\[nr]|$)"""
+_TOKEN_END_IN_PROSE: Final = r"""(?:[\x60'"\s;,)!?\]>]|\.(?:\s|$)|\\[nr]|$)"""
+#: A rule for a token that starts with its own prefix (`\b(dapi…`, `\b(v1\.0-…`): only there is
+#: the punctuation after the token no part of a value (a quoted list item ends in `",` too).
+_SHAPED: Final = re.compile(r"(?:\(\?i\))?\\b\(+(?:\?:)?[A-Za-z0-9]")
+
+
 class Rule:
     """One gitleaks rule, its pattern compiled on first use."""
 
@@ -121,6 +130,8 @@ class Rule:
                 self.prefix = 50
                 break
         regex = bounded(regex, RULE_REPEAT_MAX)
+        if _SHAPED.match(regex):
+            regex = regex.replace(_TOKEN_END, _TOKEN_END_IN_PROSE)
         # A rule that ignores case throughout is run on the lowercased text with a lowercased
         # pattern and no flag: the same matches at the same offsets, several times faster
         # (sre folds case character by character). A case-sensitive group inside it

@@ -193,6 +193,12 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "tines-webhook": ((".tines.com/webhook/", r"[a-z0-9]{20,40}/[a-z0-9]{20,40}"),),
     "salesforce": (("00D", r"[A-Za-z0-9]{12,15}![A-Za-z0-9._]{80,260}"),
                    ("5Aep", r"[A-Za-z0-9._]{80,90}")),
+    # Firebase Cloud Messaging's legacy server key: `AAAA` + 7, `:APA91b`, ~134 (checked
+    # with what comes before its colon).
+    "firebase-fcm": ((":APA91b", r"[A-Za-z0-9_-]{120,160}"),),
+    "tailscale": (("tskey-",
+                   r"(?:auth|api|client|scim|webhook)-[A-Za-z0-9]{6,64}-[A-Za-z0-9]{16,64}"),),
+    "dockerhub": (("dckr_pat_", r"[A-Za-z0-9_-]{27,64}"), ("dckr_oat_", r"[A-Za-z0-9_-]{27,64}")),
 }
 
 _NOT_WORD_BEFORE = r"(?<![A-Za-z0-9_])"
@@ -210,6 +216,7 @@ def _provider_patterns() -> tuple[tuple[str, tuple[str, ...], re.Pattern[str]], 
                 "Q~": r"(?<=[A-Za-z0-9_~.-]{3}\d)",
                 "-us": r"(?<![A-Za-z0-9_])[a-f0-9]{32}",
                 ":AA": r"(?<![A-Za-z0-9_])[0-9]{8,10}",
+                ":APA91b": r"(?<![A-Za-z0-9_])AAAA[A-Za-z0-9_-]{7}",
                 "-NRMA": r"(?<![A-Za-z0-9_])(?:AA|eu01xx)[a-f0-9]{40}",
             }.get(prefix) or (
                 "" if prefix.startswith((".", "discord", "outlook", "hooks."))

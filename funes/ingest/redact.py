@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Final
 
-from funes.ingest import completion, detectors, gitleaks
+from funes.ingest import completion, contexts, detectors, gitleaks, markers, structured, vetoes
 from funes.model.turns import Block, Turn
 
 __all__ = [
@@ -66,7 +66,7 @@ __all__ = [
 MARKER_PREFIX: Final = "[REDACTED:"
 #: The version of funes's own detectors: bump it when a detector changes what it finds, so
 #: `funes status` tells memories redacted before to run `funes scrub`.
-DETECTORS_VERSION: Final = 3
+DETECTORS_VERSION: Final = 4
 
 
 @cache
@@ -893,6 +893,7 @@ def _scan_once(text: str) -> list[Finding]:
     if "kind: Secret" in text:
         _scan_k8s_secrets(text, raw)
     _scan_assignments(text, lowered, raw, present)
+    contexts.scan(text, lowered, present, raw)  # forms the assignments miss (contexts.py)
     for start, end, rule in gitleaks.rules().scan(text, lowered, present):
         if MARKER_PREFIX in text[start:end]:  # a rule reading a marker as a value
             continue
@@ -902,7 +903,8 @@ def _scan_once(text: str) -> list[Finding]:
     # The field's other formats and heuristics (detectors.py), then what the findings imply:
     # repeats, pieces elsewhere, tokens cut short (completion.py).
     detectors.scan(text, lowered, present, raw)
-    raw = [r for r in raw if not detectors.vetoed(text, r[0], r[1], r[3])]
+    structured.scan(text, lowered, raw)
+    raw = [r for r in raw if not vetoes.vetoed(text, r[0], r[1], r[3])]
     return _completed(text, raw)
 
 
@@ -1056,6 +1058,7 @@ def redact_passes(
         raw = [(f.start, f.end, _KIND_PRIORITY.get(f.kind, _ENGINE_PRIORITY), f.kind)
                for f in [*found, *extra]]
         found = _completed(text, raw)  # another engine's findings have repeats and cuts too
+    found = markers.settle(text, found)  # a marker is never a finding (funes.ingest.markers)
     if not found:
         return text, found, []
     passes: list[list[_Edit]] = []
@@ -1065,7 +1068,7 @@ def redact_passes(
     for _ in range(_MAX_PASSES):
         out, edits = _apply(out, found)
         passes.append(edits)
-        found = _scan_once(out)
+        found = markers.settle(out, _scan_once(out))
         if not found:
             break
         for f in found:  # map back through every pass to offsets in `text`

@@ -21,10 +21,21 @@ A passage b revisits an earlier hit a when all of these hold:
   even when the hit itself is the question that started it and the summaries rank below the
   head). Close means both: embeddings at cosine ≥ MIN_COSINE, and a share ≥ MIN_OVERLAP of
   their words in common, each word weighted by its rarity among the candidates, the question's
-  own words left out. A pair without vectors yet (the embedding backlog) needs words alone,
-  ≥ MIN_OVERLAP_ALONE. Either signal alone links too much in one person's long history: on
+  own words left out. Either signal alone links too much in one person's long history: on
   LongMemEval a cosine ≥ 0.6 alone joined so many unrelated sessions that R@1 fell 0.649 →
   0.560.
+* **without vectors** (the embedding backlog: day zero, when `funes add` has indexed the words
+  and the backfill has not reached them), the words must carry the subject alone, and words
+  the candidates hold in common are mostly the question's topic: the candidates are what the
+  question found, and in one person's history several sessions talk about the same cameras or
+  the same lake. So two passages count as close when they share words that at most PRIVATE of
+  the candidates' sessions use (the two, and one more for a decision amended twice): a share
+  ≥ MIN_PRIVATE of both passages' words (the cosine of their word sets, counting only those).
+  A rarity-weighted overlap instead (≥ 0.3, the first rule) joined later sessions on the same
+  topic to LongMemEval's answer sessions and cost a tenth of the first hits (day-zero layout,
+  1,000 sessions, BM25: hit@1 69 → 61); IDF over the whole memory, a sparse cosine, the
+  sessions' key terms or the share of the query both passages match did not separate those
+  from sde-bench's amendments either (bench/results/supersede.md).
 
 A hit points at the latest session that revisits it (its best passage there): the newest word
 on the subject. A revisit that also answers the question nearly as well (a score ≥ LIFT × the
@@ -45,7 +56,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 __all__ = [
-    "EVIDENCE", "HEAD", "LIFT", "MIN_COSINE", "MIN_OVERLAP", "MIN_OVERLAP_ALONE", "place",
+    "EVIDENCE", "HEAD", "LIFT", "MIN_COSINE", "MIN_OVERLAP", "MIN_PRIVATE", "PRIVATE", "place",
     "supersede",
 ]
 
@@ -60,8 +71,12 @@ EVIDENCE = 6
 MIN_COSINE = 0.6
 #: Rarity-weighted share of words two passages must have in common, besides the cosine.
 MIN_OVERLAP = 0.25
-#: The same, for a pair one of which has no vector yet.
-MIN_OVERLAP_ALONE = 0.3
+#: Candidate sessions that may use a word for it to count as a pair's private word: the two,
+#: and one more (a decision amended twice).
+PRIVATE = 3
+#: Share of their words (set cosine) two passages must have privately in common when one of
+#: them has no vector yet.
+MIN_PRIVATE = 0.15
 
 _WORD = re.compile(r"[^\W_](?:[\w'-]*[^\W_])?", re.UNICODE)
 
@@ -92,6 +107,7 @@ class _Subject:
         self._cosine = cosine
         asked = _words(query)
         words = {str(h.row["id"]): _words(str(h.row.get("text") or "")) - asked for h in hits}
+        self._words = words
         df: dict[str, int] = {}
         for ws in words.values():
             for word in ws:
@@ -103,6 +119,15 @@ class _Subject:
         self._weights = {cid: {w: weight[w] for w in ws if weight[w] > 0}
                          for cid, ws in words.items()}
         self._totals = {cid: sum(ws.values()) for cid, ws in self._weights.items()}
+        # how many of the candidates' sessions use each word: what two sessions share and
+        # (almost) no other candidate session says is their own subject, not the query's topic
+        held: dict[str, set[str]] = {}
+        for h in hits:
+            held.setdefault(str(h.row["session_id"]), set()).update(words[str(h.row["id"])])
+        self._sessions_using: dict[str, int] = {}
+        for ws in held.values():
+            for word in ws:
+                self._sessions_using[word] = self._sessions_using.get(word, 0) + 1
 
     def _overlap(self, ia: str, ib: str) -> float:
         wa, wb = self._weights[ia], self._weights[ib]
@@ -112,13 +137,25 @@ class _Subject:
         small, other = (wa, wb) if len(wa) <= len(wb) else (wb, wa)
         return sum(v for w, v in small.items() if w in other) / min(ta, tb)
 
+    def private(self, ia: str, ib: str) -> float:
+        """How much of two passages' words only they (and PRIVATE - 2 more sessions) use.
+
+        The cosine of their word sets, counting as shared only the words that at most PRIVATE
+        of the candidates' sessions use.
+        """
+        wa, wb = self._words[ia], self._words[ib]
+        if not wa or not wb:
+            return 0.0
+        small, other = (wa, wb) if len(wa) <= len(wb) else (wb, wa)
+        shared = sum(1 for w in small if w in other and self._sessions_using[w] <= PRIVATE)
+        return shared / math.sqrt(len(wa) * len(wb))
+
     def pair(self, a: Scored, b: Scored) -> bool:
         ia, ib = str(a.row["id"]), str(b.row["id"])
         sim = self._cosine(ia, ib)
-        words = self._overlap(ia, ib)
-        if sim is None:  # the embedding backlog: words alone, held to more
-            return words >= MIN_OVERLAP_ALONE
-        return sim >= MIN_COSINE and words >= MIN_OVERLAP
+        if sim is None:  # the embedding backlog: the words only the two sessions use
+            return self.private(ia, ib) >= MIN_PRIVATE
+        return sim >= MIN_COSINE and self._overlap(ia, ib) >= MIN_OVERLAP
 
     def sessions(self, xs: Sequence[Scored], ys: Sequence[Scored]) -> bool:
         return any(self.pair(x, y) for x in xs for y in ys)

@@ -35,6 +35,7 @@ from funes.errors import FunesError, UsageError
 from funes.model.ids import ObjectId, canonical_json
 from funes.model.objects import Commit, kind_of
 from funes.storage.atomic import write_atomic
+from funes.storage.idset import IdSet
 
 if TYPE_CHECKING:
     from funes.storage.repo import Repository
@@ -150,11 +151,13 @@ def _private(settings: Settings) -> Any | None:
 
 def own_key(settings: Settings) -> PublicKey | None:
     """This user's public key, when a signing key exists."""
-    from cryptography.hazmat.primitives import serialization
-
     key = _private(settings)
     if key is None:
+        # No import of `cryptography` either: every recall asks, and in a warm server the
+        # library and OpenSSL's are 10 MB of resident memory a user without keys never uses.
         return None
+    from cryptography.hazmat.primitives import serialization
+
     raw = key.public_key().public_bytes(serialization.Encoding.Raw,
                                         serialization.PublicFormat.Raw)
     comment = ""
@@ -347,14 +350,14 @@ class Marks:
     user's own added: written on this machine (`written-here`), or signed with their key.
     """
 
-    doubtful: frozenset[str]
-    own: frozenset[str]
+    doubtful: IdSet
+    own: IdSet
 
 
 _UNTRUSTED_CACHE: dict[tuple[str, str | None, frozenset[str], bool], Marks] = {}
 
 
-def untrusted_chunk_ids(repo: Repository) -> frozenset[str]:
+def untrusted_chunk_ids(repo: Repository) -> IdSet:
     """Chunk ids that no commit this user can vouch for added (`chunk_marks(repo).doubtful`)."""
     return chunk_marks(repo).doubtful
 
@@ -387,13 +390,13 @@ def chunk_marks(repo: Repository, *, written: bool = True) -> Marks:
     cached = _UNTRUSTED_CACHE.get(cache_key)
     if cached is not None:
         return cached
-    signature = {"version": 2, "keys": sorted(keys), "own": own.id if own else None,
+    signature = {"version": 3, "keys": sorted(keys), "own": own.id if own else None,
                  "written": written}
     size = _written_size(repo) if written else 0
     where = (str(repo.path), repr(sorted(signature.items())))
     state = _LATEST.get(where)
     if state is None:
-        state = _state_of(_load_marks(repo, signature))
+        state = _load_marks(repo, signature)
     caught_up = None
     if state is not None:
         since = state.written_size
@@ -410,7 +413,7 @@ def chunk_marks(repo: Repository, *, written: bool = True) -> Marks:
         unsaved = _SAVE_AFTER
     if unsaved >= _SAVE_AFTER:
         _save_marks(repo, {**signature, "head": head, "signed_seen": signed_seen,
-                           "ids": sorted(doubtful), "own_ids": sorted(mine),
+                           "ids": doubtful.dump(), "own_ids": mine.dump(),
                            "written_size": size})
         unsaved = 0
     _LATEST[where] = _State(head, doubtful, signed_seen, mine, unsaved, size)
@@ -451,9 +454,9 @@ class _State:
     """The marks as of `head`, kept per memory between HEADs (the in-process `untrusted.json`)."""
 
     head: ObjectId | None
-    doubtful: frozenset[str]
+    doubtful: IdSet
     signed_seen: bool
-    mine: frozenset[str]
+    mine: IdSet  # every chunk of a memory the user indexed: compact (funes.storage.idset)
     unsaved: int  # commits caught up since `untrusted.json` was last written
     written_size: int  # how much of `written-here` the marks took in (-1: unknown)
 
@@ -462,15 +465,8 @@ class _State:
 _LATEST: dict[tuple[str, str], _State] = {}
 
 
-def _state_of(data: dict[str, Any] | None) -> _State | None:
-    if data is None:
-        return None
-    size = data.get("written_size")
-    return _State(data["head"], frozenset(map(str, data["ids"])), bool(data.get("signed_seen")),
-                  frozenset(map(str, data["own_ids"])), 0, size if isinstance(size, int) else -1)
-
-
-def _load_marks(repo: Repository, signature: dict[str, Any]) -> dict[str, Any] | None:
+def _load_marks(repo: Repository, signature: dict[str, Any]) -> _State | None:
+    """The marks `index/untrusted.json` holds, when it was written under `signature`."""
     import json
 
     try:
@@ -479,11 +475,12 @@ def _load_marks(repo: Repository, signature: dict[str, Any]) -> dict[str, Any] |
         return None
     if not isinstance(data, dict) or any(data.get(k) != v for k, v in signature.items()):
         return None
-    ids, head, mine = data.get("ids"), data.get("head"), data.get("own_ids")
-    if not isinstance(ids, list) or not isinstance(mine, list) \
-            or not isinstance(head, str | None):
+    head, size = data.get("head"), data.get("written_size")
+    doubtful, mine = IdSet.load(data.get("ids")), IdSet.load(data.get("own_ids"))
+    if doubtful is None or mine is None or not isinstance(head, str | None):
         return None
-    return data
+    return _State(data["head"], doubtful, bool(data.get("signed_seen")), mine, 0,
+                  size if isinstance(size, int) else -1)
 
 
 def _save_marks(repo: Repository, data: dict[str, Any]) -> None:
@@ -498,7 +495,7 @@ def _save_marks(repo: Repository, data: dict[str, Any]) -> None:
 def _catch_up(
     repo: Repository, head: ObjectId | None, stored: _State,
     keys: dict[str, PublicKey], own: PublicKey | None, written: frozenset[str],
-) -> tuple[frozenset[str], bool, frozenset[str], int] | None:
+) -> tuple[IdSet, bool, IdSet, int] | None:
     """The stored sets moved on to `head`, and the commits walked (None: walk from scratch).
 
     Only commits that all vouch can be folded in (their ids stop being doubtful); a doubtful
@@ -541,8 +538,8 @@ def _catch_up(
         vouched.update(ids)
         if ours:
             added_mine.update(ids)
-    mine = stored.mine | added_mine if added_mine else stored.mine
-    return before - vouched if vouched & before else before, signed_seen, mine, len(seen)
+    mine = stored.mine.union(added_mine) if added_mine else stored.mine
+    return before.difference(vouched), signed_seen, mine, len(seen)
 
 
 def _chunk_ids(repo: Repository, commit: Commit) -> set[str]:
@@ -558,7 +555,7 @@ def _chunk_ids(repo: Repository, commit: Commit) -> set[str]:
 def _untrusted_from_scratch(
     repo: Repository, head: ObjectId | None, keys: dict[str, PublicKey], own: PublicKey | None,
     written: frozenset[str] = frozenset(),
-) -> tuple[frozenset[str], bool, frozenset[str]]:
+) -> tuple[IdSet, bool, IdSet]:
     """Walk every commit: (doubtful ids, whether an own-signed commit was seen, own ids)."""
     grandfathered = _before_signing(repo, head, own) if own is not None and head else None
     doubtful: set[str] = set()
@@ -578,7 +575,7 @@ def _untrusted_from_scratch(
         (vouched if good else doubtful).update(ids)
         if ours:
             mine.update(ids)
-    return frozenset(doubtful - vouched), signed_seen, frozenset(mine)
+    return IdSet(doubtful - vouched), signed_seen, IdSet(mine)
 
 
 def _before_signing(repo: Repository, head: ObjectId, own: PublicKey) -> set[str]:

@@ -104,3 +104,102 @@ def test_mcp_answers_through_the_warm_server_and_survives_its_restart(
     # After the stop the relay opened the session again on a new server and carried on.
     assert after is not None and after.pid != status.pid
     assert after.requests.get("mcp scan") == 1 and after.requests.get("mcp recall") == 1
+
+
+def test_concurrent_mcp_sessions_on_one_server_each_answer_for_their_own_memory(
+        memory: Path, tmp_path: Path, settings) -> None:  # type: ignore[no-untyped-def]
+    """The warm server runs every agent's session on one MCP server object; each call must
+    still work on its own session's memory, also while another session's call is running."""
+    import threading
+
+    from funes.api import warm
+    from funes.storage.repo import Repository
+    from tests.agents.conftest import _c
+    from tests.conftest import REPO_ROOT
+
+    other = Repository.init(tmp_path / "other" / ".funes", settings)
+    other.commit_chunks([_c(0, "The other project settled on tabs, not spaces.", "user")],
+                        "seed")
+    env = {"FUNES_SERVE": "auto", "PYTHONPATH": str(REPO_ROOT)}
+    both_open = threading.Barrier(2, timeout=120)
+    out: dict[str, list[tuple[bool, str]]] = {}
+
+    def agent(name: str, path: Path) -> None:
+        calls = [("status", {}), ("scan", {"needle": "tabs"}), ("status", {})]
+        out[name] = mcp_session(funes_mcp(str(path)), calls, env=env,
+                                between=lambda i: both_open.wait() if i == 1 else None)[2]
+
+    try:
+        agents = [threading.Thread(target=agent, args=("app", memory)),
+                  threading.Thread(target=agent, args=("other", other.path))]
+        for thread in agents:
+            thread.start()
+        for thread in agents:
+            thread.join(180)
+        status = warm.server_status(settings)
+    finally:
+        warm.stop_server(settings, wait=10)
+    assert status is not None and status.requests.get("mcp") == 2  # both on one server
+    for name, path in (("app", memory), ("other", other.path)):
+        results = out[name]
+        assert not any(is_error for is_error, _ in results), results
+        assert str(path) in results[0][1] and str(path) in results[2][1]
+    assert 'scan "tabs": 1 block' in out["other"][1][1]
+    assert "no matches" in out["app"][1][1]
+
+
+#: Everything of funes (and the heavier standard modules) a relay to a running server imports.
+RELAY_PATH = ["funes", "funes._env", "funes.cli", "funes.cli.main", "funes.cli.mcprelay",
+              "funes.protocol"]
+
+
+def test_the_relay_to_a_running_server_imports_only_the_protocol(tmp_path: Path) -> None:
+    """Eight agents run eight relays: each loads no library, no `typing`, no `dataclasses`."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import threading
+
+    from funes import protocol
+    from tests.conftest import REPO_ROOT
+
+    home = tmp_path / "home"
+    home.mkdir()
+    ep = protocol.endpoint(home)
+    opened: list[dict[str, object]] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        ep.socket.unlink(missing_ok=True)
+        listener.bind(str(ep.socket))
+        listener.listen(1)
+        listener.settimeout(60)
+
+        def answer() -> None:  # the opening exchange as the server speaks it, then hang up
+            conn, _ = listener.accept()
+            with conn:
+                opened.append(protocol.loads(protocol.read_line(conn, protocol.MAX_REQUEST)))
+                conn.sendall(protocol.dumps({"v": protocol.PROTOCOL, "ok": True,
+                                             "result": {"mcp": True}}))
+                conn.recv(1)  # the relay's end of stdin: it shuts its side down
+
+        server = threading.Thread(target=answer)
+        server.start()
+        probe = (
+            "import sys\n"
+            "before = set(sys.modules)  # what the interpreter's site (.pth files) loaded\n"
+            "from funes.cli.main import main\n"
+            "main(['mcp', sys.argv[1]])\n"
+            "mods = sorted(m for m in sys.modules if m == 'funes' or m.startswith('funes.'))\n"
+            "print('FUNES', mods, file=sys.stderr)\n"
+            "print('OTHER', [m for m in ('typing', 'dataclasses', 'inspect', 'hashlib', 'mcp')"
+            " if m in sys.modules and m not in before], file=sys.stderr)\n"
+        )
+        env = {**os.environ, "FUNES_HOME": str(home), "FUNES_SERVE": "use",
+               "PYTHONPATH": str(REPO_ROOT)}
+        out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], input="",
+                             capture_output=True, text=True, check=True, env=env, timeout=60)
+        server.join(60)
+    ep.socket.unlink(missing_ok=True)
+    assert opened and opened[0]["op"] == "mcp", out.stderr
+    assert f"FUNES {RELAY_PATH!r}" in out.stderr, out.stderr
+    assert "OTHER []" in out.stderr, out.stderr

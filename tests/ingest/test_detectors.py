@@ -16,24 +16,12 @@ import pytest
 from funes.ingest.detectors import random_word
 from funes.ingest.noise import elide_base64
 from funes.ingest.redact import redact
+from tests.ingest.secretgen import ALNUM, B64URL, leaked, rnd
 
-ALNUM = string.ascii_letters + string.digits
 LOWER_ALNUM = string.ascii_lowercase + string.digits
 HEX = "0123456789abcdef"
 B64 = ALNUM + "+/"
-B64URL = ALNUM + "-_"
-WINDOW = 16
 
-
-def rnd(rng: random.Random, alphabet: str, n: int) -> str:
-    return "".join(rng.choice(alphabet) for _ in range(n))
-
-
-def leaked(secret: str, out: str) -> bool:
-    """The secret, or a 16-character piece of it, is still in `out`."""
-    if len(secret) < WINDOW:
-        return secret in out
-    return any(secret[i : i + WINDOW] in out for i in range(len(secret) - WINDOW + 1))
 
 
 def provider_tokens(seed: int) -> dict[str, str]:

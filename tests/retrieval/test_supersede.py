@@ -202,3 +202,57 @@ def test_nothing_said_after_now_revisits_anything() -> None:
     assert sup.supersede(hits, "parser", _no_vectors, datetime(2026, 1, 5, tzinfo=UTC)) == 0
     assert hits[0].row["id"] == "old" and hits[0].revisited is None
     assert sup.supersede(hits, "parser", _no_vectors, datetime(2026, 1, 9, tzinfo=UTC)) == 1
+
+
+# Day zero: no vector yet. Several sessions of one person's history talk about the same topic
+# (the words the question found them by, and the topic's own: collection, shelf, lens); only
+# a later session sharing words no other candidate session uses revisits the first.
+TOPIC = "collection shelf lens film collectors"
+
+
+def _topic_history(later: str) -> list[_Hit]:
+    return [
+        _Hit("gold", 1.0, 1, f"three months into my {TOPIC}: silica gel packets in a humidity "
+             "cabinet keep the bellows from cracking", session="G"),
+        _Hit("later", 0.95, 9, later, session="L"),
+        *(_Hit(f"t{i}", 0.9 - i / 100, 2 + i, f"{TOPIC} {brand}", session=f"T{i}")
+          for i, brand in enumerate(("nikon", "pentax", "canon"))),
+        *(_Hit(f"f{i}", 0.5, 2, f"filler number {i}", session=f"F{i}") for i in range(30)),
+    ]
+
+
+def test_without_vectors_a_later_session_on_the_same_topic_is_no_revisit() -> None:
+    hits = _topic_history(f"the history of Leica: {TOPIC} prize the early models")
+    assert sup.supersede(hits, "vintage cameras", _no_vectors) == 0
+    assert hits[0].row["id"] == "gold" and hits[0].revisited is None
+
+
+def test_without_vectors_words_only_the_two_sessions_use_link_them() -> None:
+    hits = _topic_history(f"the humidity cabinet and silica gel packets did not save the "
+                          f"bellows: cracked after all, {TOPIC}")
+    assert sup.supersede(hits, "vintage cameras", _no_vectors) == 1
+    assert [h.row["id"] for h in hits[:2]] == ["later", "gold"]
+    assert hits[1].revisited is not None and hits[1].revisited["id"] == "later"
+    # the same words used by more sessions than the two and one more are the topic's
+    crowd = [_Hit(f"c{i}", 0.6, 3, "silica gel packets in a humidity cabinet", session=f"C{i}")
+             for i in range(2)]
+    hits = _topic_history(f"the humidity cabinet and silica gel packets did not save the "
+                          f"bellows: cracked after all, {TOPIC}") + crowd
+    assert sup.PRIVATE == 3
+    assert sup.supersede(hits, "vintage cameras", _no_vectors) == 0
+
+
+def test_an_unembedded_memory_lifts_the_amendment_not_a_later_chat_on_the_topic(
+        settings: Any, tmp_path: Path) -> None:
+    chat = [chunk(f"s-topic{i}", 1, "Duplicate contacts again after the sync: the contact "
+                  f"list shows people twice, cleanup script number {i} for the CRM sync.",
+                  f"2026-10-{10 + i:02d}T10:00:00Z") for i in range(4)]
+    repo = Repository.init(tmp_path / "crm" / ".funes", settings)
+    repo.commit_chunks([DECISION, AMENDMENT, *OTHERS, *chat], "seed")
+    assert not repo.vectors.exists()  # the backlog: words only
+    on = api.recall(settings, repo, QUERY + " contact list sync", k=8, now=NOW)
+    order = texts(on)
+    assert order.index(AMENDMENT.text) < order.index(DECISION.text)
+    decision = on.hits[order.index(DECISION.text)]
+    assert decision.revisited is not None and decision.revisited["session_id"] == "s-amend"
+    assert all(on.hits[order.index(c.text)].revisited is None for c in chat if c.text in order)

@@ -1,8 +1,9 @@
 """The publish gate's second engine (Betterleaks), on by default, driven through real pushes.
 
-The secret used here is a Docker Hub personal access token: a format funes's own detectors and
-the gitleaks rules ingest runs do not know (asserted below), and Betterleaks does. A chunk
-holding it is written straight through the repository API, as if stored by an older funes.
+The secret used here is a Docker Hub personal access token. funes's own detectors know the
+format too now (funes.ingest.providers), so the second engine is shown to find it on its own,
+without them (asserted below). A chunk holding it is written straight through the repository
+API, as if stored by an older funes.
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ from tests.remotes.conftest import World
 
 pytest.importorskip("betterleaks")
 
-#: A Docker Hub token funes's own engines do not know: no rule for the format, and one digit
-#: only, so the random-token detector (funes.ingest.detectors) leaves it to Betterleaks.
+#: A Docker Hub token (one digit only: funes's random-token detector alone would leave it).
 DOCKER_PAT = "dckr_pat_" + "AbQdEkfGthJqkLzmNxpQwrSytU9"
 
 
@@ -38,8 +38,11 @@ def _dir_files(url: str) -> list[Path]:
     return [p for p in Path(url).rglob("*") if p.is_file() and p.name != "lock"]
 
 
-def test_the_builtin_rules_do_not_know_this_format() -> None:
-    assert scan(f"echo {DOCKER_PAT} | docker login --password-stdin") == []
+def test_the_second_engine_finds_this_format_on_its_own() -> None:
+    text = {"c" * 64: f"echo {DOCKER_PAT} | docker login --password-stdin"}
+    assert gate.scan_texts(text, [gate.betterleaks_scanner()]) == {
+        "c" * 64: ["betterleaks:dockerhub-personal-access-token"]}
+    assert [f.kind for f in scan(text["c" * 64])] == ["provider-token"]  # and funes's own
 
 
 def test_betterleaks_is_a_default_engine() -> None:

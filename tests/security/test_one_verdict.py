@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from funes.ingest import engines, gitleaks
+from funes.ingest import engines, gitleaks, markers
 from funes.ingest.redact import KINDS, redact, scan
 from funes.remotes import gate
 
@@ -59,6 +59,25 @@ CONTEXTS = (
     "apiVersion: v1\nkind: Secret\ndata:\n  token: {m}\n",
     "ghp_token={m} and {m}",
     "key: {m}",
+    # The marker standing for a whole `user:password`, userinfo or header value: its own `:`
+    # must not read as a separator (`curl -u [REDACTED:curl-user]` was `user:password`).
+    "curl -u {m} https://api.example.com",
+    "curl -s --user {m} -X POST https://registry.example.com/v2/token",
+    "curl -u '{m}' https://api.example.com/v1/export",
+    'curl -H "Authorization: {m}" https://api.example.com',
+    "https://{m}@git.example.com/team/app.git",
+    "https://user:{m}@{m}/path",
+    "{m}:{m}",
+    "admin:{m}",
+    "GET https://api.example.com/v1/search?q=shoes&api_key={m}&page=2",
+    '{{"headers": {{"Authorization": "{m}"}}}}',
+    "env:\n  - name: API_TOKEN\n    value: \"{m}\"\n",
+    "mysql -h db -u root -p{m} app",
+    "sshpass -p '{m}' ssh ops@host",
+    "The admin password is {m} until we move it.",
+    "I set API_KEY to {m} in the CI settings.",
+    "`{m}`",
+    "{m}",
 )
 
 
@@ -76,6 +95,26 @@ def test_no_engine_finds_a_marker_in_any_context() -> None:
     assert all(redact(t) == (t, []) for t in texts.values())  # nothing to redact either
 
 
+#: Secrets of several shapes, put into every context above in place of the marker.
+RAW_SECRETS = (
+    "Xq7vT2mPz9LkW4rB", "S3cr3t!Passw0rd#42", "ghp_" + "Zq8vN3kL5pR7tY2wX9cB4mD6fH1jG0sA2eUi",
+    "c81098eff171a9081cd172c3044c614d", "AKIA" + "QX7M2PL9WZ4K8RTB",
+)
+
+
+def test_redacting_any_secret_in_any_context_never_nests_markers() -> None:
+    """Every pass of every engine over the result of the one before: one marker per secret."""
+    texts = [ctx.format(m=secret) for ctx in CONTEXTS for secret in RAW_SECRETS]
+    redacted = engines.redact_texts(texts)
+    nested = [(t, out) for t, (out, _) in zip(texts, redacted, strict=True)
+              if "[REDACTED:[" in out or "]]" in out.replace("}]", "") or "REDACTED:" in
+              out.replace("[REDACTED:", "")]
+    assert not nested, nested[:5]
+    again = engines.redact_texts([out for out, _ in redacted])
+    assert [out for out, _ in again] == [out for out, _ in redacted]  # stable: nothing to find
+    assert all(found == [] for _, found in again)
+
+
 def test_a_marker_cut_by_a_rule_is_still_a_marker() -> None:
     text = "postgres://admin:[REDACTED:url-password]@db.internal:5432/app"
     start = text.index("[")
@@ -83,6 +122,10 @@ def test_a_marker_cut_by_a_rule_is_still_a_marker() -> None:
         assert engines.only_markers(text, a, b)
     assert not engines.only_markers("x [REDACTED:password]abc123 y", 2, 27)  # a residue
     assert engines.value_only_markers("[REDACTED:generic-password]")
+    # a residue beside a marker is replaced with the marker whole, never split
+    cut = "curl -u [REDACTED:curl-user]abc123def https://x"
+    s = cut.index("curl-user")
+    assert markers.widen(cut, s, s + 19) == (cut.index("["), s + 19)
     assert not engines.value_only_markers("hunter2hunter2")
 
 

@@ -1,0 +1,381 @@
+r"""Secrets named by the syntax around them, in the forms transcripts write them.
+
+The assignment detectors (funes.ingest.redact) read ``name=value`` and ``name: value`` and
+judge the value by how it looks; funes.ingest.detectors reads values near a secret word. The
+end-to-end bench (bench/bench_leak.py) found the forms both leave, each a way people and tools
+write a credential down that says plainly what it is:
+
+* **a secret's name, then a linking word**: ``the admin password is …``, ``I set DATADOG_API_KEY
+  to …``, ``changed my password to …``: prose says *is* and *to* where code says ``=``;
+* **hex and symbol-rich values after an explicit name**: ``SECRET_KEY_BASE=<128 hex>``,
+  ``DJANGO_SECRET_KEY=+(kz2*q_…)#…``: a hex value is taken for a digest and a value with
+  shell characters is cut at the first one, yet after ``…_API_KEY``/``…SECRET…`` the name
+  says what it is (a digest's name says *hash*, *sha*, *checksum*: those are left);
+* **a name and its value in two fields**: Kubernetes and ECS environment lists (``- name:
+  OKTA_API_TOKEN`` then ``value: "…"``; ``{"name": "…", "value": "…"}``);
+* **passwords glued to a client's flag**: ``mysql -p'…'``/``-p…``, ``sshpass -p …``;
+* **a Discord bot token**, by its structure (the bot's id in base64, a timestamp, an HMAC);
+* **a credential header's whole value**: ``Authorization: Bearer …`` up to the space or quote
+  that ends it (percent-encoded tokens included, e.g. X/Twitter's ``AAAA…%2F…%3D…``).
+
+Names are judged by their parts (``DB_PASSWORD`` → db, password; ``apiKey`` → api, key): a
+secret part (password, secret, token, key, …) and no part that says the value is something
+else (``TOKEN_URL``, ``key_id``, ``password_hash``, ``public_key``, ``NextToken``). Values
+are judged by the name's class: after a password name any literal with a letter and a digit (or
+a symbol and both cases); after any other secret name something generated (funes.ingest.
+detectors.random_word), 32+ hex, a UUID after a token's name, or a long symbol-rich string.
+Never a placeholder (``$X``, ``<…>``, ``{…}``, ``***``), code (calls, attribute access), a path
+or a URL.
+
+Linear: names are found by `str.find` of a few stems; each is grown over identifier
+characters (bounded) and one anchored match reads what follows it (bounded).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+from collections import Counter
+from typing import Final
+
+from funes.ingest.detectors import random_word
+from funes.ingest.markers import MARKER_PREFIX
+
+__all__ = ["scan"]
+
+Raw = list[tuple[int, int, int, str]]
+
+#: Where these findings rank when they overlap another detector's (they yield to shapes).
+PRIORITY: Final = 7
+
+_STEMS: Final = ("pass", "pwd", "secret", "token", "credential", "creds", "key", "auth")
+#: A value that names a secret again (`token=token=…`, `auth@auth…`) is not one.
+_STEM_IN: Final = re.compile(r"(?i)token|secret|passw|credential|api_?key|creds|auth")
+_NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_PARTS: Final = re.compile(r"[A-Z]{2,64}(?![a-z])|[A-Z]?[a-z]{1,64}|[0-9]{1,64}")
+_PASSWORD_PARTS: Final = frozenset({"password", "passwd", "pwd", "passphrase", "pass", "pw"})
+_SECRET_PARTS: Final = frozenset({
+    "secret", "secrets", "token", "tokens", "credential", "credentials", "creds", "apikey",
+    "auth", "bearer", "pat",
+})
+_KEY_PARTS: Final = frozenset({"key", "privatekey", "accesskey", "secretkey"})
+#: Parts that say, anywhere in the name, that its value is not a credential.
+_NOT_ANYWHERE: Final = frozenset({
+    "public", "pub", "next", "page", "cursor", "csrf", "xsrf", "idempotency", "continuation",
+    "example", "sample", "dummy", "fake", "test", "mock", "placeholder",
+})
+#: Parts that say so when they come after the secret part (`TOKEN_URL`; `ID_TOKEN` is one).
+_NOT_AFTER: Final = frozenset({
+    "id", "ids", "name", "names", "url", "uri", "path", "file", "dir", "type", "hash",
+    "hashed", "digest", "sha", "md", "checksum", "fingerprint", "cache", "etag", "length",
+    "len", "size", "count", "prefix", "suffix", "timeout", "ttl", "expires", "expiry",
+    "expiration", "expire", "exp", "format", "kind", "mode", "max", "min", "field", "header",
+    "policy", "rotation", "endpoint", "host", "port", "region", "version", "env", "var", "ref",
+    "arn", "label", "enabled", "disabled", "required", "store", "manager", "provider",
+    "limit", "lifetime", "usage", "index", "schema", "issuer", "audience", "scope", "scopes",
+    "user", "username", "login", "email", "location", "source", "strategy", "method", "reset",
+    "hint", "rule", "rules", "regex", "pattern", "changed", "set", "code", "codes",
+})
+
+#: Between a name and its value: an operator (quotes around it) or, in prose, a linking word.
+_GAP: Final = re.compile(
+    r"(?:\\?[\"'`]|\])?[ \t]{0,3}(?::=|=>|->|=|:)[ \t]{0,3}(?P<q>\\[\"']|[\"'`])?"
+    r"|[ \t]{1,3}(?:is|was|to|as|now|is[ \t]now|=)[ \t]{1,3}(?P<pq>[\"'`])?"
+    r"|(?P<space>[ \t])(?=[^\s])"
+)
+_SPACED_PASSWORD: Final = re.compile(r"(?=[^\s]{0,127}[0-9])(?=[^\s]{0,127}[A-Za-z])[^\s]{8,128}")
+#: An unquoted value: up to a space, a quote, or punctuation that continues code or data
+#: (`password:e,raw:…` in minified code; generated secrets' alphabets hold none of `,;{}[]<>|`).
+_UNQUOTED: Final = re.compile(r"[^\s\"'`\\,;{}\[\]<>|]{1,512}")
+_TRAILING: Final = ".,;:)]}>"
+_HEXISH: Final = re.compile(r"[0-9a-fA-F]{32,1024}")
+_UUID: Final = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+_CALL: Final = re.compile(r"[A-Za-z_$][\w.$]{0,128}[(\[]")
+#: Attribute access then an operator (`e.altKey?r.C0.ESC…`, `r.C0.NUL))…`): an expression.
+_MEMBER_EXPR: Final = re.compile(
+    r"[A-Za-z_$][\w$]{0,64}(?:\.[A-Za-z_$][\w$]{0,64}){1,8}[?+*/()\]:]"
+)
+_DOTTED: Final = re.compile(r"[A-Za-z_$][\w$]{0,64}(?:\.[A-Za-z_$][\w$]{0,64}){1,16}\.?")
+_VERSIONISH: Final = re.compile(
+    r"(?i)v?\d{1,9}(?:\.\d{1,9}){1,8}|(?:sha|md|utf|base|aes|rsa|hs|rs|es)-?\d{1,6}"
+)
+_PLACEHOLDER_WORDS: Final = re.compile(
+    r"(?i)^(?:changeme|change_me|password\d{0,4}|secret\d{0,4}|token\d{0,4}|redacted"
+    r"|example\w{0,64}|dummy\w{0,64}|your[_-]\w{0,64}|x{3,64}\w{0,64}|none|null|nil|true|false"
+    r"|undefined|required|optional|string|str"
+    r"|bytes|int)$"
+)
+#: A reference to a secret kept elsewhere (`env:DB_PASSWORD`, `vault:secret/db#pw`,
+#: `op://…` is a URL), or an environment variable's name standing for it.
+_REFERENCE: Final = re.compile(
+    r"(?:env|vault|secret|secrets|file|ref|ssm|awssm|gcpsm|azkv|k8s|sops|keyring|keychain"
+    r"|doppler|infisical|bw|gopass|pass):[^\s]{1,256}$|[A-Z][A-Z0-9_]{2,64}$"
+)
+_PERCENT: Final = re.compile(r"%[0-9A-Fa-f]{2}")
+_SYMBOLS: Final = frozenset("!#%^&*+=?~_-.@$()[]{}|/<>,;:")
+
+#: A name, then its value, in two fields of a list entry (Kubernetes/ECS environments).
+_PAIR_YAML: Final = re.compile(
+    r"(?m)^[ \t]{0,40}-?[ \t]{0,8}name:[ \t]{0,4}[\"']?(?P<n>[A-Za-z_][A-Za-z0-9_.-]{0,80})"
+    r"[\"']?[ \t]{0,4}\r?\n[ \t]{0,40}value:[ \t]{0,4}(?P<q>[\"']?)"
+)
+_PAIR_JSON: Final = re.compile(
+    r"\\?\"name\\?\"[ \t]{0,4}:[ \t]{0,4}\\?\"(?P<n>[A-Za-z_][A-Za-z0-9_.-]{0,80})\\?\"[ \t]{0,4},"
+    r"[ \t\r\n]{0,40}\\?\"value\\?\"[ \t]{0,4}:[ \t]{0,4}(?P<q>\\?\")"
+)
+#: Passwords glued to a database client's `-p`, or sshpass's `-p`.
+_MYSQL_P: Final = re.compile(
+    r"(?<![\w-])-p(?P<q>\\?[\"']?)(?P<v>(?!assword)[^\s\"'\\]{4,128})(?P=q)(?=[\s;|&)]|$)"
+)
+_SSHPASS_P: Final = re.compile(
+    r"\bsshpass[ \t]{1,4}-p[ \t]{0,4}(?P<q>\\?[\"']?)(?P<v>[^\s\"'\\]{1,128})(?P=q)"
+)
+_MYSQL_CLIENTS: Final = re.compile(r"\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b")
+#: A credential header's value, whole: up to the space, quote or backslash that ends it.
+_AUTH_HEADER: Final = re.compile(
+    r"(?i:\b(?:proxy-)?authorization)\\?[\"']?[ \t]{0,3}[:=][ \t]{0,3}\\?[\"']?"
+    r"(?i:(?:bearer|token|basic|digest|apikey|api-key|sso-key)[ \t]{1,3})?"
+    r"(?P<v>[A-Za-z0-9._~+/=%:-]{8,4096})"
+)
+
+
+#: X/Twitter's app-only bearer token: 22 `A`s, then URL-encoded base64 (no other shape's
+#: filler test may take the run of `A`s for a placeholder).
+_TWITTER_BEARER: Final = re.compile(
+    r"(?<![A-Za-z0-9%])A{22}(?P<body>[A-Za-z0-9%]{60,160})(?![A-Za-z0-9%])"
+)
+
+
+#: A Discord bot token: the bot's id (17-20 digits) in base64, a timestamp, an HMAC.
+_DISCORD_BOT: Final = re.compile(
+    r"(?<![A-Za-z0-9_-])(?P<id>[MNO][A-Za-z0-9_-]{23,26})\.[A-Za-z0-9_-]{6}\."
+    r"(?P<mac>[A-Za-z0-9_-]{27,38})(?![A-Za-z0-9_-])"
+)
+
+
+def _entropy(value: str) -> float:
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values()) if n else 0.0
+
+
+def name_class(name: str) -> str | None:
+    """``password``, ``secret`` or ``key`` for a name that names a credential, else None."""
+    parts = [p.lower() for p in _PARTS.findall(name)]
+    if not parts or parts == ["key"] or _NOT_ANYWHERE.intersection(parts):
+        return None
+    if "client" in parts and parts[-1] == "token":
+        return None  # AWS's `ClientToken`: an idempotency token
+    last = -1
+    cls = None
+    for i, p in enumerate(parts):
+        if (p in _PASSWORD_PARTS and (p != "pass" or len(parts) > 1)) or p.startswith("passw"):
+            cls, last = "password", i
+        elif p in _SECRET_PARTS and cls != "password":
+            cls, last = "secret", i
+        elif p in _KEY_PARTS and cls is None:
+            cls, last = "key", i
+        elif p in _KEY_PARTS or p in _SECRET_PARTS:
+            last = i
+    if cls is None or _NOT_AFTER.intersection(parts[last + 1 :]):
+        return None
+    return cls
+
+
+def _placeholder(value: str) -> bool:
+    """A marker, a reference (`$X`, `%s`, `{…}`, `<…>`), a mask (`****`), an operator."""
+    return (MARKER_PREFIX in value or value[0] in "$%{<[&@=!" or value.startswith("**")
+            or value.strip("*") == "")
+
+
+def _not_a_value(value: str) -> bool:
+    """A placeholder, code, a path, a URL, a marker: what a name is followed by in code."""
+    if _placeholder(value) or "://" in value:
+        return True
+    if value.startswith(("~/", "./", "../")) or (value[0] == "/" and value.count("/") > 1):
+        return True
+    if _CALL.match(value) or _DOTTED.fullmatch(value) or _MEMBER_EXPR.match(value):
+        return True
+    if _PLACEHOLDER_WORDS.match(value) or _REFERENCE.match(value):
+        return True
+    return _VERSIONISH.fullmatch(value) is not None or len(set(value)) < 4
+
+
+def credential_value(cls: str, value: str) -> bool:
+    """Whether `value`, after a name of class `cls`, is the credential the name says."""
+    if not value or _not_a_value(value):
+        return False
+    letters = sum(ch.isalpha() for ch in value)
+    digits = sum(ch.isdigit() for ch in value)
+    symbols = sum(ch in _SYMBOLS for ch in value)
+    if cls == "password":
+        if not 6 <= len(value) <= 128 or not letters or " " in value:
+            return False
+        cased = any(c.isupper() for c in value) and any(c.islower() for c in value)
+        return digits > 0 or (symbols > 0 and cased and len(value) >= 8)
+    if len(value) < 16:
+        return False
+    if _HEXISH.fullmatch(value) is not None:
+        return _entropy(value) >= 3.0  # after a name that is not a digest's: a key
+    if _UUID.fullmatch(value):
+        return cls == "secret"  # Heroku's, Snyk's API tokens are UUIDs after their names
+    if random_word(_PERCENT.sub("", value), relaxed=True):
+        return True
+    # Symbol-rich generated secrets (Django's SECRET_KEY, Rails' keys with punctuation).
+    return len(value) >= 30 and symbols >= 5 and digits >= 3 and _entropy(value) >= 4.0
+
+
+def _spaced_value(cls: str, text: str, start: int) -> bool:
+    m = _UNQUOTED.match(text, start)
+    if m is None:
+        return False
+    value = m.group(0).rstrip(_TRAILING)
+    if cls == "password":
+        return _SPACED_PASSWORD.fullmatch(value) is not None and credential_value(cls, value)
+    digits = sum(ch.isdigit() for ch in value)
+    return len(value) >= 20 and digits >= 2 and random_word(value, relaxed=True)
+
+
+def _value_at(text: str, start: int, quote: str | None, in_query: bool) -> tuple[int, int]:
+    """The span of the value starting at `start` (after its opening quote, if any)."""
+    if quote:
+        close = text.find(quote, start, start + 1024)
+        newline = text.find("\n", start, start + 1024)
+        if close < 0 or (0 <= newline < close):
+            return start, start
+        return start, close
+    m = _UNQUOTED.match(text, start)
+    if m is None:
+        return start, start
+    end = m.end()
+    if in_query:
+        amp = text.find("&", start, end)
+        end = amp if amp >= 0 else end
+    while end > start and text[end - 1] in _TRAILING:
+        end -= 1
+    return start, end
+
+
+def _names(text: str, lowered: str) -> list[tuple[int, int]]:
+    """The identifiers holding a stem, each once, in order."""
+    seen: set[tuple[int, int]] = set()
+    for stem in _STEMS:
+        k = lowered.find(stem)
+        while k >= 0:
+            s, e = k, k + len(stem)
+            while s > 0 and k - s < 64 and text[s - 1] in _NAME_CHARS:
+                s -= 1
+            while e < len(text) and e - k < 64 and text[e] in _NAME_CHARS:
+                e += 1
+            while e > s and text[e - 1] in ".-":
+                e -= 1  # a sentence's full stop, a flag's dash: not the name
+            while s < e and text[s] in ".-":
+                s += 1
+            seen.add((s, e))
+            k = lowered.find(stem, e)
+    return sorted(seen)
+
+
+def _scan_named(text: str, lowered: str, out: Raw) -> None:
+    until = -1
+    for s, e in _names(text, lowered):
+        if s < until:
+            continue
+        gap = _GAP.match(text, e)
+        if gap is None:
+            continue
+        cls = name_class(text[s:e])
+        if cls is None:
+            continue
+        quote = gap.group("q") or gap.group("pq")
+        # `with secret X`, `password X`: no operator, so only a singular name and a value
+        # that looks generated (`tokens truncated`, `password reset` are not).
+        if gap.group("space") and (text[e - 1] in "sS" or not _spaced_value(cls, text, e + 1)):
+            continue
+        in_query = s > 0 and text[s - 1] in "?&"
+        vs, ve = _value_at(text, gap.end(), quote, in_query)
+        if ve <= vs:
+            continue
+        # A name inside a value already read is part of that value: every character is read
+        # in one value at most (`token=token=…` would otherwise cost its length squared).
+        until = ve
+        if _STEM_IN.search(text, vs, ve) is None and credential_value(cls, text[vs:ve]):
+            out.append((vs, ve, PRIORITY, "password" if cls == "password" else "named-secret"))
+
+
+def _scan_pairs(text: str, out: Raw) -> None:
+    for pattern in (_PAIR_YAML, _PAIR_JSON):
+        for m in pattern.finditer(text):
+            cls = name_class(m.group("n"))
+            if cls is None:
+                continue
+            vs, ve = _value_at(text, m.end(), m.group("q") or None, False)
+            if ve > vs and credential_value(cls, text[vs:ve]):
+                out.append((vs, ve, PRIORITY, "password" if cls == "password" else
+                            "named-secret"))
+
+
+def _scan_flags(text: str, lowered: str, out: Raw) -> None:
+    if "sshpass" in lowered:
+        for m in _SSHPASS_P.finditer(text):
+            if not _placeholder(m.group("v")):
+                out.append((m.start("v"), m.end("v"), PRIORITY, "password"))
+    done = 0  # each line is read once, however many clients it names
+    for client in _MYSQL_CLIENTS.finditer(lowered):
+        if client.end() < done:
+            continue
+        line_end = lowered.find("\n", client.end())
+        done = line_end = len(text) if line_end < 0 else line_end
+        for m in _MYSQL_P.finditer(text, client.end(), line_end):
+            if not _placeholder(m.group("v")):
+                out.append((m.start("v"), m.end("v"), PRIORITY, "password"))
+
+
+def _scan_headers(text: str, out: Raw) -> None:
+    for m in _AUTH_HEADER.finditer(text):
+        value = m.group("v")
+        if _not_a_value(value) or not any(ch.isdigit() for ch in value):
+            continue
+        if random_word(value.replace("%", ""), relaxed=True) or len(value) >= 32:
+            out.append((m.start("v"), m.end("v"), PRIORITY, "authorization"))
+
+
+def _scan_discord(text: str, out: Raw) -> None:
+    """Discord bot tokens, by their structure: the first part is the bot's numeric id in base64.
+
+    (funes.ingest.detectors takes them for random words; the id part is base64 of digits, which
+    its test for base64 of text refuses, so a bot token quoted in configuration was left.)
+    """
+    for m in _DISCORD_BOT.finditer(text):
+        head = m.group("id")
+        try:
+            decoded = base64.b64decode(head + "=" * (-len(head) % 4), altchars=b"-_",
+                                       validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if 17 <= len(decoded) <= 20 and decoded.isdigit() and _entropy(m.group("mac")) >= 3.5:
+            out.append((m.start(), m.end(), PRIORITY, "provider-token"))
+
+
+def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
+    """Append the findings of every form above in `text` to `out` (start, end, priority, kind).
+
+    `lowered` is `text` lowercased; `present` the words redaction's keyword pass found.
+    """
+    if (present.isdisjoint(_STEMS) and "authorization" not in present
+            and "mysql" not in lowered and "mariadb" not in lowered and "AAAAAAAAAA" not in text):
+        return
+    _scan_named(text, lowered, out)
+    if "value" in lowered and "name" in lowered:
+        _scan_pairs(text, out)
+    if "-p" in text:
+        _scan_flags(text, lowered, out)
+    if "authorization" in lowered:
+        _scan_headers(text, out)
+    if "." in text:
+        _scan_discord(text, out)
+    if "AAAAAAAAAAAAAAAAAAAAAA" in text:
+        for m in _TWITTER_BEARER.finditer(text):
+            if _entropy(_PERCENT.sub("", m.group("body"))) >= 4.0:
+                out.append((m.start(), m.end(), PRIORITY, "provider-token"))

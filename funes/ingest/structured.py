@@ -1,0 +1,117 @@
+"""Secrets known by the structure around them, not by a name or a value's shape.
+
+XML secret elements of any length, private keys' DER bodies without their PEM armour, Fly.io's
+comma-separated token lists, Vault AppRole ids.
+
+Apart from funes.ingest.detectors (whose value tests it reuses) because each of these is read
+by its own framing; linear like the rest (bounded
+repetitions, a single loop per expression).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from funes.ingest import providers
+from funes.ingest.detectors import _HEX, _NAMED_PRIORITY, _UUID_RE, MARKER, Raw, random_word
+
+__all__ = ["scan"]
+
+
+_XML_OPEN: Final = re.compile(
+    r"<((?:[a-z_][\w.:-]{0,40}?)?(?:password|passwd|secret|token|api_?key|credentials?|pwd))>"
+)
+_XML_MAX: Final = 16384
+_FLY: Final = re.compile(
+    r"FlyV1[ \t]{1,8}(fm\d[a-z]?_[A-Za-z0-9+/=_-]{20,4096}"
+    r"(?:,f[mo]\d[a-z]?_[A-Za-z0-9+/=_-]{20,4096}){0,16})"
+)
+
+
+def _scan_xml(text: str, lowered: str, out: Raw) -> None:
+    for m in _XML_OPEN.finditer(lowered):
+        close = lowered.find(f"</{m.group(1)}>", m.end(), m.end() + _XML_MAX)
+        if close < 0:
+            continue
+        s, e = m.end(), close
+        while s < e and text[s] in " \t\r\n":
+            s += 1
+        while e > s and text[e - 1] in " \t\r\n":
+            e -= 1
+        value = text[s:e]
+        if MARKER in value or "<" in value:
+            continue
+        if e - s > 256 or value.startswith("{AQAAAB") or _holds_key(value):
+            # Longer ones than redact's xml-secret detector reads, Jenkins' stored secrets
+            # (`{AQAAABAAAAAQ…}`, credentials.xml: decryptable with the controller's key), and
+            # a braced or spaced value with a key among its words (redact reads `{…}` as a
+            # template placeholder, and a value with spaces as prose).
+            out.append((s, e, 5, "xml-secret"))
+
+
+_VALUE_WORDS: Final = re.compile(r"[^\s{}()\[\],;|]{12,1024}")
+
+
+def _holds_key(value: str) -> bool:
+    """A braced or spaced element value with a key-shaped word in it (hex, UUID, random)."""
+    if not (value.startswith("{") or " " in value) or value.startswith(("${", "{{")):
+        return False
+    for word in _VALUE_WORDS.findall(value):
+        bare = word.replace("-", "")
+        if (_UUID_RE.fullmatch(word) or (len(bare) >= 32 and _HEX.issuperset(word))
+                or random_word(word, relaxed=True)):
+            return True
+    return False
+
+
+#: A private key's DER body in base64 without its PEM armour (a `private_key` JSON value cut
+#: from its BEGIN line, a key pasted bare): the structure's fixed header says what it is.
+#: PKCS#8 RSA, PKCS#1 RSA, SEC1 EC (P-256, P-384), PKCS#8 EC and Ed25519. Certificates and
+#: public keys (`MIIDdzCCA…`, `MIIBIjANBgkq…`) have other headers and are left alone.
+_DER_KEY: Final = re.compile(
+    r"(?:(?<=\\[nr])|(?<![A-Za-z0-9+/]))"
+    r"(?:MII[A-Za-z0-9+/]{3}IBADANBgkqhkiG9w0BAQEFAAS|MII[A-Za-z0-9+/]{3}IBAAKC"
+    r"|MHcCAQEEI|MIGkAgEBBDA|MIGHAgEAMBMGByqGSM49|MC4CAQAwBQYDK2Vw)"
+    r"(?:[A-Za-z0-9+/=]|\\[nr]|\r?\n){0,16384}"
+)
+_DER_ANCHORS: Final = (
+    "IBADANBgkqhkiG9w0BAQEFAAS", "IBAAKC", "MHcCAQEEI", "MIGkAgEBBDA", "MIGHAgEAMBMG",
+    "MC4CAQAwBQYDK2Vw",
+)
+
+
+def _scan_der(text: str, out: Raw) -> None:
+    for m in _DER_KEY.finditer(text):
+        end = m.end()
+        while end > m.start() and text[end - 1] in "\r\n":
+            end -= 1
+        if text.endswith(("\\n", "\\r"), m.start(), end):
+            end -= 2
+        out.append((m.start(), end, 0, "private-key"))
+
+
+#: Vault AppRole's `secret_id` is a UUID and a credential (an AWS `--secret-id` names a secret
+#: by its name or ARN, not a UUID).
+_SECRET_ID: Final = re.compile(
+    r"(?i:secret[_-]?id)\d{0,2}[\"']?[ \t]{0,3}(?::=|=>|[:=])[ \t]{0,3}[\"']?"
+    r"([0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12})(?![0-9a-fA-F-])"
+)
+
+
+def _scan_fly(text: str, out: Raw) -> None:
+    for m in _FLY.finditer(text):
+        out.append((m.start(1), m.end(1), providers.PRIORITY, "provider-token"))
+
+
+def scan(text: str, lowered: str, out: Raw) -> None:
+    """Append the structured findings on `text` to `out` (start, end, priority, kind)."""
+    if "</" in text:
+        _scan_xml(text, lowered, out)
+    if "FlyV1" in text:
+        _scan_fly(text, out)
+    if any(a in text for a in _DER_ANCHORS):
+        _scan_der(text, out)
+    if "secret" in lowered and "id" in lowered:
+        for m in _SECRET_ID.finditer(text):
+            out.append((m.start(1), m.end(1), _NAMED_PRIORITY, "named-secret"))

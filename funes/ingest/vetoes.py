@@ -1,0 +1,90 @@
+"""Vetoes: findings whose name ends like a secret's and whose value is not one.
+
+Apart from the detectors because they judge every engine's findings (funes's assignments,
+gitleaks' rules, the field's detectors) after the fact, by the name before a value and by the
+value's code shape, not by finding anything themselves.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from funes.ingest.detectors import _encoded_text, _word_letters
+
+__all__ = ["vetoed"]
+
+
+#: Names of well-known non-secret values ending in "token" or "key" (lowercased, separators
+#: removed): pagination cursors, idempotency and client request tokens, continuation markers.
+_NOT_SECRET_NAMES: Final = re.compile(
+    r"(?:next|page|nextpage|starting|start|continuation|pagination|sync|cursor|resume|query"
+    r"|client|clientrequest|request|idempotency|marker|nextmarker)token$"
+    r"|idempotency(?:key)?$|(?:cache|partition|sort|primary|range|hash|object|s3|foreign)key$"
+    r"|tokentype$|nextmarker$"
+)
+_NAME_BEFORE: Final = re.compile(
+    r"([A-Za-z][A-Za-z0-9_.-]{0,60})[\"']?(?:\s{0,8}[:=]\s{0,8}|(?<=[A-Za-z0-9])[ \t]{1,8})[\"']?$"
+)
+
+
+#: A value that is a placeholder named in capitals: `PASSWORD`, `USER:PASSWORD`, `API_TOKEN`.
+_CAPS_PLACEHOLDER: Final = re.compile(
+    r"(?:[A-Z][A-Z0-9_]{0,30}:)?[A-Z_]{0,30}(?:PASS(?:WORD)?|PASSWD|TOKEN|SECRET|KEY|PWD)[A-Z_]{0,30}"
+)
+
+
+#: A type name where a schema or a docstring puts a value (`"password": "string?"`).
+_TYPE_PLACEHOLDER: Final = re.compile(
+    r"(?i)(?:string|str|boolean|bool|int|integer|float|double|number|binary|bytes|object|array"
+    r"|any|none|null|optional|text|secretstr)\??(?:\[\])?"
+)
+
+
+_MEMBER: Final = re.compile(r"[A-Za-z_$][\w$]{0,64}(?:\??\.[A-Za-z_$][\w$]{0,64}){0,8}")
+
+
+def _code_value(text: str, start: int, end: int) -> bool:
+    """An unquoted value that is an expression in code, not a literal.
+
+    JavaScript and TypeScript read `password: tString`, `httpCredentials = httpCredentials`,
+    `resumptionToken: lastEventId`, `browserToken = browser?.browserName`: an identifier or
+    member access made of words, with no digit, and not quoted.
+    """
+    if start and text[start - 1] in "\"'`":
+        return False
+    value = text[start:end]
+    if len(value) > 130 or _MEMBER.fullmatch(value) is None:
+        return False
+    digits = sum(c.isdigit() for c in value)
+    letters = sum(ch.isalpha() for ch in value)
+    if "." in value:  # member access: `options2?.onresumptiontoken`
+        return digits <= 2 and _word_letters(value) * 2 > letters
+    return not digits and _word_letters(value) * 2 > letters
+
+
+def vetoed(text: str, start: int, end: int, kind: str) -> bool:
+    """Whether a raw finding is not a secret after all.
+
+    A placeholder named in capitals (`curl -u USER:PASSWORD`), or, for an assignment-like
+    `kind`, the value of a known non-secret name (`"NextToken": "…"`, `ClientToken=…`,
+    `--starting-token …`).
+    """
+    if end - start <= 64 and (
+        _CAPS_PLACEHOLDER.fullmatch(text, start, end)
+        or _TYPE_PLACEHOLDER.fullmatch(text, start, end)
+    ):
+        return True
+    if kind in ("secret", "password", "high-entropy", "generic-api-key") and _code_value(
+        text, start, end
+    ):
+        return True
+    if kind in ("high-entropy", "generic-api-key") and _encoded_text(text[start:end]):
+        return True  # base64 of text: a protocol's sample nonce (`Sec-WebSocket-Key: dGhl…`)
+    if kind not in ("secret", "high-entropy", "generic-api-key", "named-secret", "random-token"):
+        return False
+    m = _NAME_BEFORE.search(text, max(0, start - 72), start)
+    if m is None:
+        return False
+    name = re.sub(r"[^a-z0-9]", "", m.group(1).lower().rsplit(".", 1)[-1])
+    return _NOT_SECRET_NAMES.search(name) is not None

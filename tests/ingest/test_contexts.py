@@ -1,0 +1,86 @@
+"""Secrets named by the syntax around them (funes.ingest.contexts), and what is left alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from funes.ingest.contexts import credential_value, name_class
+from funes.ingest.redact import redact
+
+PW = "Xq7vT2mPz9Lk!"
+KEY = "c81098eff171a9081cd172c3044c614d"  # 32 hex: a Datadog/Algolia-style key
+RANDOM = "Hfr5XzKZtMC9vwlIBz_wSFCax9xQHh0GPWxw0VNv"
+
+
+@pytest.mark.parametrize("text, secret", [
+    (f"The admin password is {PW} until we move it to the vault.", PW),
+    (f"ok I changed my password to {PW}, can you update the config?", PW),
+    (f"I set DATADOG_API_KEY to {KEY} in the CI settings.", KEY),
+    (f'export SECRET_KEY_BASE="{KEY * 4}" && ./deploy.sh', KEY * 4),
+    ("DJANGO_SECRET_KEY=+(kz2*q_lt!43qe12llfmlj2n)#v3c1-ysn-54u_rmoz1ww#&v",
+     "+(kz2*q_lt!43qe12llfmlj2n)#v3c1-ysn-54u_rmoz1ww#&v"),
+    (f'env:\n  - name: CLIENT_SECRET\n    value: "{RANDOM}"\n', RANDOM),
+    (f'[{{"name": "OKTA_API_TOKEN", "value": "{RANDOM}"}}]', RANDOM),
+    (f"mysql -h db.internal -u root -p'{PW}' app < dump.sql", PW),
+    (f"mysqldump -uroot -p{PW} app", PW),
+    (f"sshpass -p '{PW}' ssh ops@10.0.3.17 uptime", PW),
+    (f"kubectl create secret generic db --from-literal=password={PW}", PW),
+    (f"Use access key AKIA7JNH6ZNHTJJSMVUY with secret {RANDOM} for the bucket.", RANDOM),
+    ('curl -H "Authorization: Bearer AAAAAAAAAAAAAAAAAAAAAAgorxo2Kl9Cwx1ScSQlyI%2FwwQ02J7KA'
+     'tGqDfdgJrVt6Z%3DnBJLY3mprfAzRG2ssMF9800fAoSmEhGw2KW3Ifcf" https://api.x.com/2/tweets',
+     "%3DnBJLY3mprfAzRG2ssMF9800fAoSmEhGw2KW3Ifcf"),
+    ("FIREBASE_SERVER_KEY=AAAAczORoys:APA91b_bVeIDihXVW0-3iACRAa-Ufl73-5BMv95ZKpgaNkb18FDDJWNy5y"
+     "xZgaf_kwOxkwwC1dqdcsnnqXNSILdexgnCCqZgW8a_q7Tco8sIfJFmui-3m9XGU5Og3K-CfyOkGYIRqyPK",
+     "APA91b_bVeIDihXVW0-3iACRAa"),
+    ("The new key is dapie9351d5fc93737a2cd84619f3f81742d, and the old one is revoked.",
+     "dapie9351d5fc93737a2cd84619f3f81742d"),
+])
+def test_a_named_secret_is_redacted_whole(text: str, secret: str) -> None:
+    out, found = redact(text)
+    assert found and secret not in out, out
+    assert "[REDACTED:" in out and "[REDACTED:[" not in out
+
+
+@pytest.mark.parametrize("text", [
+    "the password is required",
+    "Your password is too short: use 8 characters or more.",
+    "password reset link sent to the user",
+    "token_type: bearer",
+    "TOKEN_URL=https://oauth2.googleapis.com/token",
+    f'"private_key_id": "{KEY}a1b2c3d4",',
+    f"cache_key = '{KEY}'",
+    f"password_hash = '{KEY}'",
+    f"sha256 checksum of the key is {KEY * 2}",
+    "SECRET_KEY = os.environ['SECRET_KEY']",
+    "password=getpass.getpass()",
+    "api_key=${API_KEY}",
+    "export GITHUB_TOKEN=$(gh auth token)",
+    "token: str = field(default='')",
+    "password = self.password",
+    'env:\n  - name: LOG_LEVEL\n    value: "debug-verbose-2026"\n',
+    'env:\n  - name: API_TOKEN\n    valueFrom:\n      secretKeyRef: {name: api}\n',
+    "The public key is in ~/.ssh/id_ed25519.pub",
+    "mysql -u root -p app  # prompts for the password",
+    "the token is valid for 3600 seconds",
+    "NextToken: eyJ2IjoiMSIsImMiOiJ4In0K",
+    "Authorization: Bearer ${TOKEN}",
+])
+def test_what_only_sounds_like_a_secret_is_left(text: str) -> None:
+    assert redact(text) == (text, []), redact(text)[0]
+
+
+def test_names_are_read_by_their_parts() -> None:
+    assert name_class("DB_PASSWORD") == "password"
+    assert name_class("apiKey") == "key" and name_class("AUTH0_CLIENT_SECRET") == "secret"
+    assert name_class("ID_TOKEN") == "secret"  # an OpenID Connect token is one
+    for name in ("key", "public_key", "key_id", "TOKEN_URL", "password_file", "ClientToken",
+                 "next_token", "author", "keyboard"):
+        assert name_class(name) is None, name
+    assert credential_value("password", PW) and not credential_value("password", "required")
+    assert credential_value("secret", KEY) and not credential_value("secret", "short1")
+
+
+def test_a_discord_bot_token_is_known_by_its_structure() -> None:
+    token = "MzQ3NDM4ODcyMjgwNjMwNTk2.Sctr2e.oLajJDiRggHE34VDFwrRjkv3xkb9Wsqf3VBTbT"
+    text = f'env:\n  - name: DISCORD_BOT_TOKEN\n    value: "{token}"\n'
+    assert token[:20] not in redact(text)[0]
