@@ -213,15 +213,15 @@ def _pieces(text: str, values: dict[str, str], spans: list[tuple[int, int]],
         return more
     i = 0
     while i <= n - _BLOCK:
-        owners = table.get(text[i : i + _BLOCK])
-        if owners is None:
+        found_owners = table.get(text[i : i + _BLOCK])
+        if found_owners is None:
             i += 1
             continue
         skip = _near(starts, ends, i, i + _BLOCK)
         if skip >= 0:
             i = skip
             continue
-        i = max(grow(i, value, off) for value, off in owners[:4])
+        i = max(grow(i, value, off) for value, off in found_owners[:4])
     return more
 
 
