@@ -17,12 +17,52 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextmanager
+def one_answer_server(home: Path, result: dict[str, object], *,
+                      wait_for_close: bool = False) -> Iterator[list[dict[str, object]]]:
+    """A warm server's socket under `home` that answers one request with `result`.
+
+    Yields the requests it read; for the import-path tests, which must see what a client
+    process loads when a server is there, without starting a real one (that is the point).
+    """
+    import socket
+    import threading
+
+    from funes import protocol
+
+    ep = protocol.endpoint(home)
+    asked: list[dict[str, object]] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        ep.socket.unlink(missing_ok=True)
+        listener.bind(str(ep.socket))
+        listener.listen(1)
+        listener.settimeout(60)
+
+        def answer() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                asked.append(protocol.loads(protocol.read_line(conn, protocol.MAX_REQUEST)))
+                conn.sendall(protocol.dumps({"v": protocol.PROTOCOL, "ok": True,
+                                             "result": result}))
+                if wait_for_close:
+                    conn.recv(1)  # the client's end of stdin: it shuts its side down
+
+        server = threading.Thread(target=answer)
+        server.start()
+        try:
+            yield asked
+        finally:
+            server.join(60)
+    ep.socket.unlink(missing_ok=True)
 SHARED = REPO_ROOT.parent / "shared"
 #: The large optional fixture sets (a sibling checkout, absent in a plain clone).
 FIXTURES = SHARED / "fixtures"

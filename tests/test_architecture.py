@@ -141,30 +141,12 @@ THIN_PATH = ["funes", "funes._env", "funes.cli", "funes.cli.main", "funes.cli.th
 def test_thin_path_imports_only_the_protocol(tmp_path: Path) -> None:
     """A cold interpreter answering through a server loads no click, no library, no model."""
     import os
-    import socket
-    import threading
 
-    from funes import protocol
+    from tests.conftest import one_answer_server
 
     home = tmp_path / "home"
     home.mkdir()
-    ep = protocol.endpoint(home)
-    asked: list[dict[str, object]] = []
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
-        ep.socket.unlink(missing_ok=True)
-        listener.bind(str(ep.socket))
-        listener.listen(1)
-        listener.settimeout(60)
-
-        def answer() -> None:  # the protocol, as a server speaks it
-            conn, _ = listener.accept()
-            with conn:
-                asked.append(protocol.loads(protocol.read_line(conn, protocol.MAX_REQUEST)))
-                conn.sendall(protocol.dumps({"v": protocol.PROTOCOL, "ok": True, "result": {
-                    "stdout": "the answer\n", "stderr": "", "exit": 0}}))
-
-        server = threading.Thread(target=answer)
-        server.start()
+    with one_answer_server(home, {"stdout": "the answer\n", "stderr": "", "exit": 0}) as asked:
         probe = (
             "import sys\n"
             "from funes.cli.main import main\n"
@@ -182,8 +164,6 @@ def test_thin_path_imports_only_the_protocol(tmp_path: Path) -> None:
         env.pop("FUNES_DEBUG", None)
         out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                              check=True, env=env, timeout=60)
-        server.join(60)
-    ep.socket.unlink(missing_ok=True)
     assert out.stdout == "the answer\n", out.stderr
     assert "EXIT 0" in out.stderr
     assert f"FUNES {THIN_PATH!r}" in out.stderr, out.stderr

@@ -156,34 +156,14 @@ RELAY_PATH = ["funes", "funes._env", "funes.cli", "funes.cli.main", "funes.cli.m
 def test_the_relay_to_a_running_server_imports_only_the_protocol(tmp_path: Path) -> None:
     """Eight agents run eight relays: each loads no library, no `typing`, no `dataclasses`."""
     import os
-    import socket
     import subprocess
     import sys
-    import threading
 
-    from funes import protocol
-    from tests.conftest import REPO_ROOT
+    from tests.conftest import REPO_ROOT, one_answer_server
 
     home = tmp_path / "home"
     home.mkdir()
-    ep = protocol.endpoint(home)
-    opened: list[dict[str, object]] = []
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
-        ep.socket.unlink(missing_ok=True)
-        listener.bind(str(ep.socket))
-        listener.listen(1)
-        listener.settimeout(60)
-
-        def answer() -> None:  # the opening exchange as the server speaks it, then hang up
-            conn, _ = listener.accept()
-            with conn:
-                opened.append(protocol.loads(protocol.read_line(conn, protocol.MAX_REQUEST)))
-                conn.sendall(protocol.dumps({"v": protocol.PROTOCOL, "ok": True,
-                                             "result": {"mcp": True}}))
-                conn.recv(1)  # the relay's end of stdin: it shuts its side down
-
-        server = threading.Thread(target=answer)
-        server.start()
+    with one_answer_server(home, {"mcp": True}, wait_for_close=True) as opened:
         probe = (
             "import sys\n"
             "before = set(sys.modules)  # what the interpreter's site (.pth files) loaded\n"
@@ -198,8 +178,6 @@ def test_the_relay_to_a_running_server_imports_only_the_protocol(tmp_path: Path)
                "PYTHONPATH": str(REPO_ROOT)}
         out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], input="",
                              capture_output=True, text=True, check=True, env=env, timeout=60)
-        server.join(60)
-    ep.socket.unlink(missing_ok=True)
     assert opened and opened[0]["op"] == "mcp", out.stderr
     assert f"FUNES {RELAY_PATH!r}" in out.stderr, out.stderr
     assert "OTHER []" in out.stderr, out.stderr
