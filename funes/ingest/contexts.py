@@ -14,6 +14,11 @@ write a credential down that says plainly what it is:
 * **a name and its value in two fields**: Kubernetes and ECS environment lists (``- name:
   OKTA_API_TOKEN`` then ``value: "…"``; ``{"name": "…", "value": "…"}``);
 * **passwords glued to a client's flag**: ``mysql -p'…'``/``-p…``, ``sshpass -p …``;
+* **a shell, env or properties assignment to a credential's name** (`export DB_PASSWORD=…`,
+  `docker run -e API_TOKEN=…`, `ENV AUTH_TOKEN=…`, `DB_PASSWORD=…` at a line's start): the
+  syntax stores the literal as written, so any literal is taken, weak or filler-bodied, and
+  only references, substitutions, templates, masks, paths and stock placeholder words are left
+  (`shell_literal`);
 * **a Discord bot token**, by its structure (the bot's id in base64, a timestamp, an HMAC);
 * **a credential header's whole value**: ``Authorization: Bearer …`` up to the space or quote
   that ends it (percent-encoded tokens included, e.g. X/Twitter's ``AAAA…%2F…%3D…``).
@@ -226,6 +231,74 @@ def credential_value(cls: str, value: str) -> bool:
     return len(value) >= 30 and symbols >= 5 and digits >= 3 and _entropy(value) >= 4.0
 
 
+#: What a shell puts before `NAME=value`: a command that exports it, a container's `-e`/
+#: `--env`/`--build-arg`, Helm's `--set`, a command separator, a prompt (`$ TOKEN=… cmd`).
+#: Not `(` or `,` or `&`: a call's keyword arguments and a URL's query are judged by look.
+_SHELL_BEFORE: Final = re.compile(
+    r"(?:(?:;|&&|\|\||(?<![\w$])\$)[ \t]{1,4}|(?<![\w-])(?:export|declare[ \t]{1,4}-x|local"
+    r"|readonly|env|set|setx|ENV|ARG|-e|--env|--build-arg|--set|--set-string)[ \t]{1,4})$"
+)
+_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,80}")
+_PROPERTY_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,120}")
+#: The part before a trailing `KEY` that makes it a credential's name (`API_KEY`,
+#: `STRIPE_SECRET_KEY`), not a sort key's or a cache key's.
+_KEY_QUALIFIERS: Final = frozenset({
+    "api", "access", "secret", "private", "master", "license", "licence", "client", "app",
+    "service", "account", "encryption", "signing", "admin", "root", "deploy", "auth",
+    "subscription", "write", "read", "server", "consumer", "integration", "management",
+    "webhook", "ingest", "ingestion", "sdk", "project", "org", "personal", "live", "prod",
+})
+
+
+def _strict_name(name: str, cls: str) -> bool:
+    """A name that says its value is a credential outright: it ends in the secret's word.
+
+    (`AUTH_SERVER`, `SORT_KEY` name a class of thing but not the credential itself.)
+    """
+    parts = [p.lower() for p in _PARTS.findall(name)]
+    last = parts[-1]
+    if cls == "password":
+        return last in _PASSWORD_PARTS or last.startswith("passw")
+    if last in _SECRET_PARTS:
+        return True
+    return last in _KEY_PARTS and len(parts) > 1 and parts[-2] in _KEY_QUALIFIERS
+
+
+def _assigned_in_shell(text: str, s: int, e: int, gap: str) -> bool:
+    """`NAME=value` as a shell command line, an env file or a properties file writes it."""
+    if gap not in ("=", '="', "='"):
+        return False
+    if s == 0 or text[s - 1] == "\n":  # an env file (`.env`, `KEY=…`) or a properties file
+        return _PROPERTY_NAME.fullmatch(text, s, e) is not None
+    if _ENV_NAME.fullmatch(text, s, e) is None:
+        return False
+    ws = max(0, s - 48)  # bounded: a long line of names costs each name 48 characters
+    return _SHELL_BEFORE.search(text[text.rfind("\n", ws, s) + 1 or ws : s]) is not None
+
+
+def shell_literal(value: str) -> bool:
+    """Whether `value`, assigned to a credential's name in a shell, is a literal credential.
+
+    The name says what the value is, so its look is not judged: a weak password (`pass456`), a
+    provider's key with a filler body, a connection string. What is left is what a shell would
+    not store as written (a reference, a substitution, a template, a mask), a path, a value
+    cut short for display, and the stock placeholder words.
+    """
+    if len(value) < 6 or MARKER_PREFIX in value:
+        return False
+    if value[0] in "$%{<[*&@!" or "$(" in value or "${" in value or "`" in value:
+        return False
+    if value.endswith(("...", "\u2026")) or value.strip("*xX.-_#0") == "":
+        return False
+    if value.startswith(("~/", "./", "../")) or (value[0] == "/" and value[1:2] != "/"):
+        return False
+    if _PLACEHOLDER_WORDS.match(value) or (_REFERENCE.match(value) and "_" in value):
+        return False
+    if _CALL.match(value) or _DOTTED.fullmatch(value) or _MEMBER_EXPR.match(value):
+        return False  # code at a line's start (`password=getpass.getpass()`), not a shell
+    return _STEM_IN.search(value) is None  # `token=token`, `password=$password`: a name
+
+
 def _spaced_value(cls: str, text: str, start: int) -> bool:
     m = _UNQUOTED.match(text, start)
     if m is None:
@@ -300,7 +373,13 @@ def _scan_named(text: str, lowered: str, out: Raw) -> None:
         # A name inside a value already read is part of that value: every character is read
         # in one value at most (`token=token=…` would otherwise cost its length squared).
         until = ve
-        if _STEM_IN.search(text, vs, ve) is None and credential_value(cls, text[vs:ve]):
+        value = text[vs:ve]
+        if _strict_name(text[s:e], cls) and _assigned_in_shell(text, s, e, gap.group(0)):
+            # (a value cut short for display, `ghp_abc...`, ends where the dots begin)
+            judged = shell_literal(value) and not text.startswith(("..", "\u2026"), ve)
+        else:
+            judged = _STEM_IN.search(value) is None and credential_value(cls, value)
+        if judged:
             out.append((vs, ve, PRIORITY, "password" if cls == "password" else "named-secret"))
 
 

@@ -69,6 +69,36 @@ def test_what_only_sounds_like_a_secret_is_left(text: str) -> None:
     assert redact(text) == (text, []), redact(text)[0]
 
 
+@pytest.mark.parametrize("text, secret", [
+    ("export DB_PASSWORD=pass456 && ./migrate", "pass456"),
+    ("docker run --rm -e API_TOKEN=nonprod12 app:latest", "nonprod12"),
+    ("STRIPE_SECRET_KEY=sk_test_aaaaaaaaaaaaaaaaaaaaaaaa\nDEBUG=1\n",
+     "sk_test_aaaaaaaaaaaaaaaaaaaaaaaa"),
+    ("spring.datasource.password=d7N8bs\n", "d7N8bs"),
+    ("ENV AUTH_TOKEN=truffle-dev\nRUN make", "truffle-dev"),
+    ("$ export TOKEN=jdbc:mysql://host:3306/db", "jdbc:mysql://host:3306/db"),
+])
+def test_a_shell_assignment_to_a_credential_name_is_redacted_whatever_it_looks_like(
+    text: str, secret: str,
+) -> None:
+    out, found = redact(text)
+    assert found and secret not in out, out
+
+
+@pytest.mark.parametrize("text", [
+    'export API_KEY="${API_KEY}"',
+    "export SORT_KEY=created_at",
+    "export GITHUB_TOKEN=ghp_abc... (the rest is in 1Password)",
+    "export SSH_KEY=~/.ssh/id_ed25519",
+    "AUTH_SERVER=https://auth.example.com",
+    "export TOKEN=changeme",
+    "export GITHUB_TOKEN=GH_PAT_FROM_CI",
+    "password=config.db_password",
+])
+def test_a_shell_assignment_of_a_reference_is_left(text: str) -> None:
+    assert redact(text) == (text, []), redact(text)[0]
+
+
 def test_names_are_read_by_their_parts() -> None:
     assert name_class("DB_PASSWORD") == "password"
     assert name_class("apiKey") == "key" and name_class("AUTH0_CLIENT_SECRET") == "secret"

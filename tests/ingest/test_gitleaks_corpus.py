@@ -99,7 +99,9 @@ def test_each_rule_leaves_its_false_positives_alone(rule_id: str) -> None:
 #: after `=` or alone (`sumOfExposures = 3Kof2Vff…`, `rookTable = 0023452Lllk…`, a blob
 #: holding `AKCp`), tokens named as tokens in the wrong vendor's format (six
 #: `telegram_api_token = "…"`), a Mailchimp-shaped key, a CloudFront signature, a Freenet key.
-MAX_REDACTED_FALSE_POSITIVES = 52
+#: Two are a shell or env file assigning a credential's name a filler-bodied value
+#: (`PERPLEXITY_API_KEY=pplx-xxxx…`): there any literal is taken (funes.ingest.contexts).
+MAX_REDACTED_FALSE_POSITIVES = 54
 
 
 def test_false_positives_mostly_stay_clean() -> None:
