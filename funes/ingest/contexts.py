@@ -374,9 +374,10 @@ def _scan_named(text: str, lowered: str, out: Raw) -> None:
         # in one value at most (`token=token=…` would otherwise cost its length squared).
         until = ve
         value = text[vs:ve]
+        if value.endswith(("..", "\u2026")) or text.startswith(("..", "\u2026"), ve):
+            continue  # cut short for display (`ghp_abc...`, a doc's `verify_token="eyJh…..."`)
         if _strict_name(text[s:e], cls) and _assigned_in_shell(text, s, e, gap.group(0)):
-            # (a value cut short for display, `ghp_abc...`, ends where the dots begin)
-            judged = shell_literal(value) and not text.startswith(("..", "\u2026"), ve)
+            judged = shell_literal(value)
         else:
             judged = _STEM_IN.search(value) is None and credential_value(cls, value)
         if judged:
