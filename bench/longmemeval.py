@@ -176,8 +176,25 @@ class Scores:
     per_question: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def add(self, qid: str, ranked_sessions: Sequence[str], ranked_turns: Sequence[str],
-            gold: Gold) -> None:
-        """Score one question's ranking (chunk hits already mapped to ids, in rank order)."""
+            gold: Gold, copies: Sequence[Sequence[str]] | None = None) -> None:
+        """Score one question's ranking (chunk hits already mapped to ids, in rank order).
+
+        `copies`, aligned with `ranked_sessions`, holds for each hit the sessions of the
+        identical passages recall folded into it (`Hit.copies`): LongMemEval repeats evidence
+        turns word for word under other session ids, and which copy leads is the tie-break
+        of equal scores. With it, `r1_copies`/`r5_copies` count a hit as found when its own
+        session or a copy's is gold (one slot per hit whose own session is new), as the
+        day-zero bench counts them; `r1`/`r5` stay the strict figures.
+        """
+        if copies is not None:
+            seen_own: set[str] = set()
+            slots: list[set[str]] = []
+            for own, extra in zip(ranked_sessions, copies, strict=True):
+                if own not in seen_own:
+                    seen_own.add(own)
+                    slots.append({own, *extra})
+            found = [bool(slot & gold.sessions) for slot in slots]
+            copy_row = {"r1_copies": float(any(found[:1])), "r5_copies": float(any(found[:5]))}
         sessions = dedup(ranked_sessions)
         turns = dedup(ranked_turns)
 
@@ -194,6 +211,8 @@ class Scores:
         if gold.turns:
             row["turn_r10"] = any_in(turns, 10, gold.turns)
             self.turn_r10.append(row["turn_r10"])
+        if copies is not None:
+            row.update(copy_row)
         self.per_question[qid] = row
 
     def summary(self) -> dict[str, float]:

@@ -35,13 +35,19 @@ import longmemeval as lme
 
 from funes import api
 
-METRICS = ("r1", "r5", "turn_r10")
-BASELINE = "previous defaults (round three: fusion + recency + speaker, depth 1)"
-#: (label, api.recall keyword arguments)
+#: `r1_copies`/`r5_copies` also count a hit whose identical copy (`Hit.copies`) is in a gold
+#: session (lme.Scores.add): the pooled oracle repeats evidence turns under other ids.
+METRICS = ("r1", "r5", "turn_r10", "r1_copies", "r5_copies")
+BASELINE = "previous defaults (round four: an advice request's BM25 share 0.4)"
+#: (label, api.recall keyword arguments; `_constants` sets funes.retrieval.recall's module
+#: constants for the run, for a lever that is a constant rather than an option)
 VARIANTS: list[tuple[str, dict[str, Any]]] = [
-    (BASELINE, {"depth": 1}),
-    ("+ depth 2 (twice the candidates, scaled on the first; the default now)", {"depth": 2}),
+    (BASELINE, {"_constants": {"ADVICE_BM25_WEIGHT": 0.4}}),
+    ("advice request's BM25 share 0.1 (the default now)", {}),
+    ("BM25 alone", {"bm25": True, "vector": False}),
+    ("vectors alone", {"bm25": False, "vector": True}),
 ]
+
 @dataclass
 class Run:
     """Per-question scores of one variant on one dataset."""
@@ -54,6 +60,22 @@ class Run:
 def run_variant(settings: Any, label: str, kwargs: dict[str, Any],
                 plan: Sequence[tuple[lme.Entry, Any]]) -> Run:
     """Score `api.recall(**kwargs)` on every (question, memory) pair."""
+    from funes.retrieval import recall as pipeline
+
+    kwargs = dict(kwargs)
+    constants = kwargs.pop("_constants", {})
+    saved = {name: getattr(pipeline, name) for name in constants}
+    for name, value in constants.items():
+        setattr(pipeline, name, value)
+    try:
+        return _run(settings, label, kwargs, plan)
+    finally:
+        for name, value in saved.items():
+            setattr(pipeline, name, value)
+
+
+def _run(settings: Any, label: str, kwargs: dict[str, Any],
+         plan: Sequence[tuple[lme.Entry, Any]]) -> Run:
     scores = lme.Scores()
     t0 = time.perf_counter()
     for entry, repo in plan:
@@ -63,7 +85,8 @@ def run_variant(settings: Any, label: str, kwargs: dict[str, Any],
                             budget_ms=0, **kwargs)
         ranked = [(h.row["session_id"], h.row["turn_id"]) for h in result.hits]
         scores.add(entry["question_id"], [s for s, _ in ranked], [t for _, t in ranked if t],
-                   lme.gold_of(entry))
+                   lme.gold_of(entry),
+                   copies=[[str(c["session_id"]) for c in h.copies] for h in result.hits])
     return Run(label, scores.per_question, time.perf_counter() - t0)
 
 
@@ -123,7 +146,8 @@ def _niced() -> str:
 def _variants(lexical: bool) -> list[tuple[str, dict[str, Any]]]:
     """Every lever on the signals the memories have (`--lexical`: BM25 alone)."""
     if lexical:
-        return [(label, {**kwargs, "vector": False}) for label, kwargs in VARIANTS]
+        return [(label, {**kwargs, "vector": False}) for label, kwargs in VARIANTS
+                if kwargs.get("vector", True) and kwargs.get("bm25", True)]
     return list(VARIANTS)
 
 

@@ -63,10 +63,11 @@ RRF_K = 60
 #: Share of BM25 in the fused score of two signals; the vector similarity has the rest.
 BM25_WEIGHT = 0.4
 #: BM25's share when the question asks for advice (funes.retrieval.intent): its words name a
-#: need, and the passage that answers it says the user's situation in other words. Kept at
-#: BM25_WEIGHT until measured on both benches (day zero at 0.2: hit@1 69 → 71, preference
-#: 4 → 6 of 20; the pooled oracle was not re-embedded in time to check it).
-ADVICE_BM25_WEIGHT = 0.4
+#: need, and the passage that answers it says the user's situation in other words, which the
+#: vector similarity reaches and BM25 does not. Pooled LongMemEval oracle, preference
+#: questions (29 of 30 are advice requests): R@5 0.367 → 0.500 at 0.1 (0.400 at 0.2, 0.500
+#: at 0.0), no other question touched (bench/results/recall-levers.md, round five).
+ADVICE_BM25_WEIGHT = 0.1
 #: Weight of recency in the final score: at most this fraction of a passage's score depends on
 #: its age, so recency orders near-equals but never buries an old passage that is the answer.
 RECENCY_WEIGHT = 0.10

@@ -42,7 +42,8 @@ SEMANTIC = [("meaning", 0.70), ("words", 0.62), ("mid", 0.50), ("low", 0.45)]
 
 def test_a_lower_bm25_weight_lets_the_vector_lead() -> None:
     even = core.fuse(LEXICAL, SEMANTIC, head=4)
-    vector_led = core.fuse(LEXICAL, SEMANTIC, head=4, bm25_weight=0.1)
+    # an advice request's share (recall.retrieve): the vector's best passage leads
+    vector_led = core.fuse(LEXICAL, SEMANTIC, head=4, bm25_weight=core.ADVICE_BM25_WEIGHT)
     assert max(even, key=even.__getitem__) == "words"
     assert max(vector_led, key=vector_led.__getitem__) == "meaning"
     assert core.fuse(LEXICAL, SEMANTIC, head=4, bm25_weight=core.BM25_WEIGHT) == even
