@@ -7,6 +7,8 @@ value's code shape, not by finding anything themselves.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from typing import Final
 
@@ -63,6 +65,44 @@ def _code_value(text: str, start: int, end: int) -> bool:
     return not digits and _word_letters(value) * 2 > letters
 
 
+#: The key types an OpenSSH public key's wire encoding starts with (RFC 4253 §6.6, RFC 5656,
+#: RFC 8709, OpenSSH's PROTOCOL.u2f and certificate types).
+_SSH_KEY_TYPE: Final = re.compile(
+    rb"(?:ssh-(?:ed25519|ed448|rsa|dss)|ecdsa-sha2-nistp(?:256|384|521)"
+    rb"|sk-(?:ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com)(?:-cert-v01@openssh\.com)?"
+)
+
+
+def ssh_public_key(value: str) -> bool:
+    """An OpenSSH public key's base64 body (`AAAAC3NzaC1lZDI1NTE5…`): public, not a secret.
+
+    Known by its structure, not its look: decoded, it starts with a 4-byte length and that many
+    bytes naming a key type. Transcripts hold these (authorized_keys, deploy keys, `ssh-keygen`
+    output), and they look as random as any token.
+    """
+    if not value.startswith("AAAA") or len(value) < 40:
+        return False
+    head = value[:64]
+    try:
+        raw = base64.b64decode(head[: len(head) // 4 * 4], validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    n = int.from_bytes(raw[:4], "big")
+    name = raw[4 : 4 + n]
+    return 7 <= n <= 40 and len(name) == n and _SSH_KEY_TYPE.fullmatch(name) is not None
+
+
+_KEY_LINE: Final = re.compile(
+    r"(?:(?:ssh|ecdsa|sk)-[a-z0-9@.-]{3,60}[ \t]{1,4})?(?P<blob>AAAA[A-Za-z0-9+/]{36,})"
+)
+
+
+def _public_key_line(value: str) -> bool:
+    """The blob alone, or an authorized_keys line's `type blob` taken as one value."""
+    m = _KEY_LINE.match(value)
+    return m is not None and ssh_public_key(m.group("blob"))
+
+
 def vetoed(text: str, start: int, end: int, kind: str) -> bool:
     """Whether a raw finding is not a secret after all.
 
@@ -81,6 +121,8 @@ def vetoed(text: str, start: int, end: int, kind: str) -> bool:
         return True
     if kind in ("high-entropy", "generic-api-key") and _encoded_text(text[start:end]):
         return True  # base64 of text: a protocol's sample nonce (`Sec-WebSocket-Key: dGhl…`)
+    if _public_key_line(text[start : min(end, start + 256)]):
+        return True
     if kind not in ("secret", "high-entropy", "generic-api-key", "named-secret", "random-token"):
         return False
     m = _NAME_BEFORE.search(text, max(0, start - 72), start)

@@ -227,3 +227,31 @@ def test_adversarial_64kb_stays_linear(text: str) -> None:
     start = time.process_time()
     redact(text)
     assert time.process_time() - start < 5.0
+
+
+ED25519 = "AAAAC3NzaC1lZDI1NTE5AAAAIG4rT3vTt99Ox5kndS4HmgTrKBT8SKzhK4rhGkEVGlCI"
+RSA = ("AAAAB3NzaC1yc2EAAAADAQABAAABgQDM7gQq1eGZqFq8XfHh3kV0yJ3d3Vh8mYB1rQ5n2xXq9Lw4yZb5Nf"
+       "0cKXH8v3QmW2kR7tYp1sG6jL4nD9aE0uF5bC3hM2xZ7wV")
+
+
+@pytest.mark.parametrize("text", [
+    f"ssh-ed25519 {ED25519} deploy@ci",
+    f"Add this to ~/.ssh/authorized_keys on the box:\n\nssh-rsa {RSA} me@laptop\n",
+    f'deploy_key: "ssh-ed25519 {ED25519} ci@example"',
+    f"The server's host key is {ED25519}, pinned in known_hosts.",
+])
+def test_an_ssh_public_key_is_public(text: str) -> None:
+    """Every engine leaves a public key: its blob decodes to a key type's wire encoding."""
+    from funes.ingest.engines import redact_texts
+
+    assert redact_texts([text])[0] == (text, [])
+
+
+def test_a_random_value_dressed_as_a_key_type_is_still_redacted() -> None:
+    from funes.ingest.vetoes import ssh_public_key
+
+    assert ssh_public_key(ED25519) and ssh_public_key(RSA)
+    # `AAAA` + base64 that does not decode to a length-prefixed key type name
+    assert not ssh_public_key("AAAAQk9H9xq7Lm2Vn3Rt9Wz4YbHc6JdPe5Gs0Ua1XoKw8Pz")
+    out, found = redact("the new token is AAAAQk9H9xq7Lm2Vn3Rt9Wz4YbHc6JdPe5Gs0Ua1XoKw8Pz ok")
+    assert found and "Qk9H9xq7" not in out
