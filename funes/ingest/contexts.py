@@ -13,7 +13,6 @@ write a credential down that says plainly what it is:
   says what it is (a digest's name says *hash*, *sha*, *checksum*: those are left);
 * **a name and its value in two fields**: Kubernetes and ECS environment lists (``- name:
   OKTA_API_TOKEN`` then ``value: "…"``; ``{"name": "…", "value": "…"}``);
-* **passwords glued to a client's flag**: ``mysql -p'…'``/``-p…``, ``sshpass -p …``;
 * **a shell, env or properties assignment to a credential's name** (`export DB_PASSWORD=…`,
   `docker run -e API_TOKEN=…`, `ENV AUTH_TOKEN=…`, `DB_PASSWORD=…` at a line's start): the
   syntax stores the literal as written, so any literal is taken, weak or filler-bodied, and
@@ -130,14 +129,6 @@ _PAIR_JSON: Final = re.compile(
     r"\\?\"name\\?\"[ \t]{0,4}:[ \t]{0,4}\\?\"(?P<n>[A-Za-z_][A-Za-z0-9_.-]{0,80})\\?\"[ \t]{0,4},"
     r"[ \t\r\n]{0,40}\\?\"value\\?\"[ \t]{0,4}:[ \t]{0,4}(?P<q>\\?\")"
 )
-#: Passwords glued to a database client's `-p`, or sshpass's `-p`.
-_MYSQL_P: Final = re.compile(
-    r"(?<![\w-])-p(?P<q>\\?[\"']?)(?P<v>(?!assword)[^\s\"'\\]{4,128})(?P=q)(?=[\s;|&)]|$)"
-)
-_SSHPASS_P: Final = re.compile(
-    r"\bsshpass[ \t]{1,4}-p[ \t]{0,4}(?P<q>\\?[\"']?)(?P<v>[^\s\"'\\]{1,128})(?P=q)"
-)
-_MYSQL_CLIENTS: Final = re.compile(r"\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b")
 #: A credential header's value, whole: up to the space, quote or backslash that ends it.
 _AUTH_HEADER: Final = re.compile(
     r"(?i:\b(?:proxy-)?authorization)\\?[\"']?[ \t]{0,3}[:=][ \t]{0,3}\\?[\"']?"
@@ -396,22 +387,6 @@ def _scan_pairs(text: str, out: Raw) -> None:
                             "named-secret"))
 
 
-def _scan_flags(text: str, lowered: str, out: Raw) -> None:
-    if "sshpass" in lowered:
-        for m in _SSHPASS_P.finditer(text):
-            if not _placeholder(m.group("v")):
-                out.append((m.start("v"), m.end("v"), PRIORITY, "password"))
-    done = 0  # each line is read once, however many clients it names
-    for client in _MYSQL_CLIENTS.finditer(lowered):
-        if client.end() < done:
-            continue
-        line_end = lowered.find("\n", client.end())
-        done = line_end = len(text) if line_end < 0 else line_end
-        for m in _MYSQL_P.finditer(text, client.end(), line_end):
-            if not _placeholder(m.group("v")):
-                out.append((m.start("v"), m.end("v"), PRIORITY, "password"))
-
-
 def _scan_headers(text: str, out: Raw) -> None:
     for m in _AUTH_HEADER.finditer(text):
         value = m.group("v")
@@ -444,13 +419,11 @@ def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
     `lowered` is `text` lowercased; `present` the words redaction's keyword pass found.
     """
     if (present.isdisjoint(_STEMS) and "authorization" not in present
-            and "mysql" not in lowered and "mariadb" not in lowered and "AAAAAAAAAA" not in text):
+            and "AAAAAAAAAA" not in text):
         return
     _scan_named(text, lowered, out)
     if "value" in lowered and "name" in lowered:
         _scan_pairs(text, out)
-    if "-p" in text:
-        _scan_flags(text, lowered, out)
     if "authorization" in lowered:
         _scan_headers(text, out)
     if "." in text:

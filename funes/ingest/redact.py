@@ -46,7 +46,16 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Final
 
-from funes.ingest import completion, contexts, detectors, gitleaks, markers, structured, vetoes
+from funes.ingest import (
+    clients,
+    completion,
+    contexts,
+    detectors,
+    gitleaks,
+    markers,
+    structured,
+    vetoes,
+)
 from funes.model.turns import Block, Turn
 
 __all__ = [
@@ -850,7 +859,7 @@ def _words() -> gitleaks.Keywords:
     """Every word redaction's prefilter looks for: detector anchors, key words, rule keywords."""
     return gitleaks.Keywords(
         {k for det in DETECTORS for k in det.keys} | set(_KEY_WORDS)
-        | set(gitleaks.rules().by_keyword) | detectors.ANCHORS
+        | set(gitleaks.rules().by_keyword) | detectors.ANCHORS | clients.ANCHORS
     )
 
 
@@ -894,6 +903,8 @@ def _scan_once(text: str) -> list[Finding]:
         _scan_k8s_secrets(text, raw)
     _scan_assignments(text, lowered, raw, present)
     contexts.scan(text, lowered, present, raw)  # forms the assignments miss (contexts.py)
+    if not present.isdisjoint(clients.ANCHORS):
+        clients.scan(text, lowered, raw)  # passwords on a client's command line
     for start, end, rule in gitleaks.rules().scan(text, lowered, present):
         if MARKER_PREFIX in text[start:end]:  # a rule reading a marker as a value
             continue

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from funes.ingest import contexts, gitleaks
+from funes.ingest import clients, contexts, gitleaks
 from funes.ingest.redact import DETECTORS, redact
 from tests.support.adversarial import FAMILIES, every_keyword, family_texts
 
@@ -78,9 +78,12 @@ def _patterns() -> Iterator[tuple[str, str]]:
             yield "global allowlist", allow.regexes.pattern
     for det in DETECTORS:
         yield f"detector {det.kind}", det.pattern.pattern
-    for name, value in vars(contexts).items():
-        if isinstance(value, re.Pattern):
-            yield f"contexts.{name}", value.pattern
+    for module in (contexts, clients):
+        for name, value in vars(module).items():
+            if isinstance(value, re.Pattern):
+                yield f"{module.__name__}.{name}", value.pattern
+    for i, flag in enumerate(clients._FLAGS):
+        yield f"clients._FLAGS[{i}]", flag.pattern
 
 
 def test_no_rule_allowlist_or_detector_repeats_without_bound() -> None:

@@ -67,10 +67,10 @@ OWN_WORDS: tuple[str, ...] = (
 
 def every_keyword(extra: Iterable[str] = ()) -> list[str]:
     """Every rule keyword and every word funes's own detectors start from."""
-    from funes.ingest import gitleaks
+    from funes.ingest import clients, gitleaks
 
     words = {kw for rule in gitleaks.rules().rules for kw in rule.keywords}
-    return sorted(words | set(OWN_WORDS) | set(extra))
+    return sorted(words | set(OWN_WORDS) | set(clients.ANCHORS) | set(extra))
 
 
 def family_texts(keywords: Iterable[str], size: int) -> dict[str, str]:
