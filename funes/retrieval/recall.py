@@ -65,8 +65,9 @@ BM25_WEIGHT = 0.4
 #: BM25's share when the question asks for advice (funes.retrieval.intent): its words name a
 #: need, and the passage that answers it says the user's situation in other words, which the
 #: vector similarity reaches and BM25 does not. Pooled LongMemEval oracle, preference
-#: questions (29 of 30 are advice requests): R@5 0.367 → 0.500 at 0.1 (0.400 at 0.2, 0.500
-#: at 0.0), no other question touched (bench/results/recall-levers.md, round five).
+#: questions (29 of 30 are advice requests): R@5 0.367 → 0.467 at 0.1, no other question
+#: touched; day zero (1,000 sessions, embedded): preference hit@1 4 → 6 of 20, hit@1 / hit@5
+#: 69 / 86 → 71 / 87 (bench/results/recall-levers.md round five, bench/results/day0.md).
 ADVICE_BM25_WEIGHT = 0.1
 #: Weight of recency in the final score: at most this fraction of a passage's score depends on
 #: its age, so recency orders near-equals but never buries an old passage that is the answer.
