@@ -14,7 +14,9 @@ ingest stores a block (base64 elision, then redaction) in three contexts:
 
 A secret is *caught* in a context when the stored text no longer holds it; a *partial residue*
 is a context where the secret was cut but a 16-character piece of it is still there (half a
-secret is still a leak). Figures are per source; the families missed most are listed.
+secret is still a leak). Figures are per source; the families missed most are listed. The two
+constructed contexts are also given per distinct value (`measure_distinct`), since a suite
+may repeat one value in many payloads.
 """
 
 from __future__ import annotations
@@ -139,6 +141,25 @@ def measure(samples: list[dict[str, Any]], skip_placeholders: bool = False) -> d
     return report
 
 
+def measure_distinct(samples: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """After TOKEN= and alone in a sentence, each distinct value once per source.
+
+    Those two contexts are the same input for every repeat of a value, and a suite may repeat
+    one value many times (detect-secrets' SoftLayer tests put `abcd1234…` in 49 payloads), so
+    the per-sample figure weighs a value by how often its suite reuses it. Both are printed.
+    """
+    values: dict[str, set[str]] = collections.defaultdict(set)
+    for s in samples:
+        values[s["source"]].update(s["secrets"])
+    out: dict[str, dict[str, Any]] = {}
+    for src, secrets in sorted(values.items()):
+        token = sum(v not in stored(token_context(v)) for v in secrets)
+        prose = sum(v not in stored(SENTENCE.format(v)) for v in secrets)
+        out[src] = {"values": len(secrets), "token": round(token / len(secrets), 3),
+                    "prose": round(prose / len(secrets), 3)}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--samples", type=Path, default=DEFAULT_SAMPLES)
@@ -156,6 +177,7 @@ def main() -> None:
     report["upstream"] = data["upstream"]
     real = measure(data["samples"], skip_placeholders=True)
     report["without_placeholders"] = real["sources"]
+    report["distinct_values"] = measure_distinct(data["samples"])
     if args.json:
         print(json.dumps(report, indent=1))
         return
@@ -163,6 +185,9 @@ def main() -> None:
         print(f"== {src}, placeholder-shaped test values left out: {r['secrets']} secrets  own "
               f"text {r['own']:.3f}  after TOKEN= {r['token']:.3f}  alone in a sentence "
               f"{r['prose']:.3f}  partial residues {r['partial_residues']}")
+    for src, d in report["distinct_values"].items():
+        print(f"== {src}, each distinct value once: {d['values']} values  after TOKEN= "
+              f"{d['token']:.3f}  alone in a sentence {d['prose']:.3f}")
     for src, r in report["sources"].items():
         up = data["upstream"].get(src, {})
         print(f"== {src}@{up.get('commit', '?')[:12]}: {r['secrets']} secrets  own text "
