@@ -227,7 +227,8 @@ def credential_value(cls: str, value: str) -> bool:
 #: Not `(` or `,` or `&`: a call's keyword arguments and a URL's query are judged by look.
 _SHELL_BEFORE: Final = re.compile(
     r"(?:(?:;|&&|\|\||(?<![\w$])\$)[ \t]{1,4}|(?<![\w-])(?:export|declare[ \t]{1,4}-x|local"
-    r"|readonly|env|set|setx|ENV|ARG|-e|--env|--build-arg|--set|--set-string)[ \t]{1,4})$"
+    r"|readonly|env|set|setx|ENV|ARG|-e)[ \t]{1,4}"
+    r"|(?<![\w-])--(?:env|build-arg|set|set-string)(?:[ \t]{1,4}|=))$"
 )
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,80}")
 _PROPERTY_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,120}")

@@ -72,6 +72,8 @@ def test_what_only_sounds_like_a_secret_is_left(text: str) -> None:
 @pytest.mark.parametrize("text, secret", [
     ("export DB_PASSWORD=pass456 && ./migrate", "pass456"),
     ("docker run --rm -e API_TOKEN=nonprod12 app:latest", "nonprod12"),
+    ("docker run --env=DB_PASSWORD=pass4567 --rm app", "pass4567"),
+    ("helm upgrade app ./chart --set AUTH_TOKEN=truffle-dev", "truffle-dev"),
     ("STRIPE_SECRET_KEY=sk_test_aaaaaaaaaaaaaaaaaaaaaaaa\nDEBUG=1\n",
      "sk_test_aaaaaaaaaaaaaaaaaaaaaaaa"),
     ("spring.datasource.password=d7N8bs\n", "d7N8bs"),
