@@ -185,15 +185,18 @@ def _placeholder(value: str) -> bool:
             or value.strip("*") == "")
 
 
+def _code(value: str) -> bool:
+    """A call, a dotted name, or attribute access then an operator: an expression, not a value."""
+    return bool(_CALL.match(value) or _DOTTED.fullmatch(value) or _MEMBER_EXPR.match(value))
+
+
 def _not_a_value(value: str) -> bool:
     """A placeholder, code, a path, a URL, a marker: what a name is followed by in code."""
     if _placeholder(value) or "://" in value:
         return True
     if value.startswith(("~/", "./", "../")) or (value[0] == "/" and value.count("/") > 1):
         return True
-    if _CALL.match(value) or _DOTTED.fullmatch(value) or _MEMBER_EXPR.match(value):
-        return True
-    if _PLACEHOLDER_WORDS.match(value) or _REFERENCE.match(value):
+    if _code(value) or _PLACEHOLDER_WORDS.match(value) or _REFERENCE.match(value):
         return True
     return _VERSIONISH.fullmatch(value) is not None or len(set(value)) < 4
 
@@ -273,20 +276,18 @@ def shell_literal(value: str) -> bool:
 
     The name says what the value is, so its look is not judged: a weak password (`pass456`), a
     provider's key with a filler body, a connection string. What is left is what a shell would
-    not store as written (a reference, a substitution, a template, a mask), a path, a value
-    cut short for display, and the stock placeholder words.
+    not store as written (a reference, a substitution, a template, a mask), a path, code, and
+    the stock placeholder words (a value cut short for display is left by the caller).
     """
-    if len(value) < 6 or MARKER_PREFIX in value:
+    if len(value) < 6 or _placeholder(value) or value[0] == "*":
         return False
-    if value[0] in "$%{<[*&@!" or "$(" in value or "${" in value or "`" in value:
-        return False
-    if value.endswith(("...", "\u2026")) or value.strip("*xX.-_#0") == "":
+    if "$(" in value or "${" in value or "`" in value or value.strip("*xX.-_#0") == "":
         return False
     if value.startswith(("~/", "./", "../")) or (value[0] == "/" and value[1:2] != "/"):
         return False
     if _PLACEHOLDER_WORDS.match(value) or (_REFERENCE.match(value) and "_" in value):
         return False
-    if _CALL.match(value) or _DOTTED.fullmatch(value) or _MEMBER_EXPR.match(value):
+    if _code(value):
         return False  # code at a line's start (`password=getpass.getpass()`), not a shell
     return _STEM_IN.search(value) is None  # `token=token`, `password=$password`: a name
 

@@ -93,7 +93,7 @@ def ssh_public_key(value: str) -> bool:
 
 
 _KEY_LINE: Final = re.compile(
-    r"(?:(?:ssh|ecdsa|sk)-[a-z0-9@.-]{3,60}[ \t]{1,4})?(?P<blob>AAAA[A-Za-z0-9+/]{36,})"
+    r"(?:(?:ssh|ecdsa|sk)-[a-z0-9@.-]{3,60}[ \t]{1,4})?(?P<blob>AAAA[A-Za-z0-9+/]{36,252})"
 )
 
 

@@ -32,3 +32,19 @@ def test_table_reports_each_type_against_the_baseline() -> None:
     text = "\n".join(lines)
     assert "| variant | all (n=3) | a (n=2) | b (n=1) |" in text
     assert "| new | 1.000 (+1.000" in text
+
+
+def test_a_hit_counts_for_its_identical_copies_only_in_the_copies_columns() -> None:
+    """`r1_copies` finds the gold session among a hit's folded copies; `r1` stays strict."""
+    import longmemeval as lme
+
+    gold = lme.Gold(frozenset({"gold"}), frozenset())
+    scores = lme.Scores()
+    # the first hit's own session is another's; an identical passage sits in the gold one
+    scores.add("q", ["other", "x", "gold"], [], gold, copies=[["gold"], [], []])
+    row = scores.per_question["q"]
+    assert row["r1"] == 0.0 and row["r1_copies"] == 1.0 and row["r5"] == row["r5_copies"] == 1.0
+    scores.add("q2", ["other", "x"], [], gold, copies=[[], ["y"]])
+    assert scores.per_question["q2"]["r1_copies"] == scores.per_question["q2"]["r5_copies"] == 0.0
+    scores.add("q3", ["other"], [], gold)
+    assert "r1_copies" not in scores.per_question["q3"]

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from funes.ingest import clients, contexts, gitleaks
+from funes.ingest import clients, contexts, gitleaks, vetoes
 from funes.ingest.redact import DETECTORS, redact
 from tests.support.adversarial import FAMILIES, every_keyword, family_texts
 
@@ -78,7 +78,7 @@ def _patterns() -> Iterator[tuple[str, str]]:
             yield "global allowlist", allow.regexes.pattern
     for det in DETECTORS:
         yield f"detector {det.kind}", det.pattern.pattern
-    for module in (contexts, clients):
+    for module in (contexts, clients, vetoes):
         for name, value in vars(module).items():
             if isinstance(value, re.Pattern):
                 yield f"{module.__name__}.{name}", value.pattern
