@@ -39,9 +39,18 @@ from typing import Any
 
 TRUFFLEHOG_COMMIT = "3ab759fef4bb5935d4fe9ac68b503d05346b8364"
 DETECT_SECRETS_COMMIT = "5e141933554a0b74e7341841f318be21e895339c"
+NOSEYPARKER_COMMIT = "2e6e7f36ce36619852532bbe698d8cb7a26d2da7"
+KINGFISHER_COMMIT = "ee7c0db3ef87575768f817820c24736249ffcdef"
 LICENCES = {
     "trufflehog": "AGPL-3.0 (test data read for measurement only, nothing vendored)",
     "detect-secrets": "Apache-2.0 (test data read for measurement only, nothing vendored)",
+    "noseyparker": "Apache-2.0 (rule examples read for measurement only, nothing vendored)",
+    "kingfisher": "Apache-2.0 (rule examples read for measurement only, nothing vendored)",
+}
+#: Where each rules-with-examples scanner keeps its rule files.
+RULE_DIRS = {
+    "noseyparker": "crates/noseyparker/data/default/builtin/rules",
+    "kingfisher": "data/rules",
 }
 
 
@@ -284,8 +293,9 @@ def core(value: str) -> str:
     return value
 
 
-def _secret_parts(text: str, leaves: list[Leaf]) -> list[str]:
-    """The parts of one `want` that are secrets and occur in the input."""
+def _secret_parts(text: str, leaves: list[Leaf], fallback: bool = True) -> list[str]:
+    """The parts of one `want` that are secrets and occur in the input (with `fallback`, the
+    longest part when none looks like a secret)."""
     parts: list[Leaf] = []
     for name, value in leaves:
         if value in text:
@@ -316,7 +326,7 @@ def _secret_parts(text: str, leaves: list[Leaf]) -> list[str]:
         if value.startswith(("http://", "https://")) and not re.search(r"[?&/][^/?&]{16,}", value):
             continue
         out.append(core(value))
-    if not out:
+    if not out and fallback:
         longest = max((v for _, v in parts), key=len, default="")
         if len(longest) >= 8:
             out.append(longest)
@@ -445,6 +455,94 @@ def detect_secrets_samples(repo: Path, commit: str) -> tuple[list[dict[str, Any]
     return samples, stats
 
 
+# ------------------------------------------------------------------------------------------------
+# Rules that carry their own examples (Nosey Parker, Kingfisher)
+# ------------------------------------------------------------------------------------------------
+
+_POSIX = {"alnum": "a-zA-Z0-9", "alpha": "a-zA-Z", "digit": "0-9", "xdigit": "0-9a-fA-F",
+          "upper": "A-Z", "lower": "a-z", "space": r"\s", "punct": r"!-/:-@\[-`{-~",
+          "word": r"\w"}
+_INLINE_FLAGS = re.compile(r"\(\?([imsx]+)\)")
+
+
+def rust_regex(pattern: str) -> re.Pattern[str]:
+    """A Rust `regex` pattern as a Python one, for the subset these rules use.
+
+    Rust allows `(?i)` anywhere and POSIX classes in brackets; Python wants global flags first
+    and has no POSIX classes. Hoisting a mid-pattern flag widens it to the whole pattern, which
+    is fine here: the pattern only has to find its capture in the rule's own example.
+    """
+    flags = "".join(sorted(set("".join(_INLINE_FLAGS.findall(pattern)))))
+    body = _INLINE_FLAGS.sub("", pattern)
+    body = re.sub(r"\[:(\w+):\]", lambda m: _POSIX.get(m.group(1), m.group(0)), body)
+    body = body.replace(r"\z", r"\Z").replace("(?<", "(?P<").replace("(?P<=", "(?<=")
+    body = body.replace("(?P<!", "(?<!")
+    return re.compile((f"(?{flags})" if flags else "") + body)
+
+
+def _rule_secrets(match: re.Match[str]) -> list[str]:
+    """The capture of one example match that is the secret.
+
+    A rule with several captures pairs the secret with what it unlocks (a user, a host, an
+    account name, a key id), and these rules write the secret last: ``user, password``,
+    ``AccountName, AccountKey``, ``Endpoint, Id, Secret``. So the secret is the last capture
+    that is shaped like one (hosts, e-mails and URLs are not).
+    """
+    groups = [g for g in match.groups() if g] or [match.group(0)]
+    if len(groups) == 1:
+        return _secret_parts(match.string, [(None, groups[0])])
+    for group in reversed(groups):
+        found = _secret_parts(match.string, [(None, group)], fallback=False)
+        if found:
+            return found
+    return []
+
+
+#: Rules that find identifiers, not secrets, by their names: buckets, ARNs, domains, user
+#: names, client and account ids, public keys and public tokens.
+NOT_SECRET_RULE = re.compile(
+    r"\b(?:(?:Client|Account|App|Bot|Organization|Project|Tenant|User) ID|Identifier|Bucket"
+    r"|Domain|Resource Name|Username|Recipient|Public)\b"
+)
+
+
+def rule_example_samples(
+    repo: Path, commit: str, source: str
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Each rule's `examples`, with the secret its own pattern captures there."""
+    import yaml
+
+    samples: list[dict[str, Any]] = []
+    stats = {"files": 0, "rules": 0, "identifier_rules": 0, "unparsed_rules": 0,
+             "unmatched_examples": 0, "negatives": 0}
+    for path in _files(repo, commit, RULE_DIRS[source]):
+        if not path.endswith((".yml", ".yaml")):
+            continue
+        stats["files"] += 1
+        doc = yaml.safe_load(_git(repo, "show", f"{commit}:{path}")) or {}
+        for rule in doc.get("rules") or []:
+            stats["rules"] += 1
+            stats["negatives"] += len(rule.get("negative_examples") or [])
+            try:
+                rx = rust_regex(rule["pattern"])
+            except (re.error, KeyError, TypeError):
+                stats["unparsed_rules"] += 1
+                continue
+            family = str(rule.get("id") or rule.get("name") or Path(path).stem)
+            if NOT_SECRET_RULE.search(str(rule.get("name") or "")):
+                stats["identifier_rules"] += 1
+                continue
+            for example in rule.get("examples") or []:
+                m = rx.search(str(example))
+                secrets = _rule_secrets(m) if m else []
+                if not secrets:
+                    stats["unmatched_examples"] += 1
+                    continue
+                samples.append({"source": source, "family": family, "text": str(example),
+                                "secrets": secrets})
+    return samples, stats
+
+
 def _dedupe(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     seen: set[tuple[str, str, tuple[str, ...]]] = set()
     out = []
@@ -459,24 +557,34 @@ def _dedupe(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def main() -> None:
     """Write the samples file."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--trufflehog", type=Path, required=True)
-    parser.add_argument("--detect-secrets", type=Path, required=True)
+    parser.add_argument("--trufflehog", type=Path)
+    parser.add_argument("--detect-secrets", type=Path)
+    parser.add_argument("--noseyparker", type=Path)
+    parser.add_argument("--kingfisher", type=Path)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    th, th_stats = trufflehog_samples(args.trufflehog, TRUFFLEHOG_COMMIT)
-    ds, ds_stats = detect_secrets_samples(args.detect_secrets, DETECT_SECRETS_COMMIT)
-    data = {
-        "upstream": {
-            "trufflehog": {"commit": TRUFFLEHOG_COMMIT, "licence": LICENCES["trufflehog"],
-                           **th_stats},
-            "detect-secrets": {"commit": DETECT_SECRETS_COMMIT,
-                               "licence": LICENCES["detect-secrets"], **ds_stats},
-        },
-        "samples": _dedupe(th + ds),
+    readers = {
+        "trufflehog": (args.trufflehog, TRUFFLEHOG_COMMIT, trufflehog_samples),
+        "detect-secrets": (args.detect_secrets, DETECT_SECRETS_COMMIT, detect_secrets_samples),
+        "noseyparker": (args.noseyparker, NOSEYPARKER_COMMIT,
+                        lambda r, c: rule_example_samples(r, c, "noseyparker")),
+        "kingfisher": (args.kingfisher, KINGFISHER_COMMIT,
+                       lambda r, c: rule_example_samples(r, c, "kingfisher")),
     }
+    upstream: dict[str, Any] = {}
+    samples: list[dict[str, Any]] = []
+    for name, (repo, commit, read) in readers.items():
+        if repo is None:
+            continue
+        got, stats = read(repo, commit)
+        samples += got
+        upstream[name] = {"commit": commit, "licence": LICENCES[name], **stats}
+    if not upstream:
+        parser.error("name at least one scanner checkout (--trufflehog, --detect-secrets, …)")
+    data = {"upstream": upstream, "samples": _dedupe(samples)}
     args.out.write_text(json.dumps(data, indent=1, ensure_ascii=False), "utf-8")
-    counts = {src: sum(s["source"] == src for s in data["samples"]) for src in LICENCES}
-    print(f"wrote {args.out}: {counts}; {data['upstream']}", file=sys.stderr)
+    counts = {src: sum(s["source"] == src for s in data["samples"]) for src in upstream}
+    print(f"wrote {args.out}: {counts}; {upstream}", file=sys.stderr)
 
 
 if __name__ == "__main__":
