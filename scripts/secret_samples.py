@@ -294,8 +294,10 @@ def core(value: str) -> str:
 
 
 def _secret_parts(text: str, leaves: list[Leaf], fallback: bool = True) -> list[str]:
-    """The parts of one `want` that are secrets and occur in the input (with `fallback`, the
-    longest part when none looks like a secret)."""
+    """The parts of one `want` that are secrets and occur in the input.
+
+    With `fallback`, the longest part when none looks like a secret.
+    """
     parts: list[Leaf] = []
     for name, value in leaves:
         if value in text:
@@ -581,7 +583,7 @@ def main() -> None:
         upstream[name] = {"commit": commit, "licence": LICENCES[name], **stats}
     if not upstream:
         parser.error("name at least one scanner checkout (--trufflehog, --detect-secrets, …)")
-    data = {"upstream": upstream, "samples": _dedupe(samples)}
+    data: dict[str, Any] = {"upstream": upstream, "samples": _dedupe(samples)}
     args.out.write_text(json.dumps(data, indent=1, ensure_ascii=False), "utf-8")
     counts = {src: sum(s["source"] == src for s in data["samples"]) for src in upstream}
     print(f"wrote {args.out}: {counts}; {upstream}", file=sys.stderr)
