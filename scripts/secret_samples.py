@@ -482,21 +482,27 @@ def rust_regex(pattern: str) -> re.Pattern[str]:
     return re.compile((f"(?{flags})" if flags else "") + body)
 
 
+_ADDRESS = re.compile(
+    r"(?i)(?:[a-z][a-z0-9+.-]*://\S*|machine\s.*|[^@\s]+@[\w-]+(?:\.[\w-]+)+"
+    r"|(?:[\w-]+\.)*[\w-]+(?:\.[a-z]{2,}|\.\d+)?:\d{1,5}|(?:[\w-]+\.)+[a-z]{2,}|localhost)"
+)
+
+
 def _rule_secrets(match: re.Match[str]) -> list[str]:
     """The capture of one example match that is the secret.
 
     A rule with several captures pairs the secret with what it unlocks (a user, a host, an
-    account name, a key id), and these rules write the secret last: ``user, password``,
-    ``AccountName, AccountKey``, ``Endpoint, Id, Secret``. So the secret is the last capture
-    that is shaped like one (hosts, e-mails and URLs are not).
+    account name, a key id), and these rules write the secret after the user or key id:
+    ``user, password, host``, ``AccountName, AccountKey``, ``Endpoint, Id, Secret``. So the
+    secret is the last capture that is not an address (a URL, host, host:port or e-mail),
+    however weak it looks.
     """
-    groups = [g for g in match.groups() if g] or [match.group(0)]
+    groups = [g.strip("\\\"'") for g in match.groups() if g] or [match.group(0)]
     if len(groups) == 1:
         return _secret_parts(match.string, [(None, groups[0])])
     for group in reversed(groups):
-        found = _secret_parts(match.string, [(None, group)], fallback=False)
-        if found:
-            return found
+        if group and not _ADDRESS.fullmatch(group):
+            return [core(group)]
     return []
 
 
