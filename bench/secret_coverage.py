@@ -79,11 +79,12 @@ def residue(secret: str, out: str) -> bool:
 
 def placeholder_shaped(secret: str) -> bool:
     """A test value no real generator makes: a run of five identical characters (`AKCxxxxx…`,
-    `AKIAZZZZ…`), a short unit repeated (`abcd1234abcd1234…`), or low entropy.
+    `AKIAZZZZ…`), a short unit repeated (`abcd1234abcd1234…`), a typed run (`abcdefgh`,
+    `1234567890`), the RFC's example UUID, or low entropy.
 
     Reported apart: funes leaves placeholders alone on purpose (docs carry `TOKEN=xxxx…`).
     """
-    if re.search(r"(.)\1{4}", secret):
+    if re.search(r"(.)\1{4}", secret) or _run(secret) >= RUN or EXAMPLE_UUID in secret.lower():
         return True
     low = secret.lower()
     n = len(low)
@@ -91,6 +92,28 @@ def placeholder_shaped(secret: str) -> bool:
         if n >= 2 * p and low[p:] [: n * 3 // 4 - p] == low[: n * 3 // 4 - p]:
             return True
     return _entropy(secret) < 2.5
+
+
+#: An ascending or descending run this long (`abcdefgh`, `12345678`, `87654321`) is typed by a
+#: person: a random generator makes one about once in 10^12 values.
+RUN = 8
+#: RFC 4122's example UUID, which every tutorial copies.
+EXAMPLE_UUID = "123e4567-e89b-12d3-a456-426614174000"
+
+
+def _run(value: str) -> int:
+    """The longest run of consecutive characters (a→b→c or 3→2→1), case folded."""
+    best = cur = 1
+    step = 0
+    low = value.lower()
+    for a, b in zip(low, low[1:]):
+        d = ord(b) - ord(a)
+        if d in (1, -1) and a.isalnum() and b.isalnum() and (d == step or cur == 1):
+            cur, step = cur + 1, d
+        else:
+            cur, step = (2, d) if d in (1, -1) and a.isalnum() and b.isalnum() else (1, 0)
+        best = max(best, cur)
+    return best if value else 0
 
 
 def _entropy(value: str) -> float:

@@ -3,7 +3,9 @@ r"""Passwords given to a command-line client on its command line.
 Agents run these in the shell and the transcript keeps the command: `docker login -u ci -p …`,
 `redis-cli -a …`, `mongosh -u admin -p …`, `sqlcmd -U sa -P …`, `ldapsearch -D … -w …`,
 `smbclient -U user%…`, `openssl … -passout pass:…`, `keytool -storepass …`, `zip -P …`,
-`rabbitmqctl add_user NAME …`, `echo … | docker login --password-stdin`. The flag that carries
+`rabbitmqctl add_user NAME …`, `echo … | docker login --password-stdin`, `psexec \\\\host -u
+admin -p …`, PowerShell's `Connect-VIServer -Password …` and `ConvertTo-SecureString '…'
+-AsPlainText`. The flag that carries
 the password is the client's own (docker's `-p` is a port elsewhere, mongo's `-p` a password),
 so each client names its flags, and only its command line is read: from the client's name to
 the end of the line or of the command (`;`, `&&`, `|`).
@@ -53,13 +55,21 @@ _CLIENTS: Final[tuple[tuple[str, str], ...]] = (
     (r"rabbitmqctl", r"(?:add_user|change_password)[ \t]{1,4}[^\s]{1,64}[ \t]{1,4}"),
     (r"mysql|mysqldump|mysqladmin|mariadb|mariadb-dump", r"-p"),
     (r"sshpass", r"-p[ \t]{0,4}"),
+    (r"psexec(?:64)?(?:\.exe)?|paexec(?:\.exe)?", r"-p[ \t]{1,4}"),
+    # PowerShell: parameters are case-insensitive, the client's name is matched lowercased.
+    (r"connect-viserver|connect-ciserver|connect-hcxserver",
+     r"(?i:-password)(?:[ \t]{1,4}|:)"),
+    # The plain text comes first (or after `-String`): `ConvertTo-SecureString 'pw' -AsPlainText`.
+    (r"convertto-securestring", r"(?i:(?<=securestring[ \t])|(?<=-string[ \t]))"),
 )
 #: A word each client's command line holds, lowercased: redaction's keyword pass looks for
 #: them, and only a text holding one is read here.
 ANCHORS: Final = frozenset({
     "login", "redis-cli", "keydb-cli", "valkey-cli", "mongo", "sqlcmd", "bcp", "osql", "isql",
     "ldap", "smbclient", "rpcclient", "smbmap", "crackmapexec", "netexec", "openssl", "keytool",
-    "zip", "7z", "rabbitmqctl", "mysql", "mariadb", "sshpass", "password-stdin",
+    "zip", "7z", "rabbitmqctl", "mysql", "mariadb", "sshpass", "password-stdin", "psexec",
+    "paexec", "connect-viserver", "connect-ciserver", "connect-hcxserver",
+    "convertto-securestring",
 })
 _CLIENT: Final = re.compile(
     r"(?<![\w./-])(?:" + "|".join(f"(?P<c{i}>{c})" for i, (c, _f) in enumerate(_CLIENTS))

@@ -125,6 +125,11 @@ _PAIR_YAML: Final = re.compile(
     r"(?m)^[ \t]{0,40}-?[ \t]{0,8}name:[ \t]{0,4}[\"']?(?P<n>[A-Za-z_][A-Za-z0-9_.-]{0,80})"
     r"[\"']?[ \t]{0,4}\r?\n[ \t]{0,40}value:[ \t]{0,4}(?P<q>[\"']?)"
 )
+#: .NET's `<add key="SmtpPassword" value="…"/>` (appSettings, web.config): the key names it.
+_PAIR_XML: Final = re.compile(
+    r"(?i:\bkey)[ \t]{0,4}=[ \t]{0,4}(?P<kq>[\"'])(?P<n>[A-Za-z_][A-Za-z0-9_.:-]{0,80})(?P=kq)"
+    r"[ \t]{1,8}(?i:value)[ \t]{0,4}=[ \t]{0,4}(?P<q>[\"'])"
+)
 _PAIR_JSON: Final = re.compile(
     r"\\?\"name\\?\"[ \t]{0,4}:[ \t]{0,4}\\?\"(?P<n>[A-Za-z_][A-Za-z0-9_.-]{0,80})\\?\"[ \t]{0,4},"
     r"[ \t\r\n]{0,40}\\?\"value\\?\"[ \t]{0,4}:[ \t]{0,4}(?P<q>\\?\")"
@@ -271,17 +276,24 @@ def _assigned_in_shell(text: str, s: int, e: int, gap: str) -> bool:
     return _SHELL_BEFORE.search(text[text.rfind("\n", ws, s) + 1 or ws : s]) is not None
 
 
-def shell_literal(value: str) -> bool:
+def shell_literal(value: str, quote: str = "") -> bool:
     """Whether `value`, assigned to a credential's name in a shell, is a literal credential.
 
     The name says what the value is, so its look is not judged: a weak password (`pass456`), a
     provider's key with a filler body, a connection string. What is left is what a shell would
     not store as written (a reference, a substitution, a template, a mask), a path, code, and
-    the stock placeholder words (a value cut short for display is left by the caller).
+    the stock placeholder words (a value cut short for display is left by the caller). In
+    single quotes (`quote` is `'`) a shell expands nothing, so `$` and backticks are literal:
+    `'$2b$12$…'`, `'pa$$word1'`.
     """
-    if len(value) < 6 or _placeholder(value) or value[0] == "*":
+    literal = quote == "'"
+    if len(value) < 6 or value[0] == "*" or (
+        _placeholder(value) and not (literal and value[0] == "$" and MARKER_PREFIX not in value)
+    ):
         return False
-    if "$(" in value or "${" in value or "`" in value or value.strip("*xX.-_#0") == "":
+    if not literal and ("$(" in value or "${" in value or "`" in value):
+        return False
+    if value.strip("*xX.-_#0") == "":
         return False
     if value.startswith(("~/", "./", "../")) or (value[0] == "/" and value[1:2] != "/"):
         return False
@@ -370,7 +382,7 @@ def _scan_named(text: str, lowered: str, out: Raw) -> None:
         if value.endswith(("..", "\u2026")) or text.startswith(("..", "\u2026"), ve):
             continue  # cut short for display (`ghp_abc...`, a doc's `verify_token="eyJh…..."`)
         if _strict_name(text[s:e], cls) and _assigned_in_shell(text, s, e, gap.group(0)):
-            judged = shell_literal(value)
+            judged = shell_literal(value, quote or "")
         else:
             judged = _STEM_IN.search(value) is None and credential_value(cls, value)
         if judged:
@@ -378,7 +390,7 @@ def _scan_named(text: str, lowered: str, out: Raw) -> None:
 
 
 def _scan_pairs(text: str, out: Raw) -> None:
-    for pattern in (_PAIR_YAML, _PAIR_JSON):
+    for pattern in (_PAIR_YAML, _PAIR_JSON, _PAIR_XML):
         for m in pattern.finditer(text):
             cls = name_class(m.group("n"))
             if cls is None:
@@ -424,7 +436,7 @@ def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
             and "AAAAAAAAAA" not in text):
         return
     _scan_named(text, lowered, out)
-    if "value" in lowered and "name" in lowered:
+    if "value" in lowered and ("name" in lowered or "key" in lowered):
         _scan_pairs(text, out)
     if "authorization" in lowered:
         _scan_headers(text, out)

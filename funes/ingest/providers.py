@@ -72,7 +72,12 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "vault": (("hvs.", r"[A-Za-z0-9_-]{24,4096}"), ("hvb.", r"[A-Za-z0-9_-]{24,4096}"),
               ("hvr.", r"[A-Za-z0-9_-]{24,4096}")),
     "doppler": (("dp.pt.", r"[A-Za-z0-9]{40,4096}"), ("dp.st.", r"[A-Za-z0-9_.-]{40,4096}"),
-                ("dp.sa.", r"[A-Za-z0-9]{40,4096}"), ("dp.ct.", r"[A-Za-z0-9]{40,4096}")),
+                ("dp.sa.", r"[A-Za-z0-9]{40,4096}"), ("dp.ct.", r"[A-Za-z0-9]{40,4096}"),
+                ("dp.scim.", r"[A-Za-z0-9]{40,4096}"), ("dp.audit.", r"[A-Za-z0-9]{40,4096}")),
+    "amazon-mws": (("amzn.mws.", _UUID_BODY),),
+    # Azure DevOps' current PATs: 84 characters, `JQQJ9` at 52, `AZDO` at 76 (checked with
+    # the 76 before it).
+    "azure-devops": (("AZDO", r"[A-Za-z0-9]{4}"),),
     "heroku": (("HRKU-", r"[A-Za-z0-9_-]{30,4096}"),),
     "netlify": (("nfp_", r"[A-Za-z0-9]{36,4096}"),),
     "supabase": (("sbp_", r"[a-f0-9]{40}"), ("sb_secret_", r"[A-Za-z0-9_-]{20,4096}")),
@@ -109,6 +114,10 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "figma": (("figd_", r"[A-Za-z0-9_-]{38,4096}"),),
     "typeform": (("tfp_", r"[A-Za-z0-9_-]{40,4096}"),),
     "contentful": (("CFPAT-", r"[A-Za-z0-9_-]{43}"),),
+    "dependency-track": (("odt_", r"[A-Za-z0-9]{32,4096}"),),
+    "stackhawk": (("hawk.", r"[A-Za-z0-9_-]{20}\.[A-Za-z0-9_-]{20}"),),
+    "clickup": (("pk_", r"[0-9]{3,12}_[A-Z0-9]{32}"),),
+    "django": (("django-insecure-", r"[A-Za-z0-9!@#$%^&*()_=+-]{40,64}"),),
     "pypi": (("pypi-AgE", r"[A-Za-z0-9_-]{60,4096}"),),  # PyPI and TestPyPI macaroons
     # payment
     "square": (("EAAA", r"[A-Za-z0-9_=+-]{60}"), ("sq0atp-", r"[A-Za-z0-9_-]{22}"),
@@ -145,6 +154,7 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "sendgrid": (("SG.", r"[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}"),),
     "sendinblue": (("xkeysib-", r"[a-f0-9]{64}-[A-Za-z0-9]{16}"),),
     "telegram": ((":AA", r"[A-Za-z0-9_-]{33}"),),  # checked with its bot id before it
+    "twitch-stream": (("live_", r"[0-9]{6,12}_[A-Za-z0-9]{30}"),),
     "twitter": (("AAAAAAAAAAAAAAAAAAAAA", r"[A-Za-z0-9%]{30,4096}"),),
     "notion": (("ntn_", r"[A-Za-z0-9]{40,4096}"), ("secret_", r"[A-Za-z0-9]{43}")),
     "dropbox": (("sl.", r"[A-Za-z0-9_-]{130,4096}"),),
@@ -179,6 +189,25 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "deepgram": (("dg_", r"[a-f0-9]{40}"),),
     "age": (("AGE-SECRET-KEY-1", r"[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),),
     "onepassword": (("ops_", r"eyJ[A-Za-z0-9_=-]{100,4096}"),),
+    "okta": (("SSWS ", r"00[A-Za-z0-9_-]{40}"),),
+    # Password hashes in the modular crypt format (shadow files, htpasswd, seeded users, a
+    # cracking tool's input): not the password, but a short one falls to a dictionary.
+    "password-hash": (
+        ("$2a$", r"[0-9]{2}\$[./A-Za-z0-9]{53}"), ("$2b$", r"[0-9]{2}\$[./A-Za-z0-9]{53}"),
+        ("$2y$", r"[0-9]{2}\$[./A-Za-z0-9]{53}"), ("$2x$", r"[0-9]{2}\$[./A-Za-z0-9]{53}"),
+        ("$1$", r"[./A-Za-z0-9]{1,8}\$[./A-Za-z0-9]{22}"),
+        ("$apr1$", r"[./A-Za-z0-9]{1,8}\$[./A-Za-z0-9]{22}"),
+        ("$5$", r"(?:rounds=[0-9]{1,9}\$)?[./A-Za-z0-9]{1,16}\$[./A-Za-z0-9]{43}"),
+        ("$6$", r"(?:rounds=[0-9]{1,9}\$)?[./A-Za-z0-9]{1,16}\$[./A-Za-z0-9]{86}"),
+        ("$8$", r"[./A-Za-z0-9]{14}\$[./A-Za-z0-9]{43}"),
+        ("$9$", r"[./A-Za-z0-9]{14}\$[./A-Za-z0-9]{43}"),
+        ("$y$", r"[./A-Za-z0-9]{1,16}\$[./A-Za-z0-9]{1,64}\$[./A-Za-z0-9]{43}"),
+        ("$argon2", r"(?:id|i|d)\$v=[0-9]{1,3}\$m=[0-9]{1,9},t=[0-9]{1,9},p=[0-9]{1,4}"
+                    r"\$[A-Za-z0-9+/]{8,128}\$[A-Za-z0-9+/]{16,512}"),
+        ("pbkdf2_sha256$", r"[0-9]{4,8}\$[A-Za-z0-9]{1,64}\$[A-Za-z0-9+/]{43}="),
+        ("$krb5asrep$", r"[0-9]{1,2}\$(?:[^$\s:]{1,128}:)?[a-f0-9]{32}\$[a-f0-9]{64,16384}"),
+        ("$krb5tgs$", r"[0-9]{1,2}\$(?:\*[^*\s]{1,256}\*\$)?[a-f0-9]{32}\$[a-f0-9]{64,16384}"),
+    ),
     # tokens whose shape is the format
     "jwt-unsigned": (("eyJ", r"[A-Za-z0-9_-]{10,4096}\.eyJ[A-Za-z0-9_-]{10,16384}"),),
     # webhooks (the URL is the credential)
@@ -201,6 +230,9 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "dockerhub": (("dckr_pat_", r"[A-Za-z0-9_-]{27,64}"), ("dckr_oat_", r"[A-Za-z0-9_-]{27,64}")),
 }
 
+#: Families whose findings are not tokens.
+KIND: Final = {"password-hash": "password-hash"}
+
 _NOT_WORD_BEFORE = r"(?<![A-Za-z0-9_])"
 _NOT_TOKEN_AFTER = r"(?![A-Za-z0-9_])"
 
@@ -218,6 +250,8 @@ def _provider_patterns() -> tuple[tuple[str, tuple[str, ...], re.Pattern[str]], 
                 ":AA": r"(?<![A-Za-z0-9_])[0-9]{8,10}",
                 ":APA91b": r"(?<![A-Za-z0-9_])AAAA[A-Za-z0-9_-]{7}",
                 "-NRMA": r"(?<![A-Za-z0-9_])(?:AA|eu01xx)[a-f0-9]{40}",
+                "AZDO": r"(?<![A-Za-z0-9_])[A-Za-z0-9]{52}JQQJ9[A-Za-z0-9]{19}",
+                "SSWS ": r"(?<![A-Za-z0-9_])",
             }.get(prefix) or (
                 "" if prefix.startswith((".", "discord", "outlook", "hooks."))
                 else _NOT_WORD_BEFORE)
@@ -250,8 +284,14 @@ def scan(text: str, present: set[str], out: Raw) -> None:
     for i in sorted({i for a in hits for i in _BY_ANCHOR[a]}):
         for m in _PROVIDERS[i][2].finditer(text):
             value = m.group(0)
-            if _entropy(value) < 2.5 or filler(value):
+            family = _PROVIDERS[i][0]
+            # An Azure DevOps PAT's tail holds runs of `A` by design: judge its random head; a
+            # hash's cost (`600000`) is not filler: judge the digest after its last `$`.
+            judged = (value[:52] if family == "azure-devops"
+                      else value.rsplit("$", 1)[-1] if family == "password-hash" else value)
+            if _entropy(judged) < 2.5 or filler(judged):
                 continue  # "AC" + 32 zeros, "key-xxxx…": a placeholder in the format's shape
-            out.append((m.start(), m.end(), PRIORITY, "provider-token"))
+            start = m.start() + (5 if family == "okta" else 0)  # the header's word is not secret
+            out.append((start, m.end(), PRIORITY, KIND.get(family, "provider-token")))
 
 

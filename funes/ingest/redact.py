@@ -834,6 +834,7 @@ _KIND_PRIORITY: Final = {
     **_ASSIGN_PRIORITY,
     **{d.kind: d.priority for d in DETECTORS},
     "provider-token": 3,
+    "password-hash": 3,
     "named-secret": 7,
     "random-token": 9,
 }
@@ -960,6 +961,10 @@ _CUT_MID_TOKEN: Final = frozenset(
 )
 
 
+#: Kinds whose format fixes where the value ends: never extended to the token's end.
+_EXACT_KINDS: Final = frozenset({"password-hash"})
+
+
 def _whole(text: str, found: list[Finding]) -> list[Finding]:
     """Extend each finding to the end of its token, or of its quoted string for a value.
 
@@ -978,7 +983,9 @@ def _whole(text: str, found: list[Finding]) -> list[Finding]:
             continue
         end = f.end
         quote = text[f.start - 1] if f.start else ""
-        if f.kind in _ASSIGN_KINDS and quote in _QUOTED_TAIL:
+        if f.kind in _EXACT_KINDS:
+            m = None  # a format with a fixed end (a shadow line's `:19000:` follows a hash)
+        elif f.kind in _ASSIGN_KINDS and quote in _QUOTED_TAIL:
             m = _QUOTED_TAIL[quote].match(text, end)
         elif text[end : end + 1] in _CUT_MID_TOKEN or text.startswith("\\/", end):
             m = _TOKEN_TAIL.match(text, end)  # cut short in the middle of a token

@@ -32,6 +32,10 @@ PW = "Xq7vT2mPz9Lk"
     f"mysqldump -uroot -p{PW} app > app.sql",
     f"sshpass -p '{PW}' ssh ops@10.0.3.17 uptime",
     f"cd /srv && docker login -u ci -p {PW} && docker push app",
+    f"PsExec.exe \\\\\\\\10.0.4.7 -u CORP\\\\ops -p {PW} cmd /c hostname",
+    f'Connect-VIServer -Server vc01 -User ops@vsphere.local -Password "{PW}"',
+    f"$pw = ConvertTo-SecureString '{PW}' -AsPlainText -Force",
+    f'$pw = ConvertTo-SecureString -String "{PW}" -AsPlainText -Force',
 ])
 def test_a_clients_password_flag_is_redacted(text: str) -> None:
     out, found = redact_texts([text])[0]
@@ -48,6 +52,9 @@ def test_a_clients_password_flag_is_redacted(text: str) -> None:
     "zip -r out.zip dir && ls -p",
     "sqlcmd -S db -U sa -P <password>",
     "the mongo shell reads -p from its own prompt",
+    "$s = ConvertTo-SecureString $plain -AsPlainText -Force",
+    "ConvertTo-SecureString -AsPlainText -Force $plain",
+    "psexec \\\\host -u ops -p $Password cmd",
 ])
 def test_what_is_not_a_clients_password_is_left(text: str) -> None:
     assert redact(text) == (text, []), redact(text)[0]

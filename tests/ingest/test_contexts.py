@@ -21,6 +21,8 @@ RANDOM = "Hfr5XzKZtMC9vwlIBz_wSFCax9xQHh0GPWxw0VNv"
      "+(kz2*q_lt!43qe12llfmlj2n)#v3c1-ysn-54u_rmoz1ww#&v"),
     (f'env:\n  - name: CLIENT_SECRET\n    value: "{RANDOM}"\n', RANDOM),
     (f'[{{"name": "OKTA_API_TOKEN", "value": "{RANDOM}"}}]', RANDOM),
+    (f'<appSettings>\n  <add key="SmtpPassword" value="{PW}" />\n</appSettings>', PW),
+    (f"<add key='StripeSecretKey' value='{RANDOM}'/>", RANDOM),
     (f"mysql -h db.internal -u root -p'{PW}' app < dump.sql", PW),
     (f"mysqldump -uroot -p{PW} app", PW),
     (f"sshpass -p '{PW}' ssh ops@10.0.3.17 uptime", PW),
@@ -42,6 +44,8 @@ def test_a_named_secret_is_redacted_whole(text: str, secret: str) -> None:
 
 
 @pytest.mark.parametrize("text", [
+    '<add key="CacheKey" value="users-by-email" />',
+    '<add key="SmtpPassword" value="{vault:smtp}" />',
     "the password is required",
     "Your password is too short: use 8 characters or more.",
     "password reset link sent to the user",
@@ -79,6 +83,9 @@ def test_what_only_sounds_like_a_secret_is_left(text: str) -> None:
     ("spring.datasource.password=d7N8bs\n", "d7N8bs"),
     ("ENV AUTH_TOKEN=truffle-dev\nRUN make", "truffle-dev"),
     ("$ export TOKEN=jdbc:mysql://host:3306/db", "jdbc:mysql://host:3306/db"),
+    # In single quotes a shell expands nothing: `$` and backticks are part of the password.
+    ("export DB_PASSWORD='pa$$word1' && ./migrate", "pa$$word1"),
+    ("export API_TOKEN='$ecret-t0ken'", "$ecret-t0ken"),
 ])
 def test_a_shell_assignment_to_a_credential_name_is_redacted_whatever_it_looks_like(
     text: str, secret: str,
@@ -96,6 +103,8 @@ def test_a_shell_assignment_to_a_credential_name_is_redacted_whatever_it_looks_l
     "export TOKEN=changeme",
     "export GITHUB_TOKEN=GH_PAT_FROM_CI",
     "password=config.db_password",
+    'export DB_PASSWORD="$DB_PASS_FROM_VAULT"',
+    "export API_TOKEN=$(vault read -field=token secret/ci)",
 ])
 def test_a_shell_assignment_of_a_reference_is_left(text: str) -> None:
     assert redact(text) == (text, []), redact(text)[0]

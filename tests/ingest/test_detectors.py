@@ -49,7 +49,63 @@ def provider_tokens(seed: int) -> dict[str, str]:
         + rnd(r, B64URL, 68),
         "salesforce": "00D" + rnd(r, ALNUM, 15) + "!" + rnd(r, ALNUM + ".", 96),
         "azure-ad": rnd(r, ALNUM, 3) + "8Q~" + rnd(r, ALNUM + "_~.-", 34),
+        "doppler-scim": "dp.scim." + rnd(r, ALNUM, 43),
+        "amazon-mws": f"amzn.mws.{rnd(r, HEX, 8)}-{rnd(r, HEX, 4)}-{rnd(r, HEX, 4)}-"
+        f"{rnd(r, HEX, 4)}-{rnd(r, HEX, 12)}",
+        "azure-devops": rnd(r, ALNUM, 52) + "JQQJ99" + rnd(r, ALNUM, 4) + "ACAAAAAA"
+        + rnd(r, ALNUM, 6) + "AZDO" + rnd(r, ALNUM, 4),
+        "dependency-track": "odt_" + rnd(r, ALNUM, 32),
+        "stackhawk": "hawk." + rnd(r, B64URL, 20) + "." + rnd(r, B64URL, 20),
+        "clickup": "pk_" + str(r.randrange(10**6, 10**8)) + "_"
+        + rnd(r, string.ascii_uppercase + string.digits, 32),
+        "django": "django-insecure-" + rnd(r, ALNUM + "!@#%^&*(-_=+)", 50),
+        "twitch-stream": f"live_{r.randrange(10**8, 10**9)}_{rnd(r, ALNUM, 30)}",
     }
+
+
+CRYPT = "./" + ALNUM
+
+
+def password_hashes(seed: int) -> dict[str, str]:
+    """One hash per modular-crypt scheme, in its documented layout."""
+    r = random.Random(seed)
+    return {
+        "bcrypt": f"$2b$12${rnd(r, CRYPT, 53)}",
+        "md5-crypt": f"$1${rnd(r, CRYPT, 8)}${rnd(r, CRYPT, 22)}",
+        "apr1": f"$apr1${rnd(r, CRYPT, 8)}${rnd(r, CRYPT, 22)}",
+        "sha256-crypt": f"$5$rounds=5000${rnd(r, CRYPT, 16)}${rnd(r, CRYPT, 43)}",
+        "sha512-crypt": f"$6${rnd(r, CRYPT, 16)}${rnd(r, CRYPT, 86)}",
+        "yescrypt": f"$y$j9T${rnd(r, CRYPT, 24)}${rnd(r, CRYPT, 43)}",
+        "argon2": f"$argon2id$v=19$m=65536,t=3,p=4${rnd(r, B64, 22)}${rnd(r, B64, 43)}",
+        "django": f"pbkdf2_sha256$600000${rnd(r, ALNUM, 22)}${rnd(r, B64, 43)}=",
+        "krb5asrep": f"$krb5asrep$23$svc@corp.example:{rnd(r, HEX, 32)}${rnd(r, HEX, 400)}",
+    }
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("context", [
+    "{s}",
+    "ops:{s}:19876:0:99999:7:::",
+    "export HASH='{s}'",
+    "The seeded admin's hash is {s} in the fixture.",
+])
+def test_password_hashes_are_redacted_and_only_the_hash(seed: int, context: str) -> None:
+    for scheme, value in password_hashes(seed).items():
+        out, found = redact(context.format(s=value))
+        assert not leaked(value, out), (scheme, out)
+        assert {f.kind for f in found} == {"password-hash"}, (scheme, found)
+    # The hash ends where its format does: a shadow line's other fields stay.
+    out = redact("ops:" + password_hashes(3)["sha512-crypt"] + ":19876:0:99999:7:::")[0]
+    assert out == "ops:[REDACTED:password-hash]:19876:0:99999:7:::"
+
+
+@pytest.mark.parametrize("text", [
+    "$2b$12$short",  # not the format's length
+    "cost is $5 and $6 per seat",
+    "echo $1$2$3",
+])
+def test_what_only_resembles_a_crypt_hash_is_left(text: str) -> None:
+    assert redact(text) == (text, [])
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

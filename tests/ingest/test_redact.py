@@ -106,6 +106,7 @@ def fake_secrets(seed: int = 7) -> dict[str, list[str]]:
         "pgpass-password": [rnd(rng, ALNUM, 20)],
         "kubernetes-secret": [base64.b64encode(rnd(rng, ALNUM, 24).encode()).decode()],
         "provider-token": ["shpat_" + rnd(rng, "0123456789abcdef", 32)],
+        "password-hash": ["$2b$12$" + rnd(rng, ALNUM + "./", 53)],
         "named-secret": [rnd(rng, ALNUM, 24)],
         "random-token": [rnd(rng, ALNUM, 32)],
     }
@@ -183,6 +184,7 @@ def transcript(secrets: dict[str, list[str]]) -> str:
             "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tls\ndata:\n"
             f"  tls.key: {s['kubernetes-secret'][0]}\n",
             f"The shop's admin token {s['provider-token'][0]} works again.",
+            f"deploy:{s['password-hash'][0]}:19000:0:99999:7:::",
             f"jira token - '{s['named-secret'][0]}'",
             f"I rotated it this morning and the new one is {s['random-token'][0]} for now.",
         ]
