@@ -47,14 +47,17 @@ from typing import Final
 from funes.ingest.detectors import random_word
 from funes.ingest.markers import MARKER_PREFIX
 
-__all__ = ["scan"]
+__all__ = ["ANCHORS", "scan"]
 
 Raw = list[tuple[int, int, int, str]]
 
 #: Where these findings rank when they overlap another detector's (they yield to shapes).
 PRIORITY: Final = 7
 
-_STEMS: Final = ("pass", "pwd", "secret", "token", "credential", "creds", "key", "auth")
+_STEMS: Final = ("pass", "pwd", "secret", "token", "credential", "creds", "key", "auth", "pat")
+#: The stems, for redaction's keyword pass (funes.ingest.redact): a text holding none is
+#: not read here.
+ANCHORS: Final = frozenset(_STEMS)
 #: A value that names a secret again (`token=token=…`, `auth@auth…`) is not one.
 _STEM_IN: Final = re.compile(r"(?i)token|secret|passw|credential|api_?key|creds|auth")
 _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
@@ -130,6 +133,13 @@ _PAIR_XML: Final = re.compile(
     r"(?i:\bkey)[ \t]{0,4}=[ \t]{0,4}(?P<kq>[\"'])(?P<n>[A-Za-z_][A-Za-z0-9_.:-]{0,80})(?P=kq)"
     r"[ \t]{1,8}(?i:value)[ \t]{0,4}=[ \t]{0,4}(?P<q>[\"'])"
 )
+#: An environment lookup's fallback: `os.environ.get("DJANGO_SECRET_KEY", "…")`,
+#: `os.getenv('API_TOKEN', '…')`, `ENV.fetch("…", "…")`, `System.getenv(…)` has none.
+_ENV_DEFAULT: Final = re.compile(
+    r"(?:getenv|environ\.get|environ\.setdefault|env\.get|ENV\.fetch|env\.fetch)\([ \t]{0,4}"
+    r"(?P<nq>[\"'])(?P<n>[A-Za-z_][A-Za-z0-9_.-]{0,80})(?P=nq)[ \t]{0,4},[ \t]{0,4}"
+    r"(?:default[ \t]{0,2}=[ \t]{0,2})?(?P<q>[\"'])"
+)
 _PAIR_JSON: Final = re.compile(
     r"\\?\"name\\?\"[ \t]{0,4}:[ \t]{0,4}\\?\"(?P<n>[A-Za-z_][A-Za-z0-9_.-]{0,80})\\?\"[ \t]{0,4},"
     r"[ \t\r\n]{0,40}\\?\"value\\?\"[ \t]{0,4}:[ \t]{0,4}(?P<q>\\?\")"
@@ -173,6 +183,8 @@ def name_class(name: str) -> str | None:
     for i, p in enumerate(parts):
         if (p in _PASSWORD_PARTS and (p != "pass" or len(parts) > 1)) or p.startswith("passw"):
             cls, last = "password", i
+        elif p == "pat" and len(parts) == 1:
+            continue  # `pat = re.compile(…)`: a pattern; `ADO_PAT`, `github_pat` are tokens
         elif p in _SECRET_PARTS and cls != "password":
             cls, last = "secret", i
         elif p in _KEY_PARTS and cls is None:
@@ -389,8 +401,8 @@ def _scan_named(text: str, lowered: str, out: Raw) -> None:
             out.append((vs, ve, PRIORITY, "password" if cls == "password" else "named-secret"))
 
 
-def _scan_pairs(text: str, out: Raw) -> None:
-    for pattern in (_PAIR_YAML, _PAIR_JSON, _PAIR_XML):
+def _scan_pairs(text: str, out: Raw, patterns: tuple[re.Pattern[str], ...]) -> None:
+    for pattern in patterns:
         for m in pattern.finditer(text):
             cls = name_class(m.group("n"))
             if cls is None:
@@ -437,7 +449,10 @@ def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
         return
     _scan_named(text, lowered, out)
     if "value" in lowered and ("name" in lowered or "key" in lowered):
-        _scan_pairs(text, out)
+        _scan_pairs(text, out, (_PAIR_YAML, _PAIR_JSON, _PAIR_XML))
+    if "env" in lowered and ("getenv" in lowered or "environ" in lowered or ".fetch" in lowered
+                             or "env.get" in lowered):
+        _scan_pairs(text, out, (_ENV_DEFAULT,))
     if "authorization" in lowered:
         _scan_headers(text, out)
     if "." in text:

@@ -861,6 +861,7 @@ def _words() -> gitleaks.Keywords:
     return gitleaks.Keywords(
         {k for det in DETECTORS for k in det.keys} | set(_KEY_WORDS)
         | set(gitleaks.rules().by_keyword) | detectors.ANCHORS | clients.ANCHORS
+        | contexts.ANCHORS
     )
 
 

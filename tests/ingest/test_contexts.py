@@ -23,6 +23,10 @@ RANDOM = "Hfr5XzKZtMC9vwlIBz_wSFCax9xQHh0GPWxw0VNv"
     (f'[{{"name": "OKTA_API_TOKEN", "value": "{RANDOM}"}}]', RANDOM),
     (f'<appSettings>\n  <add key="SmtpPassword" value="{PW}" />\n</appSettings>', PW),
     (f"<add key='StripeSecretKey' value='{RANDOM}'/>", RANDOM),
+    (f"SECRET_KEY = os.environ.get('DJANGO_SECRET_KEY', '{RANDOM}')", RANDOM),
+    (f'token = os.getenv("GITHUB_TOKEN", default="{RANDOM}")', RANDOM),
+    (f'api_key = ENV.fetch("STRIPE_API_KEY", "{RANDOM}")', RANDOM),
+    (f'ado_pat = "{RANDOM}"', RANDOM),
     (f"mysql -h db.internal -u root -p'{PW}' app < dump.sql", PW),
     (f"mysqldump -uroot -p{PW} app", PW),
     (f"sshpass -p '{PW}' ssh ops@10.0.3.17 uptime", PW),
@@ -45,6 +49,11 @@ def test_a_named_secret_is_redacted_whole(text: str, secret: str) -> None:
 
 @pytest.mark.parametrize("text", [
     '<add key="CacheKey" value="users-by-email" />',
+    'x = os.getenv("API_TOKEN", "")',
+    'db = os.environ.get("DB_PASSWORD", "changeme")',
+    'base = os.environ.get("TOKEN_URL", "https://auth.example.com/oauth/token")',
+    'pat = re.compile(r"[A-Za-z0-9_]{20,40}Zq9")',
+    'pat = "^(?P<name>[A-Za-z_][A-Za-z0-9_]{0,80})$"',
     '<add key="SmtpPassword" value="{vault:smtp}" />',
     "the password is required",
     "Your password is too short: use 8 characters or more.",
