@@ -1,7 +1,8 @@
 """Redaction coverage on other scanners' test secrets (held out: not what funes was tuned on).
 
 Run:
-    python scripts/secret_samples.py --trufflehog T --detect-secrets D --out S.json
+    python scripts/secret_samples.py --trufflehog T --detect-secrets D [--noseyparker N]
+        [--kingfisher K] --out S.json
     python bench/secret_coverage.py --samples S.json [--json] [--misses 30]
 
 Each sample (a scanner's test input and the secrets it must find there) is indexed the way
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import json
 import math
 import os
@@ -103,17 +105,16 @@ EXAMPLE_UUID = "123e4567-e89b-12d3-a456-426614174000"
 
 def _run(value: str) -> int:
     """The longest run of consecutive characters (a→b→c or 3→2→1), case folded."""
-    best = cur = 1
+    best = cur = 1 if value else 0
     step = 0
-    low = value.lower()
-    for a, b in zip(low, low[1:]):
+    for a, b in itertools.pairwise(value.lower()):
         d = ord(b) - ord(a)
-        if d in (1, -1) and a.isalnum() and b.isalnum() and (d == step or cur == 1):
-            cur, step = cur + 1, d
+        if d in (1, -1) and a.isalnum() and b.isalnum():
+            cur, step = (cur + 1 if d == step else 2), d
         else:
-            cur, step = (2, d) if d in (1, -1) and a.isalnum() and b.isalnum() else (1, 0)
+            cur, step = 1, 0
         best = max(best, cur)
-    return best if value else 0
+    return best
 
 
 def _entropy(value: str) -> float:

@@ -1,4 +1,6 @@
-r"""Measurement samples of secrets from two scanners' own test suites, for bench/secret_coverage.py.
+r"""Measurement samples of secrets from other scanners' tests and rule examples.
+
+They are read by bench/secret_coverage.py.
 
 funes's detectors are tuned on gitleaks' tests (scripts/gitleaks_rules.py); these samples come
 from suites that were not used for tuning, so the bench measures coverage the way a held-out
@@ -19,11 +21,19 @@ repository and only read by the bench.
   test cases pair a line with its secret. The literals are evaluated with ``ast`` (no upstream
   code runs); the secret of a flagged payload is its longest credential-shaped token.
 
+* **Nosey Parker** (https://github.com/praetorian-inc/noseyparker) and **Kingfisher**
+  (https://github.com/mongodb/kingfisher), both Apache-2.0: every rule carries ``examples``;
+  the rule's own pattern (a Rust regex, translated for the subset these use) finds the secret
+  in each. A rule that also captures a user, host or key id writes the secret last, so the
+  secret is its last capture that is not an address. Rules named for identifiers (buckets,
+  ARNs, client and account ids, domains, public keys) are left out.
+
 Run (the commits are pinned; a checkout at any commit works, the files are read with
 ``git show <pinned>``):
 
     python scripts/secret_samples.py --trufflehog /path/to/trufflehog \\
-        --detect-secrets /path/to/detect-secrets --out /work/scratch/secret-samples.json
+        --detect-secrets /path/to/detect-secrets [--noseyparker /path/to/noseyparker] \\
+        [--kingfisher /path/to/kingfisher] --out /work/scratch/secret-samples.json
 """
 
 from __future__ import annotations

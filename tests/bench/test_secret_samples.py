@@ -1,0 +1,45 @@
+"""How the secret-coverage bench reads other scanners' rule examples and judges placeholders.
+
+The samples come from upstream checkouts that tests do not have; what is tested here is the
+reading: a Rust rule's pattern in Python, which capture of an example is the secret, and which
+test values count as placeholders.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import secret_coverage as sc  # noqa: E402
+import secret_samples as ss  # noqa: E402
+
+
+def test_a_rust_pattern_with_inline_flags_and_posix_classes_compiles() -> None:
+    rx = ss.rust_regex(r"(?x) \b (?i) ghp_ ([[:alnum:]]{36}) \b  # a comment")
+    token = "ghp_" + "Ab3" * 12
+    assert rx.search(f"export GH={token.upper()}").group(1) == token.upper()[4:]
+    assert ss.rust_regex(r"(?<name>x+)\z").search("axx").group("name") == "xx"
+
+
+def test_the_secret_is_the_last_capture_that_is_not_an_address() -> None:
+    rx = ss.rust_regex(r"mongodb://([^:]+):([^@]+)@([\w.-]+(?::\d+)?)")
+    m = rx.search("mongodb://svc_user:D1ffic-ult9@db.example.com:27017/app")
+    assert ss._rule_secrets(m) == ["D1ffic-ult9"]
+    rx = ss.rust_regex(r"AccountName=(\w+);AccountKey=([A-Za-z0-9+/=]{20,})")
+    m = rx.search("AccountName=acme;AccountKey=Zm9vYmFyYmF6cXV4cXV1eA==")
+    assert ss._rule_secrets(m) == ["Zm9vYmFyYmF6cXV4cXV1eA=="]
+    assert ss.NOT_SECRET_RULE.search("AWS S3 Bucket")
+    assert not ss.NOT_SECRET_RULE.search("GitHub Personal Access Token")
+
+
+def test_typed_runs_and_the_rfc_uuid_are_placeholders_and_random_keys_are_not() -> None:
+    assert sc._run("zyxwvuts") == 8 and sc._run("x9Fq2kLm") == 3 and sc._run("") == 0
+    for value in ("abcdefghijklmnop1234", "besttime_1234567890ab",
+                  "123e4567-e89b-12d3-a456-426614174000"):
+        assert sc.placeholder_shaped(value), value
+    for value in ("x9Fq2kLm0PzR7tVb", "ghp_XIxB7KMNdAr3zqWtQqhE94qglHqOzn1D1stg"):
+        assert not sc.placeholder_shaped(value), value
