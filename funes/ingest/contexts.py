@@ -133,8 +133,8 @@ _PAIR_XML: Final = re.compile(
     r"(?i:\bkey)[ \t]{0,4}=[ \t]{0,4}(?P<kq>[\"'])(?P<n>[A-Za-z_][A-Za-z0-9_.:-]{0,80})(?P=kq)"
     r"[ \t]{1,8}(?i:value)[ \t]{0,4}=[ \t]{0,4}(?P<q>[\"'])"
 )
-#: An environment lookup's fallback: `os.environ.get("DJANGO_SECRET_KEY", "…")`,
-#: `os.getenv('API_TOKEN', '…')`, `ENV.fetch("…", "…")`, `System.getenv(…)` has none.
+#: An environment lookup's fallback: Python's `environ.get("DJANGO_SECRET_KEY", "…")`,
+#: `getenv('API_TOKEN', '…')`, Ruby's `ENV.fetch("…", "…")` (Java's `System.getenv` has none).
 _ENV_DEFAULT: Final = re.compile(
     r"(?:getenv|environ\.get|environ\.setdefault|env\.get|ENV\.fetch|env\.fetch)\([ \t]{0,4}"
     r"(?P<nq>[\"'])(?P<n>[A-Za-z_][A-Za-z0-9_.-]{0,80})(?P=nq)[ \t]{0,4},[ \t]{0,4}"
@@ -313,7 +313,10 @@ def shell_literal(value: str, quote: str = "") -> bool:
         return False
     if _code(value):
         return False  # code at a line's start (`password=getpass.getpass()`), not a shell
-    return _STEM_IN.search(value) is None  # `token=token`, `password=$password`: a name
+    # A value that names a secret again in a name's shape (`PASS=smtp_password`,
+    # `TOKEN=GITHUB_TOKEN`) is a name; `thisismypassword` is a literal, however weak.
+    return not (_STEM_IN.search(value) and _ENV_NAME.fullmatch(value)
+                and ("_" in value or value.isupper()))
 
 
 def _spaced_value(cls: str, text: str, start: int) -> bool:

@@ -95,6 +95,7 @@ def test_what_only_sounds_like_a_secret_is_left(text: str) -> None:
     # In single quotes a shell expands nothing: `$` and backticks are part of the password.
     ("export DB_PASSWORD='pa$$word1' && ./migrate", "pa$$word1"),
     ("export API_TOKEN='$ecret-t0ken'", "$ecret-t0ken"),
+    ("export DB_PASSWORD=thisismypassword", "thisismypassword"),  # weak, but a literal
 ])
 def test_a_shell_assignment_to_a_credential_name_is_redacted_whatever_it_looks_like(
     text: str, secret: str,
@@ -113,6 +114,8 @@ def test_a_shell_assignment_to_a_credential_name_is_redacted_whatever_it_looks_l
     "export GITHUB_TOKEN=GH_PAT_FROM_CI",
     "password=config.db_password",
     'export DB_PASSWORD="$DB_PASS_FROM_VAULT"',
+    "export SMTP_PASSWORD=smtp_password",  # a name in a name's shape
+    "export GITHUB_TOKEN=GH_TOKEN",
     "export API_TOKEN=$(vault read -field=token secret/ci)",
 ])
 def test_a_shell_assignment_of_a_reference_is_left(text: str) -> None:
