@@ -95,7 +95,7 @@ def test_what_only_sounds_like_a_secret_is_left(text: str) -> None:
     # In single quotes a shell expands nothing: `$` and backticks are part of the password.
     ("export DB_PASSWORD='pa$$word1' && ./migrate", "pa$$word1"),
     ("export API_TOKEN='$ecret-t0ken'", "$ecret-t0ken"),
-    ("export DB_PASSWORD=thisismypassword", "thisismypassword"),  # weak, but a literal
+    ("export API_TOKEN=thisismytoken42", "thisismytoken42"),  # holds a secret word: a literal
 ])
 def test_a_shell_assignment_to_a_credential_name_is_redacted_whatever_it_looks_like(
     text: str, secret: str,
