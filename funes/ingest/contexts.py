@@ -57,7 +57,7 @@ PRIORITY: Final = 7
 _STEMS: Final = ("pass", "pwd", "secret", "token", "credential", "creds", "key", "auth", "pat")
 #: The stems, for redaction's keyword pass (funes.ingest.redact): a text holding none is
 #: not read here.
-ANCHORS: Final = frozenset(_STEMS)
+ANCHORS: Final = frozenset((*_STEMS, "directoryentry"))
 #: A value that names a secret again (`token=token=…`, `auth@auth…`) is not one.
 _STEM_IN: Final = re.compile(r"(?i)token|secret|passw|credential|api_?key|creds|auth")
 _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
@@ -140,6 +140,23 @@ _ENV_DEFAULT: Final = re.compile(
     r"(?P<nq>[\"'])(?P<n>[A-Za-z_][A-Za-z0-9_.-]{0,80})(?P=nq)[ \t]{0,4},[ \t]{0,4}"
     r"(?:default[ \t]{0,2}=[ \t]{0,2})?(?P<q>[\"'])"
 )
+#: Terraform's `variable "db_password" { default = "…" }`: the block's label names it.
+_HCL_DEFAULT: Final = re.compile(
+    r"\bvariable[ \t]{1,4}\"(?P<n>[A-Za-z_][A-Za-z0-9_-]{0,80})\"[ \t]{0,4}\{[^{}]{0,400}?"
+    r"\bdefault[ \t]{0,4}=[ \t]{0,4}(?P<q>\")"
+)
+#: Constructors whose argument after the user name is the password, by their API:
+#: `NetworkCredential("u", "…")`, `HTTPBasicAuth("u", "…")`, `PasswordAuthentication("u",
+#: "…".toCharArray())`, requests' `auth=("u", "…")`, `DirectoryEntry("LDAP://…", "u", "…")`.
+_CREDENTIAL_CALL: Final = re.compile(
+    r"(?:\b(?:NetworkCredential|HTTPBasicAuth|HTTPDigestAuth|HTTPProxyAuth|BasicAuth|DigestAuth"
+    r"|PasswordAuthentication|UsernamePasswordCredentials|PSCredential)[ \t]{0,2}\("
+    r"|\bDirectoryEntry[ \t]{0,2}\([ \t\r\n]{0,40}(?P<dq>[\"'])[^\"'\n]{1,256}(?P=dq)[ \t]{0,4},"
+    r"|\bauth[ \t]{0,2}=[ \t]{0,2}\()"
+    r"[ \t\r\n]{0,40}(?P<uq>[\"'])[^\"'\n]{1,128}(?P=uq)[ \t]{0,4},[ \t\r\n]{0,40}(?P<q>[\"'])"
+)
+#: What docs and tests pass a credential constructor (`BasicAuth("user", "pass2")`).
+_STOCK_ARGUMENT: Final = re.compile(r"(?i)(?:pass|pw|user|test|demo|foo|bar)\w{0,8}")
 _PAIR_JSON: Final = re.compile(
     r"\\?\"name\\?\"[ \t]{0,4}:[ \t]{0,4}\\?\"(?P<n>[A-Za-z_][A-Za-z0-9_.-]{0,80})\\?\"[ \t]{0,4},"
     r"[ \t\r\n]{0,40}\\?\"value\\?\"[ \t]{0,4}:[ \t]{0,4}(?P<q>\\?\")"
@@ -416,6 +433,18 @@ def _scan_pairs(text: str, out: Raw, patterns: tuple[re.Pattern[str], ...]) -> N
                             "named-secret"))
 
 
+def _scan_credential_calls(text: str, out: Raw) -> None:
+    """The password argument of a credential constructor: the API says what it is, so its
+    look is not judged (`NetworkCredential("ops", "vzihlaquknriqlht")`); stock words,
+    references and templates stay."""
+    for m in _CREDENTIAL_CALL.finditer(text):
+        vs, ve = _value_at(text, m.end(), m.group("q"), False)
+        value = text[vs:ve]
+        if ve - vs >= 6 and not _placeholder(value) and not _PLACEHOLDER_WORDS.match(value) \
+                and not _STOCK_ARGUMENT.fullmatch(value) and "{" not in value:
+            out.append((vs, ve, PRIORITY, "password"))
+
+
 def _scan_headers(text: str, out: Raw) -> None:
     for m in _AUTH_HEADER.finditer(text):
         value = m.group("v")
@@ -447,7 +476,7 @@ def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
 
     `lowered` is `text` lowercased; `present` the words redaction's keyword pass found.
     """
-    if (present.isdisjoint(_STEMS) and "authorization" not in present
+    if (present.isdisjoint(ANCHORS) and "authorization" not in present
             and "AAAAAAAAAA" not in text):
         return
     _scan_named(text, lowered, out)
@@ -456,6 +485,10 @@ def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
     if "env" in lowered and ("getenv" in lowered or "environ" in lowered or ".fetch" in lowered
                              or "env.get" in lowered):
         _scan_pairs(text, out, (_ENV_DEFAULT,))
+    if "variable" in lowered and "default" in lowered:
+        _scan_pairs(text, out, (_HCL_DEFAULT,))
+    if "(" in text and ("auth" in lowered or "credential" in lowered or "directoryentry" in lowered):
+        _scan_credential_calls(text, out)
     if "authorization" in lowered:
         _scan_headers(text, out)
     if "." in text:

@@ -44,6 +44,11 @@ _TYPE_PLACEHOLDER: Final = re.compile(
 
 
 _MEMBER: Final = re.compile(r"[A-Za-z_$][\w$]{0,64}(?:\??\.[A-Za-z_$][\w$]{0,64}){0,8}")
+#: An environment variable's name in capitals right before `=`, at a line's start or after
+#: `export`/`-e`: what a shell or an env file assigns is a literal, never an expression.
+_ENV_ASSIGNED: Final = re.compile(
+    r"(?:^|\n|(?<![\w-])(?:export|-e|--env|ENV)[ \t]{1,4})[A-Z][A-Z0-9_]{1,80}=$"
+)
 
 
 def _code_value(text: str, start: int, end: int) -> bool:
@@ -55,6 +60,8 @@ def _code_value(text: str, start: int, end: int) -> bool:
     """
     if start and text[start - 1] in "\"'`":
         return False
+    if _ENV_ASSIGNED.search(text, max(0, start - 82), start):
+        return False  # `REACT_APP_PASS=whiteduke` in an env file or a shell: a literal
     value = text[start:end]
     if len(value) > 130 or _MEMBER.fullmatch(value) is None:
         return False
