@@ -434,9 +434,11 @@ def _scan_pairs(text: str, out: Raw, patterns: tuple[re.Pattern[str], ...]) -> N
 
 
 def _scan_credential_calls(text: str, out: Raw) -> None:
-    """The password argument of a credential constructor: the API says what it is, so its
-    look is not judged (`NetworkCredential("ops", "vzihlaquknriqlht")`); stock words,
-    references and templates stay."""
+    """The password argument of a credential constructor.
+
+    The API says what it is, so its look is not judged (`NetworkCredential("ops",
+    "vzihlaquknriqlht")`); stock words, references and templates stay.
+    """
     for m in _CREDENTIAL_CALL.finditer(text):
         vs, ve = _value_at(text, m.end(), m.group("q"), False)
         value = text[vs:ve]
@@ -487,7 +489,8 @@ def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
         _scan_pairs(text, out, (_ENV_DEFAULT,))
     if "variable" in lowered and "default" in lowered:
         _scan_pairs(text, out, (_HCL_DEFAULT,))
-    if "(" in text and ("auth" in lowered or "credential" in lowered or "directoryentry" in lowered):
+    if "(" in text and ("auth" in lowered or "credential" in lowered
+                        or "directoryentry" in lowered):
         _scan_credential_calls(text, out)
     if "authorization" in lowered:
         _scan_headers(text, out)
