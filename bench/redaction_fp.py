@@ -6,15 +6,17 @@ Run:
     python bench/redaction_fp.py --code               # site-packages + the standard library
     python bench/redaction_fp.py --transcript-like    # SHAs, UUIDs, hashes, images, AWS tokens…
     python bench/redaction_fp.py --throughput [--scale 20]
+    … --first-engine                                  # without Betterleaks (ingest runs both)
     … --json                                          # machine-readable
 
 False positives. Every string value of every JSON line of ``../shared/fixtures/traces`` (and the
-text files of any ``--corpus``) goes through :func:`funes.ingest.redact.scan`. The report gives
-findings per kind, and lists each one with its context and the secret masked (first 4
-characters and the length) so a person can review it. Reviewed findings are recorded in
-``REVIEWED`` below, keyed by kind and a hash of the matched text (so no secret is written
-here); the false-positive estimate counts reviewed false positives, plus every unreviewed
-finding as an upper bound.
+text files of any ``--corpus``) is judged as ingest judges it: every engine in order
+(:func:`funes.ingest.engines.redact_texts`: funes's detectors and gitleaks, then Betterleaks).
+The report gives findings per kind, and lists each one with its context and the secret masked
+(first 4 characters and the length) so a person can review it. Reviewed findings are recorded in
+``REVIEWED`` below, keyed by kind and a hash of the matched text (so no secret is written here);
+the false-positive estimate counts reviewed false positives, plus every unreviewed finding as an
+upper bound.
 
 Throughput. The fixture transcripts are parsed into turns with the real parsers (falling back
 to one text block per string if they are unavailable), replicated ``--scale`` times under new
@@ -39,6 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from funes.ingest import engines  # noqa: E402
 from funes.ingest.redact import Finding, scan  # noqa: E402
 
 TRACES = ROOT.parent / "shared" / "fixtures" / "traces"
@@ -67,6 +70,8 @@ _add_reviews(
         # kind, sha256(matched)[:16], verdict, note
         ("url-password", "ffc9a6c1416c6489", "tp", "httpx docs: https://jo%40email.com:a%20secret@…"),
         ("url-password", "071ca22277547058", "fp", "fsspec URL syntax github://org:repo@sha"),
+        ("generic-credential-uri", "ef4f8c6fad876c27", "fp",
+         "pydantic docs: a multi-host URL's port list https://foo.com:123,foo.com:456@…"),
         ("password", "984ca5162200734c", "tp", "httpx docs: password=\"a secret\""),
         ("password", "0b14d501a594442a", "tp", "pydantic docs: password='password1'"),
         ("password", "5e6e45c8d3a5d85e", "tp", "pydantic docs: password='IAmSensitive'"),
@@ -230,6 +235,11 @@ def transcript_like(seed: int = 28, copies: int = 40) -> Iterator[tuple[str, str
             yield f"synthetic/{name}#{k}", text
 
 
+#: Judge each text as ingest does (funes.ingest.engines: the first engine, then Betterleaks);
+#: --first-engine measures funes's detectors and the gitleaks rules alone.
+ALL_ENGINES = True
+
+
 def mask(secret: str) -> str:
     return f"{secret[:4]}…({len(secret)} chars)"
 
@@ -240,13 +250,25 @@ def false_positives(texts: Iterator[tuple[str, str]], label: str) -> dict[str, A
     listed: list[dict[str, str]] = []
     verdicts: collections.Counter[str] = collections.Counter()
     start = time.process_time()
+
+    def judge(batch: list[tuple[str, str]]) -> None:
+        found = (engines.redact_texts([t for _, t in batch]) if ALL_ENGINES
+                 else [("", scan(t)) for _, t in batch])
+        for (origin, text), (_out, findings) in zip(batch, found, strict=True):
+            for f in findings:
+                per_kind[f.kind] += 1
+                listed.append(_describe(origin, text, f))
+                verdicts[listed[-1]["verdict"]] += 1
+
+    batch: list[tuple[str, str]] = []
     for origin, text in texts:
         strings += 1
         chars += len(text)
-        for f in scan(text):
-            per_kind[f.kind] += 1
-            listed.append(_describe(origin, text, f))
-            verdicts[listed[-1]["verdict"]] += 1
+        batch.append((origin, text))
+        if len(batch) >= 256:
+            judge(batch)
+            batch = []
+    judge(batch)
     elapsed = time.process_time() - start
     mb = chars / 1e6
     fp_low = verdicts["fp"]
@@ -345,7 +367,11 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=20)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--max-listed", type=int, default=20)
+    parser.add_argument("--first-engine", action="store_true",
+                        help="funes's detectors and gitleaks only (ingest runs Betterleaks too)")
     args = parser.parse_args()
+    global ALL_ENGINES
+    ALL_ENGINES = not args.first_engine
 
     reports = [false_positives(fixture_texts(), "fixtures/traces")]
     if args.transcript_like:

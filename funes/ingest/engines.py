@@ -21,6 +21,10 @@ Funes's own marker is never a finding, for any engine or pass (funes.ingest.mark
 finding whose value is only markers and punctuation is dropped (`only_markers`), in every
 context a rule reads (URLs, ``key=``, JSON, YAML, headers, ``curl -u``), and one that cuts a
 marker takes it whole. The gate applies the same test to the external scanners' reports.
+Betterleaks' findings pass through the first engine's vetoes too (funes.ingest.vetoes: a
+placeholder named in capitals, a known non-secret name such as `NextToken`, an OpenSSH
+public key), and the values its generic rules read are judged by funes's own tests for the
+same forms (`_credible`), so the two engines agree on what is not a secret.
 
 The second engine is one call per batch of texts (a call costs a fixed ~0.03 ms), its texts
 joined by newlines; a finding's line says which text it came from. When the library cannot be
@@ -38,8 +42,10 @@ from dataclasses import replace
 from functools import cache
 from typing import Any, Final
 
+from funes.ingest import vetoes
+from funes.ingest.contexts import credential_value
 from funes.ingest.markers import only_markers, widen
-from funes.ingest.redact import Finding, redact_passes, unmap_span
+from funes.ingest.redact import Finding, generic_value, redact_passes, unmap_span
 from funes.model.turns import Turn
 
 __all__ = [
@@ -132,7 +138,8 @@ def _span_of(text: str, line_starts: list[int], item: Any, first_line: int
         at = near if near >= 0 else -1
     value = match.value or ""
     if at >= 0 and full:
-        k = full.find(value) if value else -1
+        # The value follows its key in the match (`password = password`: the second one).
+        k = full.rfind(value) if value else -1
         if k >= 0:
             return at + k, at + k + len(value)
         return at, at + len(full)  # a decoded value: the encoded text it came from
@@ -204,7 +211,40 @@ def _place(text: str, items: Sequence[Any], first_line: int, out: list[Finding])
         span = _span_of(text, starts, item, first_line)
         if span is None or span[1] <= span[0] or only_markers(text, *span):
             continue
-        out.append(Finding(item.rule_id or "betterleaks", *widen(text, *span)))
+        kind = item.rule_id or "betterleaks"
+        if vetoes.vetoed(text, span[0], span[1], kind) or not _credible(kind, text, *span):
+            continue  # what the first engine's vetoes drop, this engine's finding drops too
+        out.append(Finding(kind, *widen(text, *span)))
+
+
+_HEX_OR_UUID: Final = re.compile(
+    r"[0-9a-fA-F]{32,128}|[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}"
+)
+_DIGEST_OR_ID: Final = re.compile(
+    r"(?i)(?:sha\d{0,3}|md5|hash|digest|checksum|fingerprint|integrity|etag|commit|_id|Id)"
+    r"[\"']?[ \t]{0,4}[:=,][ \t]{0,4}[\"']?$"
+)
+
+
+def _credible(kind: str, text: str, start: int, end: int) -> bool:
+    """A generic rule's value, judged as funes judges the same rule's value in its own engine.
+
+    Betterleaks' generic rules read any value after a password- or key-like name: in code that
+    is a type (`password: Optional[str]`), a parameter (`self.password = password`), a
+    template (`password={token}`), a doc's `user:pass@host`. Its provider rules stand as they
+    are.
+    """
+    value = text[start:end]
+    if kind == "generic-api-key":
+        if generic_value(value, text, end):
+            return True
+        # A hex or UUID key after a key's name is a key, unless the name says digest or id
+        # (`"key_sha256": "bb16…"`, `…_CLIENT_ID", "26be…"`).
+        return _HEX_OR_UUID.fullmatch(value) is not None and _DIGEST_OR_ID.search(
+            text, max(0, start - 48), start) is None
+    if kind in ("generic-password", "generic-credential-uri"):
+        return credential_value("password", value)
+    return True
 
 
 def redact_texts(texts: Sequence[str], *, second: bool = True) -> list[tuple[str, list[Finding]]]:

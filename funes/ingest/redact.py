@@ -64,6 +64,7 @@ __all__ = [
     "Detector",
     "Finding",
     "entropy",
+    "generic_value",
     "redact",
     "redact_passes",
     "redact_turn",
@@ -910,7 +911,7 @@ def _scan_once(text: str) -> list[Finding]:
     for start, end, rule in gitleaks.rules().scan(text, lowered, present):
         if MARKER_PREFIX in text[start:end]:  # a rule reading a marker as a value
             continue
-        if rule == "generic-api-key" and not _generic_value(text[start:end], text, end):
+        if rule == "generic-api-key" and not generic_value(text[start:end], text, end):
             continue
         raw.append((start, end, _GITLEAKS_PRIORITY, rule))
     # The field's other formats and heuristics (detectors.py), then what the findings imply:
@@ -928,11 +929,12 @@ def _completed(text: str, raw: list[tuple[int, int, int, str]]) -> list[Finding]
     return _whole(text, _merge(raw + more)) if more else found
 
 
-def _generic_value(value: str, text: str, end: int) -> bool:
-    """The stricter test funes applies on what gitleaks' `generic-api-key` rule finds.
+def generic_value(value: str, text: str, end: int) -> bool:
+    """The stricter test funes applies on what a generic key rule finds.
 
-    Any key-like name followed by any 10+ character value is what that rule reads; on code it
-    finds digests (`"key_sha256": "bb16…"`), type names (`Ed25519PrivateKey`), zone names and
+    Gitleaks' and Betterleaks' `generic-api-key` (funes.ingest.engines) alike. Any key-like
+    name followed by any 10+ character value is what that rule reads; on code it finds
+    digests (`"key_sha256": "bb16…"`), type names (`Ed25519PrivateKey`), zone names and
     registry calls. The value must look like a credential, as funes's own assignment
     detectors require: not a digest or UUID, not words or code, not a path.
     """

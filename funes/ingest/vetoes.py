@@ -21,7 +21,9 @@ __all__ = ["vetoed"]
 #: removed): pagination cursors, idempotency and client request tokens, continuation markers.
 _NOT_SECRET_NAMES: Final = re.compile(
     r"(?:next|page|nextpage|starting|start|continuation|pagination|sync|cursor|resume|query"
-    r"|client|clientrequest|request|idempotency|marker|nextmarker)token$"
+    r"|request|idempotency|marker|nextmarker)token$"
+    # AWS's `ClientToken` alone: `VAULT_CLIENT_TOKEN`, `oauthClientToken` are credentials.
+    r"|^clienttoken$"
     r"|idempotency(?:key)?$|(?:cache|partition|sort|primary|range|hash|object|s3|foreign)key$"
     r"|tokentype$|nextmarker$"
 )
@@ -110,6 +112,13 @@ def _public_key_line(value: str) -> bool:
     return m is not None and ssh_public_key(m.group("blob"))
 
 
+#: Kinds read from an assignment, whose value may be an expression in code: funes's and
+#: gitleaks' (`generic-api-key`) and Betterleaks' (`generic-password`) generic rules.
+_JUDGED_AS_CODE: Final = frozenset(
+    {"secret", "password", "high-entropy", "generic-api-key", "generic-password"}
+)
+
+
 def vetoed(text: str, start: int, end: int, kind: str) -> bool:
     """Whether a raw finding is not a secret after all.
 
@@ -122,7 +131,7 @@ def vetoed(text: str, start: int, end: int, kind: str) -> bool:
         or _TYPE_PLACEHOLDER.fullmatch(text, start, end)
     ):
         return True
-    if kind in ("secret", "password", "high-entropy", "generic-api-key") and _code_value(
+    if kind in _JUDGED_AS_CODE and _code_value(
         text, start, end
     ):
         return True

@@ -27,6 +27,7 @@ RANDOM = "Hfr5XzKZtMC9vwlIBz_wSFCax9xQHh0GPWxw0VNv"
     (f'token = os.getenv("GITHUB_TOKEN", default="{RANDOM}")', RANDOM),
     (f'api_key = ENV.fetch("STRIPE_API_KEY", "{RANDOM}")', RANDOM),
     (f'ado_pat = "{RANDOM}"', RANDOM),
+    (f'VAULT_CLIENT_TOKEN="{RANDOM}"', RANDOM),  # AWS's ClientToken alone is an idempotency key
     (f'variable "okta_api_token" {{\n  type    = string\n  default = "{RANDOM}"\n}}', RANDOM),
     ('sender.Credentials = new NetworkCredential("ops@example.com", "vzihlaquknriqlht");',
      "vzihlaquknriqlht"),

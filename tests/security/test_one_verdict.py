@@ -168,3 +168,43 @@ def test_the_database_url_session_needs_no_second_pass() -> None:
     assert [f.kind for f in found] == ["url-password"]
     assert scan(out) == [] and engines.betterleaks_findings([out]) == [[]]
     assert engines.redact_texts([out]) == [(out, [])]
+
+
+@pytest.mark.parametrize("text", [
+    '{"NextToken": "Hfr5XzKZtMC9vwlIBz_wSFCax9xQHh0GPWxw0VNv"}',
+    "ClientToken=Hfr5XzKZtMC9vwlIBz_wSFCax9xQHh0GPWxw0VNv",
+    'cache_key = "Hfr5XzKZtMC9vwlIBz_wSFCax9xQHh0GPWxw0VNv"',
+    "PageToken: Hfr5XzKZtMC9vwlIBz_wSFCax9xQHh0GPWxw0VNv",
+    'idempotency_key = "Hfr5XzKZtMC9vwlIBz_wSFCax9xQHh0GPWxw0VNv"',
+])
+def test_both_engines_leave_what_the_vetoes_say_is_not_a_secret(text: str) -> None:
+    """Betterleaks flags these (a generic key rule); the first engine's vetoes say they are
+    paging, idempotency and cache keys. One verdict: ingest keeps them and the gate agrees."""
+    assert engines.redact_texts([text]) == [(text, [])]
+    flagged = gate.scan_texts({"0" * 64: text}, [gate.builtin_scanner,
+                                                 gate.betterleaks_scanner()])
+    assert not flagged, flagged
+
+
+@pytest.mark.parametrize("text", [
+    "        self.username = username\n        self.password = password\n",
+    "def connect(host: str, password: Optional[str] = None) -> None: ...",
+    "print(f\"password={password}\")",
+    '"initial": {"key_sha256": "bb1636883c2707b51c5b7fc26c6927af4430f2e0785a8c7bc86a2cd7bb0e4b76"}',
+    "e.g. postgres://user:pass@localhost:5432/app",
+])
+def test_the_second_engines_generic_rules_leave_code_and_placeholders(text: str) -> None:
+    """Betterleaks' generic rules read these as passwords and keys; funes judges a generic
+    rule's value the same way in both engines, so code and doc placeholders stay."""
+    assert engines.redact_texts([text]) == [(text, [])]
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("[DEBUG] Using Key=eccb41cc2d4dab96b748ed040e9b308161279820447ef4553ba6e6d20ecb9962",
+     "eccb41cc2d4dab96b748ed040e9b308161279820447ef4553ba6e6d20ecb9962"),
+    ("blocknative_key=9f5c17d2-957e-4dda-ae24-811274ed88e5",
+     "9f5c17d2-957e-4dda-ae24-811274ed88e5"),
+])
+def test_a_hex_or_uuid_key_after_a_keys_name_is_still_redacted(text: str, secret: str) -> None:
+    [(out, found)] = engines.redact_texts([text])
+    assert found and secret not in out, out
