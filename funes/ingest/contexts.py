@@ -336,6 +336,15 @@ def shell_literal(value: str, quote: str = "") -> bool:
                 and ("_" in value or value.isupper()))
 
 
+def _quoted_in_prose(value: str) -> bool:
+    """A password a sentence quotes (`the default password is "centipede"`).
+
+    The sentence says what it is and the quotes mark it as written, so a weak word counts too;
+    stock words, references, code and paths stay.
+    """
+    return 4 <= len(value) <= 64 and " " not in value and not _not_a_value(value)
+
+
 def _spaced_value(cls: str, text: str, start: int) -> bool:
     m = _UNQUOTED.match(text, start)
     if m is None:
@@ -415,6 +424,8 @@ def _scan_named(text: str, lowered: str, out: Raw) -> None:
             continue  # cut short for display (`ghp_abc...`, a doc's `verify_token="eyJh…..."`)
         if _strict_name(text[s:e], cls) and _assigned_in_shell(text, s, e, gap.group(0)):
             judged = shell_literal(value, quote or "")
+        elif cls == "password" and gap.group("pq") and _STEM_IN.search(value) is None:
+            judged = _quoted_in_prose(value)  # `the password is 'blooberry'`
         else:
             judged = _STEM_IN.search(value) is None and credential_value(cls, value)
         if judged:

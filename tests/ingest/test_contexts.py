@@ -34,6 +34,7 @@ RANDOM = "Hfr5XzKZtMC9vwlIBz_wSFCax9xQHh0GPWxw0VNv"
     ('r = requests.get(url, auth=("admin", "hunter-two-7"))', "hunter-two-7"),
     ('new DirectoryEntry("LDAP://dc01",\n    "CORP\\\\svc", "Rrhh1234");', "Rrhh1234"),
     ("REACT_APP_AUTH_PASS=whiteduke\n", "whiteduke"),  # an env file's literal, not code
+    ("The router's default password is 'blooberry' until you change it.", "blooberry"),
     (f"mysql -h db.internal -u root -p'{PW}' app < dump.sql", PW),
     (f"mysqldump -uroot -p{PW} app", PW),
     (f"sshpass -p '{PW}' ssh ops@10.0.3.17 uptime", PW),
@@ -57,6 +58,9 @@ def test_a_named_secret_is_redacted_whole(text: str, secret: str) -> None:
 @pytest.mark.parametrize("text", [
     '<add key="CacheKey" value="users-by-email" />',
     'x = os.getenv("API_TOKEN", "")',
+    'the password is "required" for every account',
+    "the password is 'changeme' in the sample config",
+    'Your password is "too short"',
     'variable "region" {\n  default = "us-east-1"\n}',
     'variable "db_password" {\n  default = var.fallback\n}',
     "requests.get(url, auth=(user, password))",
