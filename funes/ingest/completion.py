@@ -37,7 +37,7 @@ from funes.ingest.detectors import (
     _word_letters,
 )
 
-__all__ = ["complete"]
+__all__ = ["FIXED_END_KINDS", "complete"]
 
 Raw = list[tuple[int, int, int, str]]
 
@@ -80,10 +80,12 @@ _PIECE_VALUE_MAX: Final = 1024
 
 #: Kinds whose span is a whole structure already (a PEM block, a URL's password between its
 #: `:` and `@`): their neighbours are a user name or a header, not more of the secret.
-_NOT_JOINED_KINDS: Final = frozenset({"private-key", "url-password", "kubernetes-secret",
-                                      "password-hash"})
-#: Kinds whose format fixes where the value ends (a hash, then a shadow line's `:19000:`).
-_FIXED_END_KINDS: Final = frozenset({"password-hash"})
+#: Kinds whose format fixes where the value ends (a hash, then a shadow line's `:19000:`):
+#: never joined, never run on to a token's end (here or in funes.ingest.redact).
+FIXED_END_KINDS: Final = frozenset({"password-hash"})
+_NOT_JOINED_KINDS: Final = frozenset(
+    {"private-key", "url-password", "kubernetes-secret", *FIXED_END_KINDS}
+)
 _PART_AFTER: Final = re.compile(r"[:=]{1,4}[A-Za-z0-9+/_-]{4,256}")
 _QUOTES: Final = frozenset("\"'`")
 _NOT_IN_VALUE: Final = frozenset(" \t\r\n")
@@ -236,7 +238,7 @@ def complete(text: str, found: Sequence[_Span], priority: dict[str, int]) -> Raw
     read_to = 0  # how far quoted values were read
     for f in found:
         start, end = f.start, f.end
-        if f.kind not in _FIXED_END_KINDS and text[end : end + 1] in ".-" and text[
+        if f.kind not in FIXED_END_KINDS and text[end : end + 1] in ".-" and text[
             end + 1 : end + 2] in _ALNUM and (
             end > start and text[end - 1] in _TOKEN_CHARS
         ):

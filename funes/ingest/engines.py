@@ -221,7 +221,7 @@ _HEX_OR_UUID: Final = re.compile(
     r"[0-9a-fA-F]{32,128}|[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}"
 )
 _DIGEST_OR_ID: Final = re.compile(
-    r"(?i)(?:sha\d{0,3}|md5|hash|digest|checksum|fingerprint|integrity|etag|commit|_id|Id)"
+    r"(?i)(?:sha\d{0,3}|md5|hash|digest|checksum|fingerprint|integrity|etag|commit|id)"
     r"[\"']?[ \t]{0,4}[:=,][ \t]{0,4}[\"']?$"
 )
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from typing import Final
 
 __all__ = ["ANCHORS", "PRIORITY", "PROVIDERS", "scan"]
@@ -233,6 +234,21 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
 #: Families whose findings are not tokens.
 KIND: Final = {"password-hash": "password-hash"}
 
+
+def _whole(value: str) -> str:
+    return value
+
+
+#: The part of a match the placeholder test judges, where not all of it is random: an Azure
+#: DevOps PAT's tail holds runs of `A` by design (its head is random); a hash's cost
+#: (`600000`) is not filler (the digest after its last `$` is what is random).
+_JUDGED_PART: Final[dict[str, Callable[[str], str]]] = {
+    "azure-devops": lambda v: v[:52],
+    "password-hash": lambda v: v.rsplit("$", 1)[-1],
+}
+#: Characters at a match's start that are not the secret (Okta's header word `SSWS `).
+_NOT_SECRET_HEAD: Final = {"okta": len("SSWS ")}
+
 _NOT_WORD_BEFORE = r"(?<![A-Za-z0-9_])"
 _NOT_TOKEN_AFTER = r"(?![A-Za-z0-9_])"
 
@@ -285,13 +301,10 @@ def scan(text: str, present: set[str], out: Raw) -> None:
         for m in _PROVIDERS[i][2].finditer(text):
             value = m.group(0)
             family = _PROVIDERS[i][0]
-            # An Azure DevOps PAT's tail holds runs of `A` by design: judge its random head; a
-            # hash's cost (`600000`) is not filler: judge the digest after its last `$`.
-            judged = (value[:52] if family == "azure-devops"
-                      else value.rsplit("$", 1)[-1] if family == "password-hash" else value)
+            judged = _JUDGED_PART.get(family, _whole)(value)
             if _entropy(judged) < 2.5 or filler(judged):
                 continue  # "AC" + 32 zeros, "key-xxxx…": a placeholder in the format's shape
-            start = m.start() + (5 if family == "okta" else 0)  # the header's word is not secret
+            start = m.start() + _NOT_SECRET_HEAD.get(family, 0)
             out.append((start, m.end(), PRIORITY, KIND.get(family, "provider-token")))
 
 

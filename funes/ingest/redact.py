@@ -964,10 +964,6 @@ _CUT_MID_TOKEN: Final = frozenset(
 )
 
 
-#: Kinds whose format fixes where the value ends: never extended to the token's end.
-_EXACT_KINDS: Final = frozenset({"password-hash"})
-
-
 def _whole(text: str, found: list[Finding]) -> list[Finding]:
     """Extend each finding to the end of its token, or of its quoted string for a value.
 
@@ -986,7 +982,7 @@ def _whole(text: str, found: list[Finding]) -> list[Finding]:
             continue
         end = f.end
         quote = text[f.start - 1] if f.start else ""
-        if f.kind in _EXACT_KINDS:
+        if f.kind in completion.FIXED_END_KINDS:
             m = None  # a format with a fixed end (a shadow line's `:19000:` follows a hash)
         elif f.kind in _ASSIGN_KINDS and quote in _QUOTED_TAIL:
             m = _QUOTED_TAIL[quote].match(text, end)

@@ -99,6 +99,13 @@ def test_password_hashes_are_redacted_and_only_the_hash(seed: int, context: str)
     assert out == "ops:[REDACTED:password-hash]:19876:0:99999:7:::"
 
 
+def test_an_okta_token_is_redacted_and_its_header_word_kept() -> None:
+    token = "00" + rnd(random.Random(5), B64URL, 40)
+    out, found = redact(f"the service sends SSWS {token} on every call")
+    assert out == "the service sends SSWS [REDACTED:provider-token] on every call"
+    assert [f.kind for f in found] == ["provider-token"]
+
+
 @pytest.mark.parametrize("text", [
     "$2b$12$short",  # not the format's length
     "cost is $5 and $6 per seat",

@@ -208,3 +208,11 @@ def test_the_second_engines_generic_rules_leave_code_and_placeholders(text: str)
 def test_a_hex_or_uuid_key_after_a_keys_name_is_still_redacted(text: str, secret: str) -> None:
     [(out, found)] = engines.redact_texts([text])
     assert found and secret not in out, out
+
+
+def test_the_second_engines_value_is_placed_after_its_key() -> None:
+    """A name holding its value's text (`api_key_X = "X"`): the value is the one after `=`."""
+    text = 'api_key_Xq7vT2mPz9LkW4rB = "Xq7vT2mPz9LkW4rB"'
+    [found] = engines.betterleaks_findings([text])
+    assert [text[f.start : f.end] for f in found] == ["Xq7vT2mPz9LkW4rB"]
+    assert all(f.start > text.index("=") for f in found)
