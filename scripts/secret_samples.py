@@ -498,6 +498,9 @@ _ADDRESS = re.compile(
 )
 
 
+_DOCUMENT = re.compile(r'\{\s*"[\w.-]+"\s*:')
+
+
 def _rule_secrets(match: re.Match[str]) -> list[str]:
     """The capture of one example match that is the secret.
 
@@ -508,6 +511,8 @@ def _rule_secrets(match: re.Match[str]) -> list[str]:
     however weak it looks.
     """
     groups = [g.strip("\\\"'") for g in match.groups() if g] or [match.group(0)]
+    if len(groups) == 1 and _DOCUMENT.match(groups[0]):
+        return []  # a whole JSON document (a service-account file): its fields, not a value
     if len(groups) == 1:
         return _secret_parts(match.string, [(None, groups[0])])
     for group in reversed(groups):
@@ -517,10 +522,13 @@ def _rule_secrets(match: re.Match[str]) -> list[str]:
 
 
 #: Rules that find identifiers, not secrets, by their names: buckets, ARNs, domains, user
-#: names, client and account ids, public keys and public tokens.
+#: names, client and account ids, public keys and public tokens; and the companions a rule set
+#: finds beside a secret to validate it (its host, service URL, account or org name, e-mail).
+#: A webhook URL and a URL with a password in it are secrets and stay.
 NOT_SECRET_RULE = re.compile(
     r"\b(?:(?:Client|Account|App|Bot|Organization|Project|Tenant|User) ID|Identifier|Bucket"
     r"|Domain|Resource Name|Username|Recipient|Public)\b"
+    r"|\b(?:Host|Hostname|Email|(?:Account|Org|Organization) Name)$|(?<!Webhook)(?<!in a) URL$"
 )
 
 

@@ -159,7 +159,9 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "twitter": (("AAAAAAAAAAAAAAAAAAAAA", r"[A-Za-z0-9%]{30,4096}"),),
     "notion": (("ntn_", r"[A-Za-z0-9]{40,4096}"), ("secret_", r"[A-Za-z0-9]{43}")),
     "dropbox": (("sl.", r"[A-Za-z0-9_-]{130,4096}"),),
-    "mapbox": (("sk.eyJ", r"[A-Za-z0-9_-]{50,4096}\.[A-Za-z0-9_-]{20,4096}"),),
+    # secret (`sk.`) and temporary (`tk.`) tokens; `pk.` ones are public
+    "mapbox": (("sk.eyJ1Ijoi", r"[A-Za-z0-9_-]{24,4096}\.[A-Za-z0-9_-]{20,4096}"),
+               ("tk.eyJ1Ijoi", r"[A-Za-z0-9_-]{24,4096}\.[A-Za-z0-9_-]{20,4096}")),
     # databases
     "mongodb-atlas": (("mdb_sa_sk_", r"[A-Za-z0-9_-]{30,4096}"),),
     "planetscale-db": (("pscale_", r"[a-z]{2,6}_[A-Za-z0-9_]{32,4096}"),),
@@ -175,6 +177,7 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
                   ("dt0s01.", r"[A-Z0-9]{24}\.[A-Z0-9]{64}")),
     "honeycomb": (("hcaik_", r"[a-z0-9]{58}"), ("hcxik_", r"[a-z0-9]{58}")),
     "launchdarkly": (("api-", _UUID_BODY), ("sdk-", _UUID_BODY)),
+    "pixie": (("px-api-", _UUID_BODY), ("px-dep-", _UUID_BODY)),  # New Relic's Pixie
     # AI providers
     "groq": (("gsk_", r"[A-Za-z0-9]{48,4096}"),),
     "xai": (("xai-", r"[A-Za-z0-9]{70,4096}"),),

@@ -744,6 +744,18 @@ def _assignment_at(
     group = "qv" if tail.groupdict().get("qv") is not None else "bv"
     value = tail.group(group)
     v_start, v_end = tail.span(group)
+    if group == "qv" and quote in _QUOTED_VALUE and (
+        text[v_end : v_end + 1] != quote or text.startswith("'\\''", v_end)
+    ):
+        # A quote of the other kind or a backquote inside a generated value (`'7`D"}…'`),
+        # or the shell's `'\''` for a quote inside single quotes: the value runs to its own
+        # closing quote on the line. A string with spaces is prose quoting a word
+        # (`'The "pass" statement'`), left as the first quote ends it.
+        whole = _QUOTED_VALUE[quote].match(text, v_start)
+        if (whole is not None and text[whole.end() : whole.end() + 1] == quote
+                and not _SPACED.search(whole.group(0))):
+            v_end = whole.end()
+            value = text[v_start:v_end]
     if group == "bv":
         # Sentence or block punctuation after a bare value is not part of it.
         trimmed = value.rstrip(":.,!?")
@@ -774,6 +786,13 @@ def _assignment_at(
 
 
 _ENV_REST: Final = re.compile(r"[^\s\"'`]{1,512}")
+#: A quoted literal's whole value, up to its closing quote on the line: backslash escapes in
+#: double quotes, the shell's `'\''` (close, escaped quote, reopen) in single quotes.
+_QUOTED_VALUE: Final = {
+    '"': re.compile(r'[^"\n\\]{1,512}(?:\\[^\n][^"\n\\]{0,512}){0,32}'),
+    "'": re.compile(r"[^'\n]{1,512}(?:'\\''[^'\n]{0,512}){0,16}"),
+}
+_SPACED: Final = re.compile(r"\s|\\[nrt]")
 _FLAG_START: Final = frozenset("-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 

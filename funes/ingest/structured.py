@@ -65,19 +65,24 @@ def _holds_key(value: str) -> bool:
     return False
 
 
-#: A private key's DER body in base64 without its PEM armour (a `private_key` JSON value cut
-#: from its BEGIN line, a key pasted bare): the structure's fixed header says what it is.
-#: PKCS#8 RSA, PKCS#1 RSA, SEC1 EC (P-256, P-384), PKCS#8 EC and Ed25519. Certificates and
-#: public keys (`MIIDdzCCA…`, `MIIBIjANBgkq…`) have other headers and are left alone.
+#: A private key's body in base64 without its PEM armour (a `private_key` JSON value cut
+#: from its BEGIN line, a key pasted bare or as a value): the structure's fixed header says
+#: what it is. DER: PKCS#8 RSA, PKCS#1 RSA, SEC1 EC (P-256, P-384), PKCS#8 EC and Ed25519;
+#: and OpenSSH's own format, whose body opens with `openssh-key-v1` (`b3BlbnNzaC1rZXktdjE`).
+#: Certificates and public keys (`MIIDdzCCA…`, `MIIBIjANBgkq…`, `AAAAB3NzaC1yc2E…`) have
+#: other headers and are left alone. The body runs over its line breaks: real ones, JSON's
+#: escaped `\n`, and a source file's string literals joined across lines (`"…" +` newline
+#: `"…"`, or side by side as C and Python join them).
 _DER_KEY: Final = re.compile(
     r"(?:(?<=\\[nr])|(?<![A-Za-z0-9+/]))"
     r"(?:MII[A-Za-z0-9+/]{3}IBADANBgkqhkiG9w0BAQEFAAS|MII[A-Za-z0-9+/]{3}IBAAKC"
-    r"|MHcCAQEEI|MIGkAgEBBDA|MIGHAgEAMBMGByqGSM49|MC4CAQAwBQYDK2Vw)"
-    r"(?:[A-Za-z0-9+/=]|\\[nr]|\r?\n){0,16384}"
+    r"|MHcCAQEEI|MIGkAgEBBDA|MIGHAgEAMBMGByqGSM49|MC4CAQAwBQYDK2Vw|b3BlbnNzaC1rZXktdjE)"
+    r"(?:[A-Za-z0-9+/=]|\\[nr]|\r?\n(?:[ \t]{1,64}(?=[A-Za-z0-9+/]))?"
+    r"|[\"'][ \t]{0,8}\+?[ \t]{0,8}\r?\n[ \t]{0,64}[\"']){0,16384}"
 )
 _DER_ANCHORS: Final = (
     "IBADANBgkqhkiG9w0BAQEFAAS", "IBAAKC", "MHcCAQEEI", "MIGkAgEBBDA", "MIGHAgEAMBMG",
-    "MC4CAQAwBQYDK2Vw",
+    "MC4CAQAwBQYDK2Vw", "b3BlbnNzaC1rZXktdjE",
 )
 
 

@@ -36,6 +36,20 @@ def test_the_secret_is_the_last_capture_that_is_not_an_address() -> None:
     assert not ss.NOT_SECRET_RULE.search("GitHub Personal Access Token")
 
 
+def test_a_rules_companions_and_whole_documents_are_not_secrets() -> None:
+    """What a rule set finds beside a secret to validate it (host, service URL, account name,
+    e-mail) is not a secret; a webhook URL or a URL with a password is. A capture that is a
+    whole JSON document is its fields, not one value."""
+    for name in ("SonarQube Host", "Azure Search URL", "Azure Storage Account Name",
+                 "Azure DevOps Org Name", "Eagle Eye Networks Email"):
+        assert ss.NOT_SECRET_RULE.search(name), name
+    for name in ("Discord Webhook URL", "Credentials in a URL", "Postgres URL with hardcoded "
+                 "password", "Azure Storage Account Key", "SendGrid API Key"):
+        assert not ss.NOT_SECRET_RULE.search(name), name
+    rx = ss.rust_regex(r'(\{\s*"auth_provider_x509_cert_url"[^}]+\})')
+    assert ss._rule_secrets(rx.search('{"auth_provider_x509_cert_url": "https://x"}')) == []
+
+
 def test_typed_runs_and_the_rfc_uuid_are_placeholders_and_random_keys_are_not() -> None:
     assert sc._run("zyxwvuts") == 8 and sc._run("x9Fq2kLm") == 3 and sc._run("") == 0
     for value in ("abcdefghijklmnop1234", "besttime_1234567890ab",

@@ -9,6 +9,7 @@ measures on those). Caught means no 16-character piece of the secret survives.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import random
 import string
@@ -166,6 +167,21 @@ def test_a_quoted_secret_holding_its_quote_is_redacted_whole() -> None:
             assert not leaked(part, out), out
 
 
+def test_a_quoted_value_runs_to_its_own_closing_quote() -> None:
+    """Backquotes and the other quote inside a generated value, and the shell's `'\\''`, do
+    not end it: the whole value goes, as JWT signing secrets are written."""
+    r = random.Random(12)
+    head, tail = rnd(r, ALNUM, 3), rnd(r, ALNUM, 40)
+    for text, value in ((f"export TOKEN='{head}`D'\\''}}/v){tail}'", f"{head}`D'\\''}}/v){tail}"),
+                        (f'jwt_secret = "{head}`D\\"}}/v){tail}"', f'{head}`D\\"}}/v){tail}'),
+                        (f"secret: '{head}\"x){tail}'", f'{head}"x){tail}')):
+        out = redact(text)[0]
+        assert value not in out and head not in out and tail not in out, out
+    # prose that quotes a word keeps its text
+    text = "'pass': 'The \"pass\" statement is a null operation'"
+    assert redact(text)[0] == text
+
+
 def test_periodic_and_self_overlapping_values_stay_linear() -> None:
     for text in ("password=" * 20_000, "token: " + "ab1" * 30_000,
                  "'" + "AKIAZ7Q2LKWP4MNB3XRT'" * 3000):
@@ -180,7 +196,8 @@ def test_periodic_and_self_overlapping_values_stay_linear() -> None:
 
 
 @pytest.mark.parametrize("header", ["MIIEvQIBADANBgkqhkiG9w0BAQEFAASC", "MIIEowIBAAKCAQEA",
-                                    "MHcCAQEEI", "MC4CAQAwBQYDK2VwBCIEI"])
+                                    "MHcCAQEEI", "MC4CAQAwBQYDK2VwBCIEI",
+                                    "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ"])
 def test_a_private_key_body_without_its_pem_lines_is_redacted(header: str) -> None:
     r = random.Random(header)
     body = header + rnd(r, ALNUM + "+/", 120)
@@ -188,6 +205,21 @@ def test_a_private_key_body_without_its_pem_lines_is_redacted(header: str) -> No
         out, found = redact(text)
         assert not leaked(body, out), out
         assert "private-key" in {f.kind for f in found}
+
+
+@pytest.mark.parametrize("join", ['" +\n"', '"\n    "', "' +\n  '", "\n  ", "\\r\\n", "\n"])
+def test_a_bare_key_body_is_redacted_over_every_line_it_spans(join: str) -> None:
+    """An OpenSSH key pasted as a value, or kept in source as string literals joined across
+    lines: every line of it goes, not the first."""
+    r = random.Random(join)
+    lines = ["b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAlwAAAAdzc2gtcn"]
+    lines += [rnd(r, ALNUM + "+/", 70) for _ in range(6)] + [rnd(r, ALNUM, 30) + "=="]
+    quote = join[0] if join[0] in "\"'" else ""
+    text = f"String key = {quote}{join.join(lines)}{quote};\nthen the build ran"
+    out = redact(text)[0]
+    for line in lines:
+        assert not leaked(line, out), out
+    assert out.endswith("then the build ran")
 
 
 def test_certificates_and_public_keys_are_not_private_keys() -> None:
@@ -263,6 +295,11 @@ def new_formats(seed: int) -> dict[str, str]:
         "tines": f"https://{rnd(r, LOWER36, 6)}.tines.com/webhook/{rnd(r, LOWER36, 32)}/"
         + rnd(r, LOWER36, 32),
         "launchdarkly": "sdk-" + uuid36(r),
+        "pixie": "px-dep-" + u,
+        # a Mapbox temporary token: `{"u":"<user>","a":"<id>"}` in base64url, then a signature
+        "mapbox-temporary": "tk." + base64.urlsafe_b64encode(
+            f'{{"u":"{rnd(r, string.ascii_lowercase, 6)}","a":"{rnd(r, LOWER36, 25)}"}}'.encode()
+        ).decode().rstrip("=") + "." + rnd(r, B64URL, 22),
     }
 
 
