@@ -160,8 +160,8 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "notion": (("ntn_", r"[A-Za-z0-9]{40,4096}"), ("secret_", r"[A-Za-z0-9]{43}")),
     "dropbox": (("sl.", r"[A-Za-z0-9_-]{130,4096}"),),
     # secret (`sk.`) and temporary (`tk.`) tokens; `pk.` ones are public
-    "mapbox": (("sk.eyJ1Ijoi", r"[A-Za-z0-9_-]{24,4096}\.[A-Za-z0-9_-]{20,4096}"),
-               ("tk.eyJ1Ijoi", r"[A-Za-z0-9_-]{24,4096}\.[A-Za-z0-9_-]{20,4096}")),
+    "mapbox": (("sk.eyJ", r"[A-Za-z0-9_-]{30,4096}\.[A-Za-z0-9_-]{20,4096}"),
+               ("tk.eyJ", r"[A-Za-z0-9_-]{30,4096}\.[A-Za-z0-9_-]{20,4096}")),
     # databases
     "mongodb-atlas": (("mdb_sa_sk_", r"[A-Za-z0-9_-]{30,4096}"),),
     "planetscale-db": (("pscale_", r"[a-z]{2,6}_[A-Za-z0-9_]{32,4096}"),),

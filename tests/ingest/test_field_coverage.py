@@ -300,6 +300,10 @@ def new_formats(seed: int) -> dict[str, str]:
         "mapbox-temporary": "tk." + base64.urlsafe_b64encode(
             f'{{"u":"{rnd(r, string.ascii_lowercase, 6)}","a":"{rnd(r, LOWER36, 25)}"}}'.encode()
         ).decode().rstrip("=") + "." + rnd(r, B64URL, 22),
+        # a secret one whose JSON was written with spaces (`{"u": "…"}`: `eyJ1Ijog…`)
+        "mapbox-secret": "sk." + base64.urlsafe_b64encode(
+            f'{{"u": "{rnd(r, string.ascii_lowercase, 9)}", "a": "{rnd(r, LOWER36, 25)}"}}'
+            .encode()).decode().rstrip("=") + "." + rnd(r, B64URL, 22),
     }
 
 
