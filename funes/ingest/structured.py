@@ -1,11 +1,10 @@
 """Secrets known by the structure around them, not by a name or a value's shape.
 
-XML secret elements of any length, private keys' DER bodies without their PEM armour, Fly.io's
-comma-separated token lists, Vault AppRole ids.
+XML secret elements of any length, private keys' bodies (DER, OpenSSH) without their PEM
+armour, Fly.io's comma-separated token lists, Vault AppRole ids.
 
 Apart from funes.ingest.detectors (whose value tests it reuses) because each of these is read
-by its own framing; linear like the rest (bounded
-repetitions, a single loop per expression).
+by its own framing; linear like the rest (bounded repetitions, a single loop per expression).
 """
 
 from __future__ import annotations
