@@ -97,8 +97,22 @@ def _value_ok(value: str) -> bool:
     return _PLACEHOLDER.fullmatch(value) is None
 
 
-def scan(text: str, lowered: str, out: Raw) -> None:
-    """Append each client password on `text`'s command lines to `out`."""
+#: What comes before a client's name when it starts a command: nothing on the line, a shell
+#: prompt or operator, a quote or parenthesis (`system("psexec …")`), a path's backslash, or a
+#: launcher (`cmd.exe /C`, `sudo`, `start`, `bash -c`).
+_COMMAND_HEAD: Final = re.compile(
+    r"(?:^|[;&|(\"'`$#>\\]|/[cCkK]|(?<![\w-])(?:sudo|exec|start|call|run|time|nohup|-c))"
+    r"[ \t]{0,8}$"
+)
+
+
+def scan(text: str, lowered: str, out: Raw, commands: Raw | None = None) -> None:
+    """Append each client password on `text`'s command lines to `out`.
+
+    With `commands`, a password on a line where the client's name starts the command goes
+    there instead: a shell word, whatever it looks like (`-p dev_admin`). One named in prose
+    (`the mongo shell reads -p from its prompt`) stays in `out`, to be judged like any value.
+    """
     done = 0  # a command line is read once, whatever clients it names
     for m in _CLIENT.finditer(lowered):
         if m.start() < done:
@@ -106,9 +120,12 @@ def scan(text: str, lowered: str, out: Raw) -> None:
         end = _END.search(text, m.end())
         line_end = len(text) if end is None else end.start()
         i = int(next(k for k, v in m.groupdict().items() if v is not None)[1:])
+        line_start = text.rfind("\n", max(0, m.start() - 200), m.start()) + 1
+        head = _COMMAND_HEAD.search(text, line_start or max(0, m.start() - 200), m.start())
+        into = commands if commands is not None and head is not None else out
         for f in _FLAGS[i].finditer(text, m.end(), line_end):
             if _value_ok(f.group("v")):
-                out.append((f.start("v"), f.end("v"), PRIORITY, "password"))
+                into.append((f.start("v"), f.end("v"), PRIORITY, "password"))
         done = line_end
     if "password-stdin" in lowered:
         for s in _STDIN.finditer(text):

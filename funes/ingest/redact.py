@@ -925,8 +925,9 @@ def _scan_once(text: str) -> list[Finding]:
         _scan_k8s_secrets(text, raw)
     _scan_assignments(text, lowered, raw, present)
     contexts.scan(text, lowered, present, raw)  # forms the assignments miss (contexts.py)
+    on_command_lines: list[tuple[int, int, int, str]] = []
     if not present.isdisjoint(clients.ANCHORS):
-        clients.scan(text, lowered, raw)  # passwords on a client's command line
+        clients.scan(text, lowered, raw, on_command_lines)  # a client's password flags
     for start, end, rule in gitleaks.rules().scan(text, lowered, present):
         if MARKER_PREFIX in text[start:end]:  # a rule reading a marker as a value
             continue
@@ -938,6 +939,8 @@ def _scan_once(text: str) -> list[Finding]:
     detectors.scan(text, lowered, present, raw)
     structured.scan(text, lowered, raw)
     raw = [r for r in raw if not vetoes.vetoed(text, r[0], r[1], r[3])]
+    # A client's flag argument is a shell word, never an expression in code (`-p dev_admin`).
+    raw += [r for r in on_command_lines if not vetoes.vetoed(text, r[0], r[1], r[3], literal=True)]
     return _completed(text, raw)
 
 

@@ -51,6 +51,10 @@ _MEMBER: Final = re.compile(r"[A-Za-z_$][\w$]{0,64}(?:\??\.[A-Za-z_$][\w$]{0,64}
 _ENV_ASSIGNED: Final = re.compile(
     r"(?:^|\n|(?<![\w-])(?:export|-e|--env|ENV)[ \t]{1,4})[A-Z][A-Z0-9_]{1,80}=$"
 )
+#: The same line indented or commented out (`    REACT_APP_PASS=x  # note`, `# PASS=x`), when
+#: nothing but a comment follows the value: a keyword argument in code goes on (`,` or `)`).
+_ENV_LINE_HEAD: Final = re.compile(r"(?:^|\n)[ \t]{0,16}(?:#[ \t]{0,4})?[A-Z][A-Z0-9_]{1,80}=$")
+_ENV_LINE_TAIL: Final = re.compile(r"[ \t]{0,64}(?:#[^\n]{0,256})?(?:\n|$)")
 
 
 def _code_value(text: str, start: int, end: int) -> bool:
@@ -62,7 +66,10 @@ def _code_value(text: str, start: int, end: int) -> bool:
     """
     if start and text[start - 1] in "\"'`":
         return False
-    if _ENV_ASSIGNED.search(text, max(0, start - 82), start):
+    if _ENV_ASSIGNED.search(text, max(0, start - 82), start) or (
+        _ENV_LINE_HEAD.search(text, max(0, start - 104), start)
+        and _ENV_LINE_TAIL.match(text, end)
+    ):
         return False  # `REACT_APP_PASS=whiteduke` in an env file or a shell: a literal
     value = text[start:end]
     if len(value) > 130 or _MEMBER.fullmatch(value) is None:
@@ -119,21 +126,20 @@ _JUDGED_AS_CODE: Final = frozenset(
 )
 
 
-def vetoed(text: str, start: int, end: int, kind: str) -> bool:
+def vetoed(text: str, start: int, end: int, kind: str, *, literal: bool = False) -> bool:
     """Whether a raw finding is not a secret after all.
 
     A placeholder named in capitals (`curl -u USER:PASSWORD`), or, for an assignment-like
     `kind`, the value of a known non-secret name (`"NextToken": "…"`, `ClientToken=…`,
-    `--starting-token …`).
+    `--starting-token …`) or an expression in code. `literal`: the syntax already says the
+    value is a literal (a client's flag on a command line), so it is not judged as code.
     """
     if end - start <= 64 and (
         _CAPS_PLACEHOLDER.fullmatch(text, start, end)
         or _TYPE_PLACEHOLDER.fullmatch(text, start, end)
     ):
         return True
-    if kind in _JUDGED_AS_CODE and _code_value(
-        text, start, end
-    ):
+    if not literal and kind in _JUDGED_AS_CODE and _code_value(text, start, end):
         return True
     if kind in ("high-entropy", "generic-api-key") and _encoded_text(text[start:end]):
         return True  # base64 of text: a protocol's sample nonce (`Sec-WebSocket-Key: dGhl…`)

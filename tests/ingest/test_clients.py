@@ -36,10 +36,13 @@ PW = "Xq7vT2mPz9Lk"
     f'Connect-VIServer -Server vc01 -User ops@vsphere.local -Password "{PW}"',
     f"$pw = ConvertTo-SecureString '{PW}' -AsPlainText -Force",
     f'$pw = ConvertTo-SecureString -String "{PW}" -AsPlainText -Force',
+    # a word-only password is still a shell word, not an expression in code
+    "cmd.exe /C PSEXEC \\\\10.0.94.120 -u Administrator -p dev_admin CMD /C ECHO",
+    'system("psexec \\\\\\\\192.168.3.77 -u Administrator -p braksha shutdown -r");',
 ])
 def test_a_clients_password_flag_is_redacted(text: str) -> None:
     out, found = redact_texts([text])[0]
-    assert found and PW not in out, out
+    assert found and PW not in out and "dev_admin" not in out and "braksha" not in out, out
 
 
 @pytest.mark.parametrize("text", [
@@ -55,6 +58,7 @@ def test_a_clients_password_flag_is_redacted(text: str) -> None:
     "$s = ConvertTo-SecureString $plain -AsPlainText -Force",
     "ConvertTo-SecureString -AsPlainText -Force $plain",
     "psexec \\\\host -u ops -p $Password cmd",
+    "PsExec.exe @hosts.txt -u CORP\\\\ADMIN -p PASSWORD cmd /c copy a b",
 ])
 def test_what_is_not_a_clients_password_is_left(text: str) -> None:
     assert redact(text) == (text, []), redact(text)[0]

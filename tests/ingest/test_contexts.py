@@ -34,6 +34,8 @@ RANDOM = "Hfr5XzKZtMC9vwlIBz_wSFCax9xQHh0GPWxw0VNv"
     ('r = requests.get(url, auth=("admin", "hunter-two-7"))', "hunter-two-7"),
     ('new DirectoryEntry("LDAP://dc01",\n    "CORP\\\\svc", "Rrhh1234");', "Rrhh1234"),
     ("REACT_APP_AUTH_PASS=whiteduke\n", "whiteduke"),  # an env file's literal, not code
+    ("  REACT_APP_AUTH_PASSWORD=whiteduke    # the staging login\n", "whiteduke"),  # indented
+    ("# REACT_APP_PASS=whiteduke\n", "whiteduke"),  # commented out, still the value
     ("The router's default password is 'blooberry' until you change it.", "blooberry"),
     (f"mysql -h db.internal -u root -p'{PW}' app < dump.sql", PW),
     (f"mysqldump -uroot -p{PW} app", PW),
