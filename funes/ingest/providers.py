@@ -178,6 +178,9 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "honeycomb": (("hcaik_", r"[a-z0-9]{58}"), ("hcxik_", r"[a-z0-9]{58}")),
     "launchdarkly": (("api-", _UUID_BODY), ("sdk-", _UUID_BODY)),
     "pixie": (("px-api-", _UUID_BODY), ("px-dep-", _UUID_BODY)),  # New Relic's Pixie
+    # Tableau's personal access token secret: 16 bytes in base64, `:`, 32 characters (checked
+    # with the 22 base64 characters before its `==:`)
+    "tableau": (("==:", r"[A-Za-z0-9]{32}"),),
     # AI providers
     "groq": (("gsk_", r"[A-Za-z0-9]{48,4096}"),),
     "xai": (("xai-", r"[A-Za-z0-9]{70,4096}"),),
@@ -271,6 +274,7 @@ def _provider_patterns() -> tuple[tuple[str, tuple[str, ...], re.Pattern[str]], 
                 "-NRMA": r"(?<![A-Za-z0-9_])(?:AA|eu01xx)[a-f0-9]{40}",
                 "AZDO": r"(?<![A-Za-z0-9_])[A-Za-z0-9]{52}JQQJ9[A-Za-z0-9]{19}",
                 "SSWS ": r"(?<![A-Za-z0-9_])",
+                "==:": r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{22}",
             }.get(prefix) or (
                 "" if prefix.startswith((".", "discord", "outlook", "hooks."))
                 else _NOT_WORD_BEFORE)

@@ -296,6 +296,7 @@ def new_formats(seed: int) -> dict[str, str]:
         + rnd(r, LOWER36, 32),
         "launchdarkly": "sdk-" + uuid36(r),
         "pixie": "px-dep-" + u,
+        "tableau": base64.b64encode(r.randbytes(16)).decode() + ":" + rnd(r, ALNUM, 32),
         # a Mapbox temporary token: `{"u":"<user>","a":"<id>"}` in base64url, then a signature
         "mapbox-temporary": "tk." + base64.urlsafe_b64encode(
             f'{{"u":"{rnd(r, string.ascii_lowercase, 6)}","a":"{rnd(r, LOWER36, 25)}"}}'.encode()
