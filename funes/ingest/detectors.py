@@ -491,6 +491,16 @@ def _trim(text: str, s: int, e: int) -> tuple[int, int]:
     return s, e
 
 
+def _padded_base64(value: str) -> bool:
+    """Base64 of a key's size, which a path cannot be.
+
+    Padded (`…==`) or holding a `+`, no dot, at most 100 characters (64 bytes encode to 88).
+    Longer base64 with slashes is data (an image, a signature), left to the elision of long
+    base64.
+    """
+    return len(value) <= 100 and (value.endswith("=") or "+" in value) and "." not in value
+
+
 def _scan_words(text: str, lowered: str, out: Raw) -> None:
     """Random tokens alone in prose, and values within reach after a secret word."""
     named_until = -1
@@ -554,8 +564,9 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
             continue
         if e < len(text) and text[e] not in _PROSE_AFTER:
             continue
-        if value.count("/") > 1 or value.startswith(("/", "~", ".")) or "://" in value:
-            continue
+        path_like = value.count("/") > 1 or value.startswith(("/", "~", "."))
+        if (path_like and not _padded_base64(value)) or "://" in value:
+            continue  # a path or URL; base64 with its padding or a `+` is not one
         label = text[e : e + 1] == ":" and text[e + 1 : e + 2] in ("", " ", "\t", "\n")
         if label or sum(ch.isalpha() for ch in value) * 10 < len(value) * 4:
             continue  # an object key or a label; numbers with a few letters (SVG paths)

@@ -7,6 +7,7 @@ caught when no 16-character piece of it survives redaction, the same test the be
 
 from __future__ import annotations
 
+import base64
 import random
 import string
 import time
@@ -162,6 +163,25 @@ def test_random_tokens_alone_in_prose(seed: int) -> None:
         ):
             out = redact(line)[0]
             assert not leaked(secret, out), out
+
+
+def test_a_padded_base64_key_with_slashes_is_not_a_path() -> None:
+    """A 64-byte key in base64 (an Azure storage key: 88 characters, `==`) holds slashes as
+    often as not; padded or with a `+`, it is not a path, and alone in prose it goes."""
+    r = random.Random(21)
+    found = 0
+    for _ in range(40):
+        key = base64.b64encode(r.randbytes(64)).decode()
+        if key.count("/") < 2:
+            continue
+        found += 1
+        out = redact(f"After the outage I rotated it, and the new one is {key} so update it.")[0]
+        assert not leaked(key, out), out
+    assert found >= 10
+    # a path, and long base64 data with slashes (an image, a signature), stay
+    for text in ("see src/c++/lib/foo.h and docs/a+b/notes.md for the details",
+                 "the signature was " + base64.b64encode(r.randbytes(300)).decode() + " here"):
+        assert redact(text)[1] == [], text
 
 
 @pytest.mark.parametrize(
