@@ -65,6 +65,7 @@ def _entropy(value: str) -> float:
 _HEX: Final = frozenset("0123456789abcdefABCDEF-~")
 _UUID_RE: Final = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 _ALNUM_RUN: Final = re.compile(r"[A-Za-z0-9]{16,4096}")
+_B64_RUN: Final = re.compile(r"[A-Za-z0-9]{8,4096}")
 #: Prefixes of ids that look random and are not credentials: API request and message ids,
 #: tool-call ids, payment object ids, content hashes, integrity strings, trace ids.
 _ID_PREFIX: Final = re.compile(
@@ -187,7 +188,10 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
     if not letters or value.isdigit():
         return False
     if not relaxed:
-        if digits < 2 or _ALNUM_RUN.search(value) is None or _ID_PREFIX.match(value):
+        # Standard base64 (a `+` in it, or padded) breaks its runs at `+` and `/` every 32
+        # characters on average: an AWS secret key's 40 rarely hold 16 alphanumerics in a row.
+        run = _B64_RUN if n >= 30 and ("+" in value or value.endswith("=")) else _ALNUM_RUN
+        if digits < 2 or run.search(value) is None or _ID_PREFIX.match(value):
             return False
     elif not digits and (n < 20 or _word_letters(value) * 3 >= letters):
         return False  # no digit: only a long run of letters that are not words

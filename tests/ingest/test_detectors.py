@@ -165,6 +165,24 @@ def test_random_tokens_alone_in_prose(seed: int) -> None:
             assert not leaked(secret, out), out
 
 
+def test_a_base64_key_whose_plus_signs_break_its_runs_is_found_alone() -> None:
+    """An AWS secret access key is 40 characters of standard base64: a `+` or `/` about every
+    32, so it seldom holds the 16 alphanumerics in a row a token alone needs."""
+    r = random.Random(22)
+    alphabet = string.ascii_letters + string.digits + "+/"
+    keys: list[str] = []
+    while len(keys) < 100:
+        key = "".join(r.choice(alphabet) for _ in range(40))
+        if "+" in key and key.count("/") <= 1 and key[0] != "/":
+            keys.append(key)
+    caught = sum(
+        not leaked(k, redact(f"After the outage I rotated it, and the new one is {k} so "
+                             "please update the runner.")[0])
+        for k in keys
+    )
+    assert caught >= 95, caught
+
+
 def test_a_padded_base64_key_with_slashes_is_not_a_path() -> None:
     """A 64-byte key in base64 (an Azure storage key: 88 characters, `==`) holds slashes as
     often as not; padded or with a `+`, it is not a path, and alone in prose it goes."""
