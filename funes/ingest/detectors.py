@@ -25,8 +25,14 @@ standalone detector and its repeats agree about a value.
 
 Precision: the standalone test (:func:`random_word`) wants what a generated credential looks
 like and what text, code and tool output rarely hold between spaces: 20+ characters, a run of
-16+ alphanumerics, digits and letters interleaved, high entropy, not hex (git SHAs, digests),
-not a UUID, not words, not an id with a known id prefix (``req_``, ``toolu_``, ``msg_``).
+16+ alphanumerics (8+ in standard base64 of 30+ characters, whose `+` and `/` break runs),
+digits and letters interleaved, high entropy, not hex (git SHAs, digests), not a UUID, not
+words, not an id with a known id prefix (``req_``, ``toolu_``, ``msg_``).
+
+One file because the standalone scan and the value tests are one judgement: the word, name and
+randomness tests here are what the scan applies to each word and what completion and the vetoes
+import to judge a value the same way, so their tables (common letter pairs, id prefixes) and
+the scan change together.
 """
 
 from __future__ import annotations
