@@ -196,7 +196,7 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
     if not relaxed:
         # Standard base64 (a `+` in it, or padded) breaks its runs at `+` and `/` every 32
         # characters on average: an AWS secret key's 40 rarely hold 16 alphanumerics in a row.
-        run = _B64_RUN if n >= 30 and ("+" in value or value.endswith("=")) else _ALNUM_RUN
+        run = _B64_RUN if n >= 30 and _standard_base64(value) else _ALNUM_RUN
         if digits < 2 or run.search(value) is None or _ID_PREFIX.match(value):
             return False
     elif not digits and (n < 20 or _word_letters(value) * 3 >= letters):
@@ -501,14 +501,19 @@ def _trim(text: str, s: int, e: int) -> tuple[int, int]:
     return s, e
 
 
+def _standard_base64(value: str) -> bool:
+    """Standard base64 by what base64url and identifiers never hold: padding or a `+`."""
+    return value.endswith("=") or "+" in value
+
+
 def _padded_base64(value: str) -> bool:
     """Base64 of a key's size, which a path cannot be.
 
-    Padded (`…==`) or holding a `+`, no dot, at most 100 characters (64 bytes encode to 88).
-    Longer base64 with slashes is data (an image, a signature), left to the elision of long
-    base64.
+    Standard base64 (padded or holding a `+`), no dot, at most 100 characters (64 bytes
+    encode to 88). Longer base64 with slashes is data (an image, a signature), left to the
+    elision of long base64.
     """
-    return len(value) <= 100 and (value.endswith("=") or "+" in value) and "." not in value
+    return len(value) <= 100 and _standard_base64(value) and "." not in value
 
 
 def _scan_words(text: str, lowered: str, out: Raw) -> None:

@@ -241,10 +241,6 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
 KIND: Final = {"password-hash": "password-hash"}
 
 
-def _whole(value: str) -> str:
-    return value
-
-
 #: The part of a match the placeholder test judges, where not all of it is random: an Azure
 #: DevOps PAT's tail holds runs of `A` by design (its head is random); a hash's cost
 #: (`600000`) is not filler (the digest after its last `$` is what is random).
@@ -308,7 +304,8 @@ def scan(text: str, present: set[str], out: Raw) -> None:
         for m in _PROVIDERS[i][2].finditer(text):
             value = m.group(0)
             family = _PROVIDERS[i][0]
-            judged = _JUDGED_PART.get(family, _whole)(value)
+            part = _JUDGED_PART.get(family)
+            judged = value if part is None else part(value)
             if _entropy(judged) < 2.5 or filler(judged):
                 continue  # "AC" + 32 zeros, "key-xxxx…": a placeholder in the format's shape
             start = m.start() + _NOT_SECRET_HEAD.get(family, 0)
