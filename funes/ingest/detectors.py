@@ -148,6 +148,9 @@ def _encoded_text(value: str) -> bool:
     return printable * 10 >= len(raw) * 9
 
 
+#: Two words or more and separators at the start of a value (`public-key-`, `app-build-`);
+#: one word may be a provider's prefix (Lob's `live_` + hex).
+_WORDS_HEAD: Final = re.compile(r"[A-Za-z]{2,32}(?:[-_.][A-Za-z]{2,32}){1,4}[-_.]")
 _GROUPS: Final = re.compile(r"[A-Za-z0-9]{3,16}(?:-[A-Za-z0-9]{3,16}){2,7}")
 
 
@@ -189,6 +192,11 @@ def random_word(value: str, *, relaxed: bool = False) -> bool:
     hexish = _HEX.issuperset(value)
     if hexish and (not relaxed or len(value.replace("-", "")) < 32):
         return False  # git SHAs, digests, ids: never alone; after a secret word, 32+ only
+    head = None if relaxed else _WORDS_HEAD.match(value)
+    if head is not None and _HEX.issuperset(value[head.end() :]) and _word_letters(
+        head.group(0)
+    ) * 2 >= sum(ch.isalpha() for ch in head.group(0)):
+        return False  # words, then hex (`release-3f2a…`, `public-key-9b1c…`): a labelled digest
     digits = sum(ch.isdigit() for ch in value)
     letters = sum(ch.isalpha() for ch in value)
     if not letters or value.isdigit():
@@ -440,6 +448,10 @@ _VALUE_LABELS: Final = frozenset((
     "eval", "repr", "print", "echo", "sha", "md", "crc", "rcl", "drc", "src", "href", "alt",
 ))
 _LABEL_AFFIXES: Final = ("sha", "md5", "blake", "crc", "xxh", "murmur", "fnv")
+#: Words that qualify a key rather than name its provider (`coinapi ACCESS …`).
+_QUALIFIERS: Final = frozenset(
+    ("access", "private", "secret", "token", "key", "api", "code", "auth")
+)
 
 
 def _provider_named(text: str, start: int, value: str) -> bool:
@@ -455,12 +467,11 @@ def _provider_named(text: str, start: int, value: str) -> bool:
         return False  # data, a signed number, a literal (`0b1111…`) or a path, not a key
     if _ASCENDING.search(value.lower()) or providers.filler(value):
         return False  # test data: `0123456789abcdef`, `aaaaaaaaaa1111111111…`
-    letters = sum(c.isalpha() for c in value)
-    hexkey = _HEX.issuperset(value) and 32 <= len(value.replace("-", "")) <= 128 and (
-        letters >= 6 and len(value) - letters >= 6)
-    if not hexkey and not random_word(value, relaxed=True):
+    if not _hex_key(value) and not random_word(value, relaxed=True):
         return False
     m = _NAME_THEN_VALUE.search(text, max(0, start - 52), start)
+    if m is None or m.group(1).lower() in _QUALIFIERS:
+        m = _QUALIFIED.search(text, max(0, start - 72), start)
     if m is None:
         return False
     name = m.group(1).strip("._-")
@@ -516,6 +527,65 @@ def _padded_base64(value: str) -> bool:
     return len(value) <= 100 and _standard_base64(value) and "." not in value
 
 
+#: Secret words a key's name can end with when it is glued to its value in one word
+#: (`bloggerKEY-ab12…`, `fileio.PRIVATE.TOKEN-…`, `prospect-access-4d9f…`).
+_GLUE_WORDS: Final = ("key", "secret", "token", "access", "private", "password", "passwd", "pwd")
+_GLUE_SEPARATORS: Final = frozenset("-_.")
+_GLUED_TAIL: Final = re.compile(r"[A-Za-z0-9_=+-]{12,512}")
+#: Words of a name that say its value is not a secret (as parts: `fileio` is a provider).
+_NOT_SECRET_WORDS: Final = frozenset((
+    "public", "pub", "hash", "sha", "md5", "digest", "checksum", "fingerprint", "cache", "etag",
+    "id", "sort", "partition", "primary", "foreign", "index", "next", "page", "idempotency",
+    "continuation", "cursor", "csrf", "xsrf", "type", "length", "size", "count", "file", "path",
+    "url", "name", "prefix", "timeout", "expiry", "expires", "authenticity",
+))
+
+
+def _hex_key(value: str) -> bool:
+    """Hex of a key's size with letters and digits mixed (a 32+ character API key or a UUID)."""
+    letters = sum(c.isalpha() for c in value)
+    return (_HEX.issuperset(value) and 32 <= len(value.replace("-", "")) <= 128
+            and letters >= 6 and len(value) - letters >= 6)
+
+
+def _glued(word: str) -> int:
+    """Where the value starts in a name glued to its value (`codatoken-987e…`), or -1.
+
+    People and scanners' examples write a provider's key as one word: the provider's name, a
+    secret word, a separator and the key. The last secret word followed by a separator ends the
+    name; what follows must be a key: random, hex of a key's size or a UUID, with no dot or
+    slash (a file name, a path). The name before it must name a secret (`cache-key-…` does
+    not).
+    """
+    low = word.lower()
+    at = -1
+    for i in range(len(word) - 12, 0, -1):
+        if word[i] in _GLUE_SEPARATORS and low.endswith(_GLUE_WORDS, 0, i):
+            at = i
+            break
+    if at < 0 or not word[:1].isalpha() or "/" in word[:at]:
+        return -1
+    value = word[at + 1 :]
+    if _GLUED_TAIL.fullmatch(value) is None or any(
+        p.lower() in _NOT_SECRET_WORDS for p in _NAME_PARTS.findall(word, 0, at)
+    ):
+        return -1  # `public-key-…`, `cache-key-…`, `file-token-…`: the name says not a secret
+    if _ASCENDING.search(value.lower()) is not None and not _UUID_RE.fullmatch(value):
+        return -1  # `abcdef123456…`: typed test data
+    if _UUID_RE.fullmatch(value) or _hex_key(value) or random_word(value, relaxed=True):
+        return at + 1
+    return -1
+
+
+#: A provider's name, then words that qualify its key (`mailboxlayer ACCESS`, `splunk_PRIVATE`,
+#: `bugsnag private-key`), right before a value: the name of the key is the provider's name.
+_QUALIFIED: Final = re.compile(
+    r"(?<![A-Za-z0-9_.$/?&;=-])([A-Za-z][a-z0-9]{2,24}|[A-Z][A-Z0-9]{3,24})"
+    r"(?:[ \t_-]{0,2}(?i:access|private|secret|token|key|api|code|auth)){1,3}"
+    r"[\"']?[ \t]{0,3}(?::=|=>|->|[:=(])?[ \t]{0,3}[\"'`]?\Z"
+)
+
+
 def _scan_words(text: str, lowered: str, out: Raw) -> None:
     """Random tokens alone in prose, and values within reach after a secret word."""
     named_until = -1
@@ -544,6 +614,10 @@ def _scan_words(text: str, lowered: str, out: Raw) -> None:
         if e - s < 20 and (k >= len(named) or named[k] > s or named[-1] < s - 48):
             continue  # short, and no secret word may be near
         s, e = _trim(text, s, e)
+        glued = _glued(text[s:e]) if e - s >= 16 else -1
+        if glued > 0 and (text[s - 1] if s else " ") in _NAMED_BEFORE:
+            out.append((s + glued, e, _NAMED_PRIORITY, "named-secret"))
+            continue
         head = _NAME_EQ.match(text, s, e)
         if head is not None and _name_like(head.group(0)[:-1]):
             s = head.end()

@@ -270,6 +270,7 @@ def _provider_patterns() -> tuple[tuple[str, tuple[str, ...], re.Pattern[str]], 
                 "-NRMA": r"(?<![A-Za-z0-9_])(?:AA|eu01xx)[a-f0-9]{40}",
                 "AZDO": r"(?<![A-Za-z0-9_])[A-Za-z0-9]{52}JQQJ9[A-Za-z0-9]{19}",
                 "SSWS ": r"(?<![A-Za-z0-9_])",
+                "key-": r"(?<![A-Za-z0-9_-])",  # not `public-key-…`, `hellosign-key-…`
                 "==:": r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{22}",
             }.get(prefix) or (
                 "" if prefix.startswith((".", "discord", "outlook", "hooks."))

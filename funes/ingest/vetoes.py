@@ -17,15 +17,22 @@ from funes.ingest.detectors import _encoded_text, _word_letters
 __all__ = ["vetoed"]
 
 
-#: Names of well-known non-secret values ending in "token" or "key" (lowercased, separators
-#: removed): pagination cursors, idempotency and client request tokens, continuation markers.
+#: Names of well-known non-secret values ending in "token" or "key": pagination cursors,
+#: idempotency and client request tokens, continuation markers. Matched on the name's parts
+#: lowercased and joined by `_` (`NextPageToken` → `next_page_token`), so a part must start
+#: where a part of the name starts: `statuspage_token` is Statuspage's API token, not a page's.
 _NOT_SECRET_NAMES: Final = re.compile(
-    r"(?:next|page|nextpage|starting|start|continuation|pagination|sync|cursor|resume|query"
-    r"|request|idempotency|marker|nextmarker)token$"
+    r"(?:^|_)(?:next|page|next_?page|starting|start|continuation|pagination|sync|cursor|resume"
+    r"|query|request|idempotency|marker|next_?marker)_?token$"
     # AWS's `ClientToken` alone: `VAULT_CLIENT_TOKEN`, `oauthClientToken` are credentials.
-    r"|^clienttoken$"
-    r"|idempotency(?:key)?$|(?:cache|partition|sort|primary|range|hash|object|s3|foreign)key$"
-    r"|tokentype$|nextmarker$"
+    r"|^client_?token$"
+    r"|(?:^|_)idempotency(?:_?key)?$"
+    r"|(?:^|_)(?:cache|partition|sort|primary|range|hash|object|s3|foreign)_?key$"
+    r"|(?:^|_)token_?type$|(?:^|_)next_?marker$"
+)
+#: A name's parts: words in any case, an acronym, digits kept with the part before (`S3Key`).
+_NAME_PARTS: Final = re.compile(
+    r"[A-Z]?[a-z]{1,64}[0-9]{0,16}|[A-Z]{1,64}[0-9]{0,16}(?![a-z])|[0-9]{1,64}"
 )
 _NAME_BEFORE: Final = re.compile(
     r"([A-Za-z][A-Za-z0-9_.-]{0,60})[\"']?(?:\s{0,8}[:=]\s{0,8}|(?<=[A-Za-z0-9])[ \t]{1,8})[\"']?$"
@@ -150,5 +157,5 @@ def vetoed(text: str, start: int, end: int, kind: str, *, literal: bool = False)
     m = _NAME_BEFORE.search(text, max(0, start - 72), start)
     if m is None:
         return False
-    name = re.sub(r"[^a-z0-9]", "", m.group(1).lower().rsplit(".", 1)[-1])
-    return _NOT_SECRET_NAMES.search(name) is not None
+    parts = _NAME_PARTS.findall(m.group(1).rsplit(".", 1)[-1])
+    return _NOT_SECRET_NAMES.search("_".join(parts).lower()) is not None

@@ -57,3 +57,14 @@ def test_typed_runs_and_the_rfc_uuid_are_placeholders_and_random_keys_are_not() 
         assert sc.placeholder_shaped(value), value
     for value in ("x9Fq2kLm0PzR7tVb", "ghp_XIxB7KMNdAr3zqWtQqhE94qglHqOzn1D1stg"):
         assert not sc.placeholder_shaped(value), value
+
+
+def test_a_kept_name_is_not_a_residue_and_a_kept_half_key_is() -> None:
+    """A capture that holds its key's name (`launchdarkly-secret-<uuid>`) keeps the name when
+    the key alone is redacted: that is not half a secret. Sixteen characters of the key are."""
+    secret = "launchdarkly-secret-7d1e4a90-3b2c-4f5e-9a8b-c6d5e4f3a2b1"
+    assert not sc.residue(secret, "launchdarkly-secret-[REDACTED:named-secret]")
+    assert sc.residue(secret, "launchdarkly-secret-7d1e4a90-3b2c-[REDACTED:x]")
+    key = "x9Fq2kLm0PzR7tVbQ3wE"
+    assert sc.residue(key, key[:17] + "[REDACTED:x]")
+    assert not sc.residue(key, "[REDACTED:x]")

@@ -202,6 +202,58 @@ def test_a_padded_base64_key_with_slashes_is_not_a_path() -> None:
         assert redact(text)[1] == [], text
 
 
+def _uuid(r: random.Random) -> str:
+    return "-".join(rnd(r, HEX, n) for n in (8, 4, 4, 4, 12))
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("name", [
+    "bloggerKEY-", "hellosign-PRIVATE-key-", "fileio.PRIVATE.TOKEN-", "prospect-access-",
+    "codatoken-", "dd_secret_key-", "urlscan-access-token-key-", "signupgeniusPRIVATE.",
+])
+def test_a_name_glued_to_its_key_in_one_word(name: str, seed: int) -> None:
+    """`<provider><secret word><separator><key>` written as one word: the key after the last
+    secret word goes, whether random, hex of a key's size or a UUID; the name stays."""
+    r = random.Random(f"{name}{seed}")
+    for key in (rnd(r, ALNUM, 40), rnd(r, HEX, 32), _uuid(r)):
+        for line in (f"{name}{key}", f"set it to {name}{key} in the dashboard."):
+            out = redact(line)[0]
+            assert not leaked(key, out) and name in out, out
+
+
+@pytest.mark.parametrize("text", [
+    "the cache-key-layer-build-artifacts-v2 was stale",
+    "fix-token-refresh-race-in-login was merged",
+    "see ./secrets/token-rotation-2024-01-15.md for the plan",
+    "the public-key-3f2a9b1c8d7e6f50a4b3c2d1e0f9a8b7 is pinned",
+])
+def test_a_glued_name_whose_rest_is_no_key_is_left(text: str) -> None:
+    assert redact(text)[1] == [], text
+
+
+@pytest.mark.parametrize("template", [
+    "mailboxlayer ACCESS {s}", "weatherbitACCESS {s}", "splunk_PRIVATE {s}",
+    "bugsnag private-key {s}", "tyntec access token: {s}",
+])
+def test_a_providers_name_then_words_that_qualify_its_key(template: str) -> None:
+    """`coinapi ACCESS <key>`: the provider's name (a word no vocabulary has) names the key
+    even with qualifying words between them; an English word before them does not."""
+    r = random.Random(template)
+    for key in (rnd(r, HEX, 32), rnd(r, ALNUM, 24)):
+        out = redact(template.format(s=key))[0]
+        assert not leaked(key, out), out
+    hexkey = rnd(r, HEX, 32)
+    assert redact(f"daily access {hexkey[:31]}")[1] == []  # not a key's size
+
+
+def test_a_pagination_name_must_start_where_a_part_of_the_name_starts() -> None:
+    """`NextPageToken` is a cursor; `statuspage_token` is Statuspage's API token."""
+    key = _uuid(random.Random(3))
+    assert leaked(key, redact(f'"NextPageToken": "{key}"')[0])
+    assert leaked(key, redact(f"page_token = {key}")[0])
+    assert not leaked(key, redact(f"statuspage_token = {key}")[0])
+
+
 @pytest.mark.parametrize(
     "text",
     [
