@@ -97,11 +97,16 @@ def _name_piece(piece: str) -> bool:
 def placeholder_shaped(secret: str) -> bool:
     """A test value no real generator makes: a run of five identical characters (`AKCxxxxx…`,
     `AKIAZZZZ…`), a short unit repeated (`abcd1234abcd1234…`), a typed run (`abcdefgh`,
-    `1234567890`), the RFC's example UUID, or low entropy.
+    `1234567890`), the RFC's example UUID, a variable (`$Password`), a value made of the
+    word for what it stands for (`SOME_PASSWORD`), or low entropy.
 
     Reported apart: funes leaves placeholders alone on purpose (docs carry `TOKEN=xxxx…`).
     """
     if re.search(r"(.)\1{4}", secret) or _run(secret) >= RUN or EXAMPLE_UUID in secret.lower():
+        return True
+    if _VARIABLE.fullmatch(secret) or (
+        _NAMED_FOR.search(secret) and _WORDS_ONLY.fullmatch(secret)
+    ):
         return True
     low = secret.lower()
     n = len(low)
@@ -111,6 +116,12 @@ def placeholder_shaped(secret: str) -> bool:
     return _entropy(secret) < 2.5
 
 
+#: A variable standing for the value (`$Password`, `%nothing%`, `${DB_PASS}`).
+_VARIABLE = re.compile(r"\$\{?[A-Za-z_]\w{0,40}\}?|%[A-Za-z_]\w{0,40}%")
+#: A value that says what it stands for: a secret word in letters alone (`password`,
+#: `SOME_PASSWORD`, `smtp_password`, `YOURPASSWROD`).
+_NAMED_FOR = re.compile(r"(?i)passw|secret|token|pwd")
+_WORDS_ONLY = re.compile(r"[A-Za-z_]{1,40}")
 #: An ascending or descending run this long (`abcdefgh`, `12345678`, `87654321`) is typed by a
 #: person: a random generator makes one about once in 10^12 values.
 RUN = 8

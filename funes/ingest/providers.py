@@ -120,6 +120,7 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "clickup": (("pk_", r"[0-9]{3,12}_[A-Z0-9]{32}"),),
     "django": (("django-insecure-", r"[A-Za-z0-9!@#$%^&*()_=+-]{40,64}"),),
     "pypi": (("pypi-AgE", r"[A-Za-z0-9_-]{60,4096}"),),  # PyPI and TestPyPI macaroons
+    "ionic": (("ion_", r"[A-Za-z0-9]{42}"),),  # Ionic Appflow personal access tokens
     # payment
     "square": (("EAAA", r"[A-Za-z0-9_=+-]{60}"), ("sq0atp-", r"[A-Za-z0-9_-]{22}"),
                ("sq0csp-", r"[A-Za-z0-9_-]{43}")),
@@ -130,6 +131,7 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "paystack": (("sk_live_", r"[a-f0-9]{40}"),),
     "flutterwave": (("FLWSECK-", r"[a-f0-9]{32}-X"), ("FLWSECK_TEST-", r"[a-f0-9]{32}-X")),
     "ramp": (("ramp_sec_", r"[A-Za-z0-9]{40,4096}"), ("ramp_tok_", r"[A-Za-z0-9]{40,4096}")),
+    "pagarme": (("ak_live_", r"[A-Za-z0-9]{30}"), ("ak_test_", r"[A-Za-z0-9]{30}")),
     # chat and mail
     "hubspot": (("pat-na1-", _UUID_BODY), ("pat-eu1-", _UUID_BODY)),
     "pubnub": (("pub-c-", _UUID_BODY), ("sub-c-", _UUID_BODY),
@@ -177,6 +179,7 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
                   ("dt0s01.", r"[A-Z0-9]{24}\.[A-Z0-9]{64}")),
     "honeycomb": (("hcaik_", r"[a-z0-9]{58}"), ("hcxik_", r"[a-z0-9]{58}")),
     "launchdarkly": (("api-", _UUID_BODY), ("sdk-", _UUID_BODY)),
+    "ubidots": (("BBFF-", r"[A-Za-z0-9]{30}"),),  # an IoT platform's account token
     "pixie": (("px-api-", _UUID_BODY), ("px-dep-", _UUID_BODY)),  # New Relic's Pixie
     # Tableau's personal access token secret: 16 bytes in base64, `:`, 32 characters (checked
     # with the 22 base64 characters before its `==:`)

@@ -53,9 +53,11 @@ def test_a_rules_companions_and_whole_documents_are_not_secrets() -> None:
 def test_typed_runs_and_the_rfc_uuid_are_placeholders_and_random_keys_are_not() -> None:
     assert sc._run("zyxwvuts") == 8 and sc._run("x9Fq2kLm") == 3 and sc._run("") == 0
     for value in ("abcdefghijklmnop1234", "besttime_1234567890ab",
-                  "123e4567-e89b-12d3-a456-426614174000"):
+                  "123e4567-e89b-12d3-a456-426614174000", "SOME_PASSWORD", "smtp_password",
+                  "YOURPASSWROD", "$Password", "%nothing%", "${DB_PASS}"):
         assert sc.placeholder_shaped(value), value
-    for value in ("x9Fq2kLm0PzR7tVb", "ghp_XIxB7KMNdAr3zqWtQqhE94qglHqOzn1D1stg"):
+    for value in ("x9Fq2kLm0PzR7tVb", "ghp_XIxB7KMNdAr3zqWtQqhE94qglHqOzn1D1stg", "whiteduke",
+                  "p@ssw0rd99", "secret_Kq8vN2xT", "$Kq8vN2xT!"):
         assert not sc.placeholder_shaped(value), value
 
 

@@ -56,6 +56,9 @@ def provider_tokens(seed: int) -> dict[str, str]:
         "azure-devops": rnd(r, ALNUM, 52) + "JQQJ99" + rnd(r, ALNUM, 4) + "ACAAAAAA"
         + rnd(r, ALNUM, 6) + "AZDO" + rnd(r, ALNUM, 4),
         "dependency-track": "odt_" + rnd(r, ALNUM, 32),
+        "ionic": "ion_" + rnd(r, ALNUM, 42),
+        "pagarme": "ak_live_" + rnd(r, ALNUM, 30),
+        "ubidots": "BBFF-" + rnd(r, ALNUM, 30),
         "stackhawk": "hawk." + rnd(r, B64URL, 20) + "." + rnd(r, B64URL, 20),
         "clickup": "pk_" + str(r.randrange(10**6, 10**8)) + "_"
         + rnd(r, string.ascii_uppercase + string.digits, 32),
@@ -367,6 +370,9 @@ ADVERSARIAL = [
     "FlyV1 " + ("fm2_" + "A" * 30 + ",") * 1900,
     ("api_key " * 8000)[:65536],
     ("secret '" + "a1" * 30) * 700,
+    ("bloggerKEY-" * 6000)[:65536],
+    ("fileio.PRIVATE.TOKEN-a1B2c3D4e5F6g7H8i9 " * 1600)[:65536],
+    ("mailboxlayer ACCESS private token key " * 1700)[:65536],
 ]
 
 
