@@ -28,12 +28,22 @@ repository and only read by the bench.
   secret is its last capture that is not an address. Rules named for identifiers (buckets,
   ARNs, client and account ids, domains, public keys) are left out.
 
+* **secretlint** (MIT, https://github.com/secretlint/secretlint): each rule's ``ng.*``
+  snapshot is an input and the messages the rule must report there; a message's ``data``
+  holds the secret (a URL's password is the part between ``:`` and ``@``). Rules about files
+  or paths (home directories, dotenv files, P12 files), the user-pattern and comment-filter
+  rules and identifier messages (account, tenant and client ids) are left out.
+* **ripsecrets** (MIT, https://github.com/sirwart/ripsecrets): ``test/one_per_line/*`` holds
+  one secret per line, named by the file (the secret is the line's longest credential-shaped
+  token, read as detect-secrets' payloads are).
+
 Run (the commits are pinned; a checkout at any commit works, the files are read with
 ``git show <pinned>``):
 
     python scripts/secret_samples.py --trufflehog /path/to/trufflehog \\
         --detect-secrets /path/to/detect-secrets [--noseyparker /path/to/noseyparker] \\
-        [--kingfisher /path/to/kingfisher] --out /work/scratch/secret-samples.json
+        [--kingfisher /path/to/kingfisher] [--secretlint /path/to/secretlint] \\
+        [--ripsecrets /path/to/ripsecrets] --out /work/scratch/secret-samples.json
 """
 
 from __future__ import annotations
@@ -51,11 +61,15 @@ TRUFFLEHOG_COMMIT = "3ab759fef4bb5935d4fe9ac68b503d05346b8364"
 DETECT_SECRETS_COMMIT = "5e141933554a0b74e7341841f318be21e895339c"
 NOSEYPARKER_COMMIT = "2e6e7f36ce36619852532bbe698d8cb7a26d2da7"
 KINGFISHER_COMMIT = "ee7c0db3ef87575768f817820c24736249ffcdef"
+SECRETLINT_COMMIT = "18346ba31b8173d52060b971221ab38c1943def0"
+RIPSECRETS_COMMIT = "416e9d04d6ba8941fc3106bf986b6c8aa875767e"
 LICENCES = {
     "trufflehog": "AGPL-3.0 (test data read for measurement only, nothing vendored)",
     "detect-secrets": "Apache-2.0 (test data read for measurement only, nothing vendored)",
     "noseyparker": "Apache-2.0 (rule examples read for measurement only, nothing vendored)",
     "kingfisher": "Apache-2.0 (rule examples read for measurement only, nothing vendored)",
+    "secretlint": "MIT (test snapshots read for measurement only, nothing vendored)",
+    "ripsecrets": "MIT (test files read for measurement only, nothing vendored)",
 }
 #: Where each rules-with-examples scanner keeps its rule files.
 RULE_DIRS = {
@@ -569,6 +583,75 @@ def rule_example_samples(
     return samples, stats
 
 
+# ------------------------------------------------------------------------------------------------
+# Test snapshots and files (secretlint, ripsecrets)
+# ------------------------------------------------------------------------------------------------
+
+#: secretlint rules that judge files or paths, or run a user's own patterns, not secrets in text.
+SECRETLINT_NOT_SECRETS = frozenset(
+    {"pattern", "filter-comments", "example", "no-homedir", "no-dotenv", "gcp"}
+)
+#: secretlint messages that report an identifier beside a secret, not a secret.
+SECRETLINT_IDS = frozenset({"AWSAccountID", "AzureTenantId", "AzureClientId"})
+
+
+def secretlint_samples(repo: Path, commit: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Each rule's `ng.*` snapshots: the input and the secret of every message it must raise."""
+    samples: list[dict[str, Any]] = []
+    stats = {"snapshots": 0, "file_rules": 0, "identifiers": 0, "negatives": 0}
+    for path in _files(repo, commit, "packages/@secretlint"):
+        parts = path.split("/")
+        if len(parts) < 6 or parts[3:5] != ["test", "snapshots"] or parts[-1] != "output.json":
+            continue
+        rule = parts[2].removeprefix("secretlint-rule-")
+        if parts[5].startswith("ok"):
+            stats["negatives"] += 1
+            continue
+        if not parts[5].startswith("ng") or not parts[2].startswith("secretlint-rule-"):
+            continue
+        if rule in SECRETLINT_NOT_SECRETS:
+            stats["file_rules"] += 1
+            continue
+        stats["snapshots"] += 1
+        doc = json.loads(_git(repo, "show", f"{commit}:{path}"))
+        text = str(doc.get("sourceContent") or "")
+        for message in doc.get("messages") or []:
+            if message.get("messageId") in SECRETLINT_IDS:
+                stats["identifiers"] += 1
+                continue
+            values = [v for v in (message.get("data") or {}).values()
+                      if isinstance(v, str) and len(v) >= 4 and v in text]
+            secrets = []
+            for v in values:
+                m = _URL_PASSWORD.search(v)
+                secrets.append(m.group(1) if m else v)
+            if secrets:
+                samples.append({"source": "secretlint",
+                                "family": f"{rule}.{message.get('messageId')}",
+                                "text": text, "secrets": secrets})
+    return samples, stats
+
+
+def ripsecrets_samples(repo: Path, commit: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Every line of `test/one_per_line/*`, with its longest credential-shaped token."""
+    samples: list[dict[str, Any]] = []
+    stats = {"files": 0, "skipped": 0}
+    for path in _files(repo, commit, "test/one_per_line"):
+        stats["files"] += 1
+        family = Path(path).name
+        for line in _git(repo, "show", f"{commit}:{path}").splitlines():
+            if not line.strip():
+                continue
+            m = _URL_PASSWORD.search(line)
+            secret = m.group(1) if m else _payload_secret(line.strip().rstrip(","))
+            if secret is None or secret not in line:
+                stats["skipped"] += 1
+                continue
+            samples.append({"source": "ripsecrets", "family": family, "text": line,
+                            "secrets": [secret]})
+    return samples, stats
+
+
 def _dedupe(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     seen: set[tuple[str, str, tuple[str, ...]]] = set()
     out = []
@@ -587,6 +670,8 @@ def main() -> None:
     parser.add_argument("--detect-secrets", type=Path)
     parser.add_argument("--noseyparker", type=Path)
     parser.add_argument("--kingfisher", type=Path)
+    parser.add_argument("--secretlint", type=Path)
+    parser.add_argument("--ripsecrets", type=Path)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     readers = {
@@ -596,6 +681,8 @@ def main() -> None:
                         lambda r, c: rule_example_samples(r, c, "noseyparker")),
         "kingfisher": (args.kingfisher, KINGFISHER_COMMIT,
                        lambda r, c: rule_example_samples(r, c, "kingfisher")),
+        "secretlint": (args.secretlint, SECRETLINT_COMMIT, secretlint_samples),
+        "ripsecrets": (args.ripsecrets, RIPSECRETS_COMMIT, ripsecrets_samples),
     }
     upstream: dict[str, Any] = {}
     samples: list[dict[str, Any]] = []

@@ -121,6 +121,9 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "django": (("django-insecure-", r"[A-Za-z0-9!@#$%^&*()_=+-]{40,64}"),),
     "pypi": (("pypi-AgE", r"[A-Za-z0-9_-]{60,4096}"),),  # PyPI and TestPyPI macaroons
     "ionic": (("ion_", r"[A-Za-z0-9]{42}"),),  # Ionic Appflow personal access tokens
+    # GitHub App installation tokens in their JWT form (`ghs_<installation>_<JWT>`)
+    "github-installation": (("ghs_", r"[0-9]{1,12}_eyJ[A-Za-z0-9_-]{10,4096}\.eyJ"
+                                     r"[A-Za-z0-9_-]{10,4096}\.[A-Za-z0-9_-]{10,4096}"),),
     # payment
     "square": (("EAAA", r"[A-Za-z0-9_=+-]{60}"), ("sq0atp-", r"[A-Za-z0-9_-]{22}"),
                ("sq0csp-", r"[A-Za-z0-9_-]{43}")),
@@ -149,8 +152,9 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "trufflehog": (("thog-key-", r"[a-f0-9]{16}"), ("thog-secret-", r"[a-f0-9]{32}")),
     "spectral": (("spu-", r"[a-f0-9]{32}"),),
     "besttime": (("pri_", r"[a-f0-9]{32}"),),
-    "shopify": (("shpat_", r"[a-fA-F0-9]{32}"), ("shpca_", r"[a-fA-F0-9]{32}"),
-                ("shppa_", r"[a-fA-F0-9]{32}"), ("shpss_", r"[a-fA-F0-9]{32}")),
+    # 32 hex digits, and since Shopify lengthened its keys 32 to 64 alphanumerics
+    "shopify": (("shpat_", r"[A-Za-z0-9]{32,64}"), ("shpca_", r"[A-Za-z0-9]{32,64}"),
+                ("shppa_", r"[A-Za-z0-9]{32,64}"), ("shpss_", r"[A-Za-z0-9]{32,64}")),
     "twilio": (("AC", r"[a-f0-9]{32}"), ("SK", r"[a-f0-9]{32}")),
     "mailgun": (("key-", r"[a-f0-9]{32}"),),
     "mailchimp": (("-us", r"[0-9]{1,2}"),),  # checked with its 32 hex digits before it

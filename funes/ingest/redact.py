@@ -321,7 +321,9 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     _d(
         "jwt",
         ("eyJ",),
-        _NOT_TOKEN_BEFORE + r"eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*",
+        # A JWS (header, claims, signature) or a JWE (header, key, IV, ciphertext, tag).
+        _NOT_TOKEN_BEFORE + r"eyJ[A-Za-z0-9_-]{10,}\.(?:eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*"
+        r"|[A-Za-z0-9_-]*\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
         priority=1,
     ),
     _d(

@@ -70,3 +70,49 @@ def test_a_kept_name_is_not_a_residue_and_a_kept_half_key_is() -> None:
     key = "x9Fq2kLm0PzR7tVbQ3wE"
     assert sc.residue(key, key[:17] + "[REDACTED:x]")
     assert not sc.residue(key, "[REDACTED:x]")
+
+
+def _commit(repo: Path, files: dict[str, str]) -> str:
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text, "utf-8")
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True, env=env)
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "x"], check=True, env=env)
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def test_secretlint_snapshots_give_each_messages_secret_and_leave_ids_and_file_rules(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    snap = "packages/@secretlint/secretlint-rule-{}/test/snapshots/{}/output.json"
+    text = "token ghp_" + "Ab3" * 12 + "\nurl https://deploy:Kq8vN2xT@ci.example.com/\n"
+    out = {"sourceContent": text, "messages": [
+        {"messageId": "GITHUB_TOKEN", "data": {"TOKEN": "ghp_" + "Ab3" * 12}},
+        {"messageId": "BasicAuth", "data": {"CREDENTIAL": "https://deploy:Kq8vN2xT@ci.example.com"}},
+        {"messageId": "AzureTenantId", "data": {"ID": "deploy"}},
+    ]}
+    commit = _commit(tmp_path, {
+        snap.format("github", "ng.secret"): json.dumps(out),
+        snap.format("github", "ok.valid"): json.dumps({"sourceContent": "x", "messages": []}),
+        snap.format("no-homedir", "ng.secret"): json.dumps(out),
+    })
+    samples, stats = ss.secretlint_samples(tmp_path, commit)
+    assert [s["secrets"] for s in samples] == [["ghp_" + "Ab3" * 12], ["Kq8vN2xT"]]
+    assert stats == {"snapshots": 1, "file_rules": 1, "identifiers": 1, "negatives": 1}
+
+
+def test_ripsecrets_lines_give_their_longest_credential_token(tmp_path: Path) -> None:
+    commit = _commit(tmp_path, {
+        "test/one_per_line/random": 'clientSecretKey := "2Tm6cdsRVBTL9hRCmR6MRDTpMLFS4I"\n\n'
+                                    "mysql://USER:hunter2x@db.example.com\n",
+    })
+    samples, _ = ss.ripsecrets_samples(tmp_path, commit)
+    assert [s["secrets"] for s in samples] == [["2Tm6cdsRVBTL9hRCmR6MRDTpMLFS4I"], ["hunter2x"]]

@@ -25,6 +25,10 @@ B64 = ALNUM + "+/"
 
 
 
+def _b64url(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
 def provider_tokens(seed: int) -> dict[str, str]:
     """One token per family, in the format the provider documents."""
     r = random.Random(seed)
@@ -57,6 +61,12 @@ def provider_tokens(seed: int) -> dict[str, str]:
         + rnd(r, ALNUM, 6) + "AZDO" + rnd(r, ALNUM, 4),
         "dependency-track": "odt_" + rnd(r, ALNUM, 32),
         "ionic": "ion_" + rnd(r, ALNUM, 42),
+        "shopify-lengthened": "shpss_" + rnd(r, ALNUM, 38),
+        "github-installation": f"ghs_{r.randrange(10**4, 10**8)}_"
+        + _b64url(b'{"alg":"RS256","typ":"JWT"}') + "."
+        + _b64url(b'{"iat":%d,"iss":"%d"}' % (r.randrange(10**9, 2 * 10**9), r.randrange(10**6)))
+        + "."
+        + _b64url(r.randbytes(256)),
         "pagarme": "ak_live_" + rnd(r, ALNUM, 30),
         "ubidots": "BBFF-" + rnd(r, ALNUM, 30),
         "stackhawk": "hawk." + rnd(r, B64URL, 20) + "." + rnd(r, B64URL, 20),
@@ -203,6 +213,21 @@ def test_a_padded_base64_key_with_slashes_is_not_a_path() -> None:
     for text in ("see src/c++/lib/foo.h and docs/a+b/notes.md for the details",
                  "the signature was " + base64.b64encode(r.randbytes(300)).decode() + " here"):
         assert redact(text)[1] == [], text
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_a_jwe_in_its_five_parts_is_one_token(direct: bool) -> None:
+    """A JWE's compact form: header, encrypted key (empty with `"alg": "dir"`), IV,
+    ciphertext, tag. The JWT form (three parts, claims starting `eyJ`) was all that was known."""
+    r = random.Random(direct)
+    header = _b64url(b'{"alg":"dir","enc":"A256GCM"}' if direct
+                     else b'{"alg":"RSA-OAEP","enc":"A256GCM"}')
+    key = "" if direct else _b64url(r.randbytes(256))
+    jwe = ".".join([header, key, _b64url(r.randbytes(12)), _b64url(r.randbytes(120)),
+                    _b64url(r.randbytes(16))])
+    for line in (jwe, f"Cookie: session={jwe}; Path=/", f"the token was {jwe} until it expired"):
+        out = redact(line)[0]
+        assert not leaked(jwe.replace("..", "."), out) and "[REDACTED:jwt]" in out, out
 
 
 def _uuid(r: random.Random) -> str:
