@@ -109,6 +109,12 @@ _add_reviews(
         ("url-password", "51fb552dfad78676", "tp", "dotenvx docs in playwright: dotenv://:key_1234@…"),
     ]
 )
+# Reviewed after plain YAML values became literals (issue #28): a .pypirc in a docstring.
+_add_reviews(
+    [
+        ("password", "7e35aaaea6b83ab4", "tp", "distutils register docs: .pypirc password: sekrit"),
+    ]
+)
 
 
 def walk_strings(value: Any) -> Iterator[str]:

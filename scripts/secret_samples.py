@@ -37,25 +37,33 @@ repository and only read by the bench.
   one secret per line, named by the file (the secret is the line's longest credential-shaped
   token, read as detect-secrets' payloads are).
 
+* **whispers** (Apache-2.0, https://github.com/Skyscanner/whispers): its fixtures are config
+  files and code in 40 syntaxes (YAML, JSON, XML, .npmrc, pip.conf, Dockerfile, shell, Python,
+  Go, PHP, Java, JavaScript, HTML …), with the values its tests must find marked by the word
+  ``hardcoded`` (or base64 of it) in the sections marked noncompliant.
+
 Run (the commits are pinned; a checkout at any commit works, the files are read with
 ``git show <pinned>``):
 
     python scripts/secret_samples.py --trufflehog /path/to/trufflehog \\
         --detect-secrets /path/to/detect-secrets [--noseyparker /path/to/noseyparker] \\
         [--kingfisher /path/to/kingfisher] [--secretlint /path/to/secretlint] \\
-        [--ripsecrets /path/to/ripsecrets] --out /work/scratch/secret-samples.json
+        [--ripsecrets /path/to/ripsecrets] [--whispers /path/to/whispers] \\
+        --out /work/scratch/secret-samples.json
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import base64
+import binascii
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 TRUFFLEHOG_COMMIT = "3ab759fef4bb5935d4fe9ac68b503d05346b8364"
 DETECT_SECRETS_COMMIT = "5e141933554a0b74e7341841f318be21e895339c"
@@ -63,6 +71,7 @@ NOSEYPARKER_COMMIT = "2e6e7f36ce36619852532bbe698d8cb7a26d2da7"
 KINGFISHER_COMMIT = "ee7c0db3ef87575768f817820c24736249ffcdef"
 SECRETLINT_COMMIT = "18346ba31b8173d52060b971221ab38c1943def0"
 RIPSECRETS_COMMIT = "416e9d04d6ba8941fc3106bf986b6c8aa875767e"
+WHISPERS_COMMIT = "5832bf74dcb127128ba653ed87601c927124b5aa"
 LICENCES = {
     "trufflehog": "AGPL-3.0 (test data read for measurement only, nothing vendored)",
     "detect-secrets": "Apache-2.0 (test data read for measurement only, nothing vendored)",
@@ -70,6 +79,7 @@ LICENCES = {
     "kingfisher": "Apache-2.0 (rule examples read for measurement only, nothing vendored)",
     "secretlint": "MIT (test snapshots read for measurement only, nothing vendored)",
     "ripsecrets": "MIT (test files read for measurement only, nothing vendored)",
+    "whispers": "Apache-2.0 (test fixtures read for measurement only, nothing vendored)",
 }
 #: Where each rules-with-examples scanner keeps its rule files.
 RULE_DIRS = {
@@ -652,6 +662,64 @@ def ripsecrets_samples(repo: Path, commit: str) -> tuple[list[dict[str, Any]], d
     return samples, stats
 
 
+_MARKED: Final = re.compile(r"(?i)[^\s\"'<>=:,;(){}\[\]`]*hardcoded[^\s\"'<>=:,;(){}\[\]`]*")
+_B64_WORD: Final = re.compile(r"[A-Za-z0-9+/]{8,512}={0,2}")
+_NONCOMPLIANT: Final = re.compile(r"(?i)non-?compliant")
+_COMPLIANT: Final = re.compile(r"(?i)(?<![a-z-])compliant")
+
+
+def _marked_secrets(line: str) -> list[str]:
+    """The marked values of a line: not a key or an element named with the mark."""
+    found = []
+    for m in _MARKED.finditer(line):
+        after = line[m.end() :].lstrip("\"'")
+        if after.startswith((":", "=", ">")) or line[max(0, m.start() - 1) : m.start()] == "<":
+            continue  # `hardcoded_password: x`, `<o1_hardcoded_password>`: a name
+        value = m.group(0)
+        if "//" in value:  # a webhook URL: its marked path segment, not the host
+            value = next(p for p in reversed(value.split("/")) if "hardcoded" in p.lower())
+        found.append(value.split("@")[0])  # `hardcoded1@pypi.example.com`: the password
+    for m in _B64_WORD.finditer(line):
+        word = m.group(0)
+        try:
+            raw = base64.b64decode(word + "=" * (-len(word) % 4), validate=True)
+        except (ValueError, binascii.Error):
+            continue
+        if b"hardcoded" in raw.lower() and word not in found:
+            found.append(word)
+    return found
+
+
+def whispers_samples(repo: Path, commit: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Each fixture, with the marked values of its noncompliant sections (all, if unmarked)."""
+    samples: list[dict[str, Any]] = []
+    stats = {"files": 0, "without_secrets": 0}
+    for path in _files(repo, commit, "tests/fixtures"):
+        if Path(path).stem == "excluded":
+            continue  # the values its tests exclude by configuration
+        try:
+            text = _git(repo, "show", f"{commit}:{path}")
+        except (subprocess.CalledProcessError, UnicodeDecodeError):
+            continue
+        stats["files"] += 1
+        sectioned = _COMPLIANT.search(text) is not None
+        secrets: list[str] = []
+        state = not sectioned  # unsectioned: every marked value counts
+        for line in text.splitlines():
+            if _NONCOMPLIANT.search(line):
+                state = True
+            elif _COMPLIANT.search(line):
+                state = False
+            elif state:
+                secrets += [v for v in _marked_secrets(line) if v not in secrets]
+        if not secrets:
+            stats["without_secrets"] += 1
+            continue
+        samples.append({"source": "whispers", "family": Path(path).name, "text": text,
+                        "secrets": secrets})
+    return samples, stats
+
+
 def _dedupe(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     seen: set[tuple[str, str, tuple[str, ...]]] = set()
     out = []
@@ -672,6 +740,7 @@ def main() -> None:
     parser.add_argument("--kingfisher", type=Path)
     parser.add_argument("--secretlint", type=Path)
     parser.add_argument("--ripsecrets", type=Path)
+    parser.add_argument("--whispers", type=Path)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     readers = {
@@ -683,6 +752,7 @@ def main() -> None:
                        lambda r, c: rule_example_samples(r, c, "kingfisher")),
         "secretlint": (args.secretlint, SECRETLINT_COMMIT, secretlint_samples),
         "ripsecrets": (args.ripsecrets, RIPSECRETS_COMMIT, ripsecrets_samples),
+        "whispers": (args.whispers, WHISPERS_COMMIT, whispers_samples),
     }
     upstream: dict[str, Any] = {}
     samples: list[dict[str, Any]] = []

@@ -123,10 +123,29 @@ _REFERENCE: Final = re.compile(
 _PERCENT: Final = re.compile(r"%[0-9A-Fa-f]{2}")
 _SYMBOLS: Final = frozenset("!#%^&*+=?~_-.@$()[]{}|/<>,;:")
 
-#: A name, then its value, in two fields of a list entry (Kubernetes/ECS environments).
+#: A name, then its value, in two fields of a list entry: Kubernetes and ECS environments
+#: (`- name: X` / `value: …`), CloudFormation's `Name`/`Value`, key-value stores' `key`.
 _PAIR_YAML: Final = re.compile(
-    r"(?m)^[ \t]{0,40}-?[ \t]{0,8}name:[ \t]{0,4}[\"']?(?P<n>[A-Za-z_][A-Za-z0-9_.-]{0,80})"
-    r"[\"']?[ \t]{0,4}\r?\n[ \t]{0,40}value:[ \t]{0,4}(?P<q>[\"']?)"
+    r"(?m)^[ \t]{0,40}-?[ \t]{0,8}(?i:name|key):[ \t]{0,4}[\"']?"
+    r"(?P<n>[A-Za-z_][A-Za-z0-9_.-]{0,80})"
+    r"[\"']?[ \t]{0,4}\r?\n[ \t]{0,40}(?i:value):[ \t]{0,4}(?P<q>[\"']?)"
+)
+#: The same in XML elements: `<key>db_password</key><value>…</value>`, `<name>…</name>`.
+_PAIR_ELEMENTS: Final = re.compile(
+    r"<(?P<t>(?i:key|name))>[ \t]{0,4}(?P<n>[A-Za-z_][A-Za-z0-9_.-]{0,80})[ \t]{0,4}</(?P=t)>"
+    r"[ \t\r\n]{0,80}<(?i:value)>(?P<q>)"
+)
+#: A quoted name, then its quoted value: as a subscript assigned (`$config['db_password'] =
+#: '…'`, `os.environ["DB_PASSWORD"] = "…"`) or as a call's next argument (PHP's `define(
+#: 'DB_PASSWORD', '…')`, `System.setProperty("db.password", "…")`, `config.set(…)`).
+_PAIR_QUOTED: Final = re.compile(
+    r"(?P<nq>[\"'])(?P<n>[A-Za-z_][A-Za-z0-9_.-]{0,80})(?P=nq)[ \t]{0,4}(?:\][ \t]{0,4}=|,)"
+    r"[ \t]{0,8}(?P<q>[\"'])"
+)
+#: A parameter store's CLI: `aws ssm put-parameter --name /prod/db/password --value "…"`.
+_PAIR_FLAGS: Final = re.compile(
+    r"--name[ \t=]{1,4}[\"']?(?P<n>[A-Za-z0-9_./-]{1,120})[\"']?[ \t]{1,4}"
+    r"(?:[^\n]{0,200}?[ \t])?--value[ \t=]{1,4}(?P<q>[\"']?)"
 )
 #: .NET's `<add key="SmtpPassword" value="…"/>` (appSettings, web.config): the key names it.
 _PAIR_XML: Final = re.compile(
@@ -158,8 +177,8 @@ _CREDENTIAL_CALL: Final = re.compile(
 #: What docs and tests pass a credential constructor (`BasicAuth("user", "pass2")`).
 _STOCK_ARGUMENT: Final = re.compile(r"(?i)(?:pass|pw|user|test|demo|foo|bar)\w{0,8}")
 _PAIR_JSON: Final = re.compile(
-    r"\\?\"name\\?\"[ \t]{0,4}:[ \t]{0,4}\\?\"(?P<n>[A-Za-z_][A-Za-z0-9_.-]{0,80})\\?\"[ \t]{0,4},"
-    r"[ \t\r\n]{0,40}\\?\"value\\?\"[ \t]{0,4}:[ \t]{0,4}(?P<q>\\?\")"
+    r"\\?\"(?i:name|key)\\?\"[ \t]{0,4}:[ \t]{0,4}\\?\"(?P<n>[A-Za-z_][A-Za-z0-9_.-]{0,80})\\?\""
+    r"[ \t]{0,4},[ \t\r\n]{0,40}\\?\"(?i:value)\\?\"[ \t]{0,4}:[ \t]{0,4}(?P<q>\\?\")"
 )
 #: A credential header's value, whole: up to the space, quote or backslash that ends it.
 _AUTH_HEADER: Final = re.compile(
@@ -436,12 +455,39 @@ def _scan_pairs(text: str, out: Raw, patterns: tuple[re.Pattern[str], ...]) -> N
     for pattern in patterns:
         for m in pattern.finditer(text):
             cls = name_class(m.group("n"))
-            if cls is None:
-                continue
+            if cls is None or (cls == "key" and not _strict_name(m.group("n"), cls)):
+                continue  # `cache_key`, `sort_key`: a key-value store's own keys
             vs, ve = _value_at(text, m.end(), m.group("q") or None, False)
             if ve > vs and credential_value(cls, text[vs:ve]):
                 out.append((vs, ve, PRIORITY, "password" if cls == "password" else
                             "named-secret"))
+
+
+def _scan_quoted_pairs(text: str, out: Raw) -> None:
+    """A quoted credential's name, then its quoted value (`define('DB_PASSWORD', '…')`).
+
+    Lists of names are what such pairs look like in code too (`('old_password',
+    'new_password1')`, an argv's `'key.passwd.pem', '-aes256'`), so the name must end in the
+    credential's word, open the call or the subscript (`('http', 'joe', 'password',
+    'localhost:22')` is a tuple of values), and the value must neither name a secret again nor
+    be a flag.
+    """
+    for m in _PAIR_QUOTED.finditer(text):
+        k = m.start()
+        while k > 0 and text[k - 1] in " \t" and m.start() - k < 8:
+            k -= 1
+        if text[k - 1 : k] not in ("(", "["):
+            continue
+        name = m.group("n")
+        cls = name_class(name)
+        if cls is None or not _strict_name(name, cls):
+            continue
+        vs, ve = _value_at(text, m.end(), m.group("q"), False)
+        value = text[vs:ve]
+        if ve > vs and value[0] != "-" and _STEM_IN.search(value) is None and credential_value(
+            cls, value
+        ):
+            out.append((vs, ve, PRIORITY, "password" if cls == "password" else "named-secret"))
 
 
 def _scan_credential_calls(text: str, out: Raw) -> None:
@@ -494,7 +540,9 @@ def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
         return
     _scan_named(text, lowered, out)
     if "value" in lowered and ("name" in lowered or "key" in lowered):
-        _scan_pairs(text, out, (_PAIR_YAML, _PAIR_JSON, _PAIR_XML))
+        _scan_pairs(text, out, (_PAIR_YAML, _PAIR_JSON, _PAIR_XML, _PAIR_ELEMENTS, _PAIR_FLAGS))
+    if "," in text or "]" in text:
+        _scan_quoted_pairs(text, out)
     if "env" in lowered and ("getenv" in lowered or "environ" in lowered or ".fetch" in lowered
                              or "env.get" in lowered):
         _scan_pairs(text, out, (_ENV_DEFAULT,))

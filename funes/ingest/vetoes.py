@@ -14,7 +14,7 @@ from typing import Final
 
 from funes.ingest.detectors import _encoded_text, _word_letters
 
-__all__ = ["vetoed"]
+__all__ = ["vetoed", "yaml_value"]
 
 
 #: Names of well-known non-secret values ending in "token" or "key": pagination cursors,
@@ -48,8 +48,16 @@ _CAPS_PLACEHOLDER: Final = re.compile(
 #: A type name where a schema or a docstring puts a value (`"password": "string?"`).
 _TYPE_PLACEHOLDER: Final = re.compile(
     r"(?i)(?:string|str|boolean|bool|int|integer|float|double|number|binary|bytes|object|array"
-    r"|any|none|null|optional|text|secretstr)\??(?:\[\])?"
+    r"|any|none|null|optional|text|secretstr)[?!]?(?:\[\])?"
 )
+#: A type's name where a schema or a class body puts one (`token: AccessToken`, `String!`).
+_TYPE_NAME: Final = re.compile(r"(?:[A-Z][a-z]{1,32}){1,6}[?!]?")
+#: A YAML mapping line up to its value: indentation, a list item's dash, a plain key, `: `.
+_YAML_HEAD: Final = re.compile(
+    r"(?:^|\n)[ \t]{0,40}(?:-[ \t]{1,4})?[A-Za-z_][\w.-]{0,80}:[ \t]{1,8}$"
+)
+#: After a YAML value: nothing but spaces and a comment to the line's end.
+_YAML_TAIL: Final = re.compile(r"[ \t]{0,64}(?:#[^\n]{0,256})?(?:\n|$)")
 
 
 _MEMBER: Final = re.compile(r"[A-Za-z_$][\w$]{0,64}(?:\??\.[A-Za-z_$][\w$]{0,64}){0,8}")
@@ -62,6 +70,35 @@ _ENV_ASSIGNED: Final = re.compile(
 #: nothing but a comment follows the value: a keyword argument in code goes on (`,` or `)`).
 _ENV_LINE_HEAD: Final = re.compile(r"(?:^|\n)[ \t]{0,16}(?:#[ \t]{0,4})?[A-Z][A-Z0-9_]{1,80}=$")
 _ENV_LINE_TAIL: Final = re.compile(r"[ \t]{0,64}(?:#[^\n]{0,256})?(?:\n|$)")
+
+
+def yaml_value(text: str, start: int, end: int) -> bool:
+    """A plain value ending a line of YAML (`  POSTGRES_PASSWORD: supersecret`): a literal.
+
+    YAML writes strings unquoted, so the word after a key is the value itself, not a
+    variable. Code writes the same `key: name` in an object literal or a type annotation, so
+    the line must end at the value, and a neighbouring line must be a YAML key or list item
+    with no `,`, `;`, `{` or `(` at its end; a type's name (`AccessToken`, `String!`) stays.
+    """
+    if not _YAML_HEAD.search(text, max(0, start - 124), start) or not _YAML_TAIL.match(text, end):
+        return False
+    if _TYPE_NAME.fullmatch(text, start, end) or text[end - 1 : end] in (",", ";", "{", "("):
+        return False
+    ls = text.rfind("\n", max(0, start - 124), start)
+    le = text.find("\n", end)
+    neighbours = []
+    if ls > 0:
+        prev = text.rfind("\n", max(0, ls - 400), ls) + 1
+        neighbours.append(text[prev:ls])
+    if le >= 0:
+        nxt = text.find("\n", le + 1, le + 401)
+        neighbours.append(text[le + 1 : nxt if nxt >= 0 else min(len(text), le + 401)])
+    return any(
+        ":" in line and line.rstrip()[-1:] not in (",", ";", "{", "(", "[")
+        and _YAML_HEAD.search(line[: line.index(":") + 2] if ": " in line else line + " ")
+        is not None
+        for line in neighbours if line.strip()
+    )
 
 
 def _code_value(text: str, start: int, end: int) -> bool:
@@ -78,6 +115,8 @@ def _code_value(text: str, start: int, end: int) -> bool:
         and _ENV_LINE_TAIL.match(text, end)
     ):
         return False  # `REACT_APP_PASS=whiteduke` in an env file or a shell: a literal
+    if yaml_value(text, start, end):
+        return False  # `POSTGRES_PASSWORD: supersecret` in YAML
     value = text[start:end]
     if len(value) > 130 or _MEMBER.fullmatch(value) is None:
         return False

@@ -116,3 +116,19 @@ def test_ripsecrets_lines_give_their_longest_credential_token(tmp_path: Path) ->
     })
     samples, _ = ss.ripsecrets_samples(tmp_path, commit)
     assert [s["secrets"] for s in samples] == [["2Tm6cdsRVBTL9hRCmR6MRDTpMLFS4I"], ["hunter2x"]]
+
+
+def test_whispers_fixtures_give_the_marked_values_of_noncompliant_sections(tmp_path: Path) -> None:
+    commit = _commit(tmp_path, {
+        "tests/fixtures/passwords.yml": "# Compliant\nusername: hardcoded\n\n# Noncompliant\n"
+                                        "pwd: hardcoded1\nhardcoded_password: x\n"
+                                        "index: https://user:hardcoded2@pypi.example.com/simple\n"
+                                        "hook: https://hooks.slack.com/services/T0/B0/hardcodedHook\n",
+        "tests/fixtures/plain.env": "TOKEN=aGFyZGNvZGVkdmFsdWU=\n",  # base64 of "hardcodedvalue"
+        "tests/fixtures/excluded.yml": "noncompliant:\n  a: hardcoded9\n",
+    })
+    samples, _ = ss.whispers_samples(tmp_path, commit)
+    assert {s["family"]: s["secrets"] for s in samples} == {
+        "passwords.yml": ["hardcoded1", "hardcoded2", "hardcodedHook"],
+        "plain.env": ["aGFyZGNvZGVkdmFsdWU="],
+    }

@@ -10,6 +10,7 @@ from funes.ingest.redact import redact
 PW = "Xq7vT2mPz9Lk!"
 KEY = "c81098eff171a9081cd172c3044c614d"  # 32 hex: a Datadog/Algolia-style key
 RANDOM = "Hfr5XzKZtMC9vwlIBz_wSFCax9xQHh0GPWxw0VNv"
+WEAK = "wintermoon7"  # typed by a person: no detector takes it for random
 
 
 @pytest.mark.parametrize("text, secret", [
@@ -50,6 +51,22 @@ RANDOM = "Hfr5XzKZtMC9vwlIBz_wSFCax9xQHh0GPWxw0VNv"
      "APA91b_bVeIDihXVW0-3iACRAa"),
     ("The new key is dapie9351d5fc93737a2cd84619f3f81742d, and the old one is revoked.",
      "dapie9351d5fc93737a2cd84619f3f81742d"),
+    # a name and its value in two fields: key-value entries, XML elements, a store's CLI
+    (f'[{{"Name": "STRIPE_SECRET", "Value": "{KEY}"}}]', KEY),
+    (f'{{"key": "db_password", "value": "{WEAK}", "info": "metadata"}}', WEAK),
+    (f"secrets:\n  - key: business.password\n    value: {WEAK}\n", WEAK),
+    (f"<entry>\n  <key>pro_password</key>\n  <value>{WEAK}</value>\n</entry>", WEAK),
+    (f'aws ssm put-parameter --name /prod/db/password --value "{WEAK}" --type SecureString', WEAK),
+    # a quoted name, then its quoted value: a subscript assigned, a call's next argument
+    (f"define( 'DB_PASSWORD', '{WEAK}' );", WEAK),
+    (f"define('AUTH_KEY', '{KEY}');", KEY),
+    (f"$config['db_password'] = '{WEAK}';", WEAK),
+    (f'os.environ["DB_PASSWORD"] = "{WEAK}"', WEAK),
+    (f'System.setProperty("db.password", "{WEAK}");', WEAK),
+    # a plain value ending a line of YAML is the value, not a variable
+    ("credentials:\n  login: admin\n  password: hardcodEd\n", "hardcodEd"),
+    ("apikey: YXNkZmZmZmZm_HARDcoded\nother: 1\n", "YXNkZmZmZmZm_HARDcoded"),
+    ("spring:\n  datasource:\n    username: app\n    password: wintermoon\n", "wintermoon"),
 ])
 def test_a_named_secret_is_redacted_whole(text: str, secret: str) -> None:
     out, found = redact(text)
@@ -95,6 +112,19 @@ def test_a_named_secret_is_redacted_whole(text: str, secret: str) -> None:
     "the token is valid for 3600 seconds",
     "NextToken: eyJ2IjoiMSIsImMiOiJ4In0K",
     "Authorization: Bearer ${TOKEN}",
+    # lists of names and values, not a name and its value
+    "fields = ('username', 'password1', 'password2')",
+    "('old_password', 'new_password1', 'new_password2')",
+    "('http', 'user/name', 'password', 'localhost:22')",
+    "run(['openssl', '-out', 'keycert.passwd.pem', '-aes256'])",
+    "if config['password'] == 'Zq8vN2xTk1':",
+    '{"key": "cache_key", "value": "users-by-email-v2"}',
+    # code and schemas write `name: value` too
+    "const cfg = {\n  user: name,\n  password: userPassword\n}",
+    "interface Creds {\n  user: string\n  token: AccessToken\n  password: Password\n}",
+    "type User {\n  name: String\n  password: String!\n}",
+    "db:\n  password: !Ref DbPassword\n  user: app\n",
+    "db:\n  user: app\n  password: changeme\n",
 ])
 def test_what_only_sounds_like_a_secret_is_left(text: str) -> None:
     assert redact(text) == (text, []), redact(text)[0]
