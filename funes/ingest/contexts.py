@@ -142,6 +142,23 @@ _PAIR_QUOTED: Final = re.compile(
     r"(?P<nq>[\"'])(?P<n>[A-Za-z_][A-Za-z0-9_.-]{0,80})(?P=nq)[ \t]{0,4}(?:\][ \t]{0,4}=|,)"
     r"[ \t]{0,8}(?P<q>[\"'])"
 )
+#: A list under a credential's (plural) name: JSON's `"api_keys": [` and YAML's `tokens:`
+#: then `- …` items; each item is judged as a value of that name.
+_LIST_JSON: Final = re.compile(
+    r"(?P<nq>[\"'])(?P<n>[A-Za-z0-9_][A-Za-z0-9_.-]{0,80})(?P=nq)[ \t]{0,4}:[ \t]{0,4}\["
+)
+_LIST_YAML: Final = re.compile(
+    r"(?m)^[ \t]{0,40}(?P<n>[A-Za-z0-9_][A-Za-z0-9_.-]{0,80}):[ \t]{0,4}$"
+)
+_JSON_ITEM: Final = re.compile(
+    r"[ \t\r\n]{0,80}(?P<q>[\"'])(?P<v>[^\"'\n]{1,256})(?P=q)[ \t\r\n]{0,80}(?P<end>[,\]])"
+)
+_YAML_ITEM: Final = re.compile(
+    r"\r?\n[ \t]{0,40}-[ \t]{1,4}(?P<q>[\"']?)(?P<v>[^\s\"'#][^\n\"']{0,255}?)(?P=q)"
+    r"[ \t]{0,8}(?=\r?\n|$)"
+)
+_LIST_ITEMS: Final = 64
+_MAPPING_ITEM: Final = re.compile(r"[A-Za-z0-9_.-]{1,80}:(?:[ \t]|$)")
 #: A parameter store's CLI: `aws ssm put-parameter --name /prod/db/password --value "…"`.
 _PAIR_FLAGS: Final = re.compile(
     r"--name[ \t=]{1,4}[\"']?(?P<n>[A-Za-z0-9_./-]{1,120})[\"']?[ \t]{1,4}"
@@ -245,8 +262,8 @@ def _code(value: str) -> bool:
 
 def _not_a_value(value: str) -> bool:
     """A placeholder, code, a path, a URL, a marker: what a name is followed by in code."""
-    if _placeholder(value) or "://" in value:
-        return True
+    if _placeholder(value) or "://" in value or value.startswith("ENC["):
+        return True  # … or SOPS ciphertext (`ENC[AES256_GCM,data:…]`)
     if value.startswith(("~/", "./", "../")) or (value[0] == "/" and value.count("/") > 1):
         return True
     if _code(value) or _PLACEHOLDER_WORDS.match(value) or _REFERENCE.match(value):
@@ -490,6 +507,30 @@ def _scan_quoted_pairs(text: str, out: Raw) -> None:
             out.append((vs, ve, PRIORITY, "password" if cls == "password" else "named-secret"))
 
 
+def _scan_lists(text: str, out: Raw) -> None:
+    """The items of a list under a credential's name (`"api_keys": ["…", "…"]`, `tokens:`)."""
+    for pattern, item in ((_LIST_JSON, _JSON_ITEM), (_LIST_YAML, _YAML_ITEM)):
+        for m in pattern.finditer(text):
+            name = m.group("n")
+            cls = name_class(name[:-1] if name.endswith(("s", "S")) else name)
+            if cls is None or (cls == "key" and not _strict_name(name.rstrip("sS"), cls)):
+                continue
+            pos = m.end()
+            for _ in range(_LIST_ITEMS):
+                it = item.match(text, pos)
+                if it is None:
+                    break
+                value = it.group("v")
+                if _MAPPING_ITEM.match(value):
+                    break  # `- name: db`: a list of mappings, not of values
+                if _STEM_IN.search(value) is None and credential_value(cls, value):
+                    kind = "password" if cls == "password" else "named-secret"
+                    out.append((it.start("v"), it.end("v"), PRIORITY, kind))
+                pos = it.end()
+                if it.groupdict().get("end") == "]":
+                    break
+
+
 def _scan_credential_calls(text: str, out: Raw) -> None:
     """The password argument of a credential constructor.
 
@@ -543,6 +584,8 @@ def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
         _scan_pairs(text, out, (_PAIR_YAML, _PAIR_JSON, _PAIR_XML, _PAIR_ELEMENTS, _PAIR_FLAGS))
     if "," in text or "]" in text:
         _scan_quoted_pairs(text, out)
+    if "[" in text or "\n" in text:
+        _scan_lists(text, out)
     if "env" in lowered and ("getenv" in lowered or "environ" in lowered or ".fetch" in lowered
                              or "env.get" in lowered):
         _scan_pairs(text, out, (_ENV_DEFAULT,))

@@ -67,6 +67,9 @@ WEAK = "wintermoon7"  # typed by a person: no detector takes it for random
     ("credentials:\n  login: admin\n  password: hardcodEd\n", "hardcodEd"),
     ("apikey: YXNkZmZmZmZm_HARDcoded\nother: 1\n", "YXNkZmZmZmZm_HARDcoded"),
     ("spring:\n  datasource:\n    username: app\n    password: wintermoon\n", "wintermoon"),
+    # the items of a list under a credential's plural name
+    (f'"passwords": [\n  "{WEAK}",\n  "Hardcoded1"\n],', WEAK),
+    (f"api_keys:\n  - {KEY}\n  - other\n", KEY),
 ])
 def test_a_named_secret_is_redacted_whole(text: str, secret: str) -> None:
     out, found = redact(text)
@@ -125,6 +128,11 @@ def test_a_named_secret_is_redacted_whole(text: str, secret: str) -> None:
     "type User {\n  name: String\n  password: String!\n}",
     "db:\n  password: !Ref DbPassword\n  user: app\n",
     "db:\n  user: app\n  password: changeme\n",
+    "tokens:\n  - refresh\n  - access\n",
+    '"passwords": ["required", "min-length"]',
+    "secretTemplates:\n  - name: ENC[AES256_GCM,data:W3PiZ6lD6bpfAdI=,iv:2qF98Zk,type:str]\n",
+    "db_passwords:\n  - ENC[AES256_GCM,data:W3PiZ6lD6bpfAdI=,iv:2qF98Zk,type:str]\n",
+    "secrets:\n  - name: db\n  - name: api\n",
 ])
 def test_what_only_sounds_like_a_secret_is_left(text: str) -> None:
     assert redact(text) == (text, []), redact(text)[0]
