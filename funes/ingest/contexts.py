@@ -12,7 +12,10 @@ write a credential down that says plainly what it is:
   shell characters is cut at the first one, yet after ``…_API_KEY``/``…SECRET…`` the name
   says what it is (a digest's name says *hash*, *sha*, *checksum*: those are left);
 * **a name and its value in two fields**: Kubernetes and ECS environment lists (``- name:
-  OKTA_API_TOKEN`` then ``value: "…"``; ``{"name": "…", "value": "…"}``);
+  OKTA_API_TOKEN`` then ``value: "…"``; ``{"name": "…", "value": "…"}``), key-value entries
+  (``key``/``value`` in JSON, YAML, XML elements), a parameter store's ``--name … --value …``;
+  a quoted name opening a call or a subscript, then its value (``define('DB_PASSWORD', '…')``,
+  ``$config['db_password'] = '…'``); the items of a list under a credential's plural name;
 * **a shell, env or properties assignment to a credential's name** (`export DB_PASSWORD=…`,
   `docker run -e API_TOKEN=…`, `ENV AUTH_TOKEN=…`, `DB_PASSWORD=…` at a line's start): the
   syntax stores the literal as written, so any literal is taken, weak or filler-bodied, and
@@ -33,6 +36,11 @@ or a URL.
 
 Linear: names are found by `str.find` of a few stems; each is grown over identifier
 characters (bounded) and one anchored match reads what follows it (bounded).
+
+One file because every form here is judged by the same two tests, `name_class` on the name's
+parts and `credential_value` on the value, through one value reader (`_value_at`): the forms
+differ only in the syntax between name and value, and apart they would drift into judging
+the same name and value differently.
 """
 
 from __future__ import annotations
@@ -136,7 +144,7 @@ _PAIR_ELEMENTS: Final = re.compile(
     r"[ \t\r\n]{0,80}<(?i:value)>(?P<q>)"
 )
 #: A quoted name, then its quoted value: as a subscript assigned (`$config['db_password'] =
-#: '…'`, `os.environ["DB_PASSWORD"] = "…"`) or as a call's next argument (PHP's `define(
+#: '…'`, Python's `environ["DB_PASSWORD"] = "…"`) or as a call's next argument (PHP's `define(
 #: 'DB_PASSWORD', '…')`, `System.setProperty("db.password", "…")`, `config.set(…)`).
 _PAIR_QUOTED: Final = re.compile(
     r"(?P<nq>[\"'])(?P<n>[A-Za-z_][A-Za-z0-9_.-]{0,80})(?P=nq)[ \t]{0,4}(?:\][ \t]{0,4}=|,)"
