@@ -36,7 +36,6 @@ repository and only read by the bench.
 * **ripsecrets** (MIT, https://github.com/sirwart/ripsecrets): ``test/one_per_line/*`` holds
   one secret per line, named by the file (the secret is the line's longest credential-shaped
   token, read as detect-secrets' payloads are).
-
 * **whispers** (Apache-2.0, https://github.com/Skyscanner/whispers): its fixtures are config
   files and code in 40 syntaxes (YAML, JSON, XML, .npmrc, pip.conf, Dockerfile, shell, Python,
   Go, PHP, Java, JavaScript, HTML …), with the values its tests must find marked by the word
@@ -594,7 +593,7 @@ def rule_example_samples(
 
 
 # ------------------------------------------------------------------------------------------------
-# Test snapshots and files (secretlint, ripsecrets)
+# Test snapshots and files (secretlint, ripsecrets, whispers)
 # ------------------------------------------------------------------------------------------------
 
 #: secretlint rules that judge files or paths, or run a user's own patterns, not secrets in text.

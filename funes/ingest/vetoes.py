@@ -73,7 +73,7 @@ _ENV_LINE_TAIL: Final = re.compile(r"[ \t]{0,64}(?:#[^\n]{0,256})?(?:\n|$)")
 
 
 def yaml_value(text: str, start: int, end: int) -> bool:
-    """A plain value ending a line of YAML (`  POSTGRES_PASSWORD: supersecret`): a literal.
+    """A plain value ending a line of YAML (`  password: wintermoon`): a literal, not a name.
 
     YAML writes strings unquoted, so the word after a key is the value itself, not a
     variable. Code writes the same `key: name` in an object literal or a type annotation, so
@@ -116,7 +116,7 @@ def _code_value(text: str, start: int, end: int) -> bool:
     ):
         return False  # `REACT_APP_PASS=whiteduke` in an env file or a shell: a literal
     if yaml_value(text, start, end):
-        return False  # `POSTGRES_PASSWORD: supersecret` in YAML
+        return False  # `password: wintermoon` in YAML
     value = text[start:end]
     if len(value) > 130 or _MEMBER.fullmatch(value) is None:
         return False
