@@ -398,6 +398,14 @@ ADVERSARIAL = [
     ("bloggerKEY-" * 6000)[:65536],
     ("fileio.PRIVATE.TOKEN-a1B2c3D4e5F6g7H8i9 " * 1600)[:65536],
     ("mailboxlayer ACCESS private token key " * 1700)[:65536],
+    # the name-and-value forms of funes.ingest.contexts
+    ("define('DB_PASSWORD', 'a1b2c3d4e5'," * 3000)[:65536],
+    ("$c['db_password'] = 'x1y2z3w4'; " * 3000)[:65536],
+    ('"passwords": [' + '"Hardcoded1", ' * 6000)[:65536],
+    ("api_keys:\n" + "  - a8Kd93JfLq0Zx7VbN2mPw5Rt\n" * 3000)[:65536],
+    ("  user: app\n  password: wintermoon\n" * 2000)[:65536],
+    ("<key>password</key><value>" * 3000)[:65536],
+    ("--name /prod/db/password " * 3000 + "--value x")[:65536],
 ]
 
 
