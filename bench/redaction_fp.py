@@ -109,10 +109,11 @@ _add_reviews(
         ("url-password", "51fb552dfad78676", "tp", "dotenvx docs in playwright: dotenv://:key_1234@…"),
     ]
 )
-# Reviewed after plain YAML values became literals (issue #28): a .pypirc in a docstring.
+# Reviewed after plain YAML and INI values became literals (issue #28): .pypirc examples.
 _add_reviews(
     [
         ("password", "7e35aaaea6b83ab4", "tp", "distutils register docs: .pypirc password: sekrit"),
+        ("password", "6116c09f89718e82", "tp", "distutils test_upload: a test .pypirc's password"),
     ]
 )
 

@@ -783,7 +783,10 @@ def _assignment_at(
             value = text[v_start:v_end]
     # Backquotes delimit code in Markdown and shells, so they do not make a literal.
     literal = (bool(quote) and not quote.endswith("`")) or flag or env_style or (
-        group == "bv" and ":" in text[end:v_start] and vetoes.yaml_value(text, v_start, v_end)
+        group == "bv" and (
+            (":" in text[end:v_start] and vetoes.yaml_value(text, v_start, v_end))
+            or vetoes.ini_value(text, v_start, v_end)
+        )
     )
     if _value_is_secret(kind, value, literal, text, v_end):
         out.append((v_start, v_end, _ASSIGN_PRIORITY[kind], kind))

@@ -14,7 +14,7 @@ from typing import Final
 
 from funes.ingest.detectors import _encoded_text, _word_letters
 
-__all__ = ["vetoed", "yaml_value"]
+__all__ = ["ini_value", "vetoed", "yaml_value"]
 
 
 #: Names of well-known non-secret values ending in "token" or "key": pagination cursors,
@@ -101,6 +101,36 @@ def yaml_value(text: str, start: int, end: int) -> bool:
     )
 
 
+#: An INI line up to its value (`password = `, `password=`, `password: `) at a line's start.
+_INI_HEAD: Final = re.compile(r"(?:^|\n)[ \t]{0,8}[A-Za-z_][\w.-]{0,80}[ \t]{0,4}[=:][ \t]{0,4}$")
+#: An INI section's header on a line of its own (`[client]`, `[pypi]`, `[profile dev]`).
+_INI_SECTION: Final = re.compile(r"(?m)^\[[A-Za-z0-9][\w .:\"-]{0,64}\][ \t]{0,8}\r?$")
+
+
+def ini_value(text: str, start: int, end: int) -> bool:
+    """A plain value ending a line of an INI file (`[client]` … `password = wintermoon`).
+
+    MySQL's `my.cnf`, `.pypirc`, `pip.conf`, `setup.cfg`, `.aws/credentials`: their values are
+    literals written as they are. Python writes `password = name` too, so the line must end at
+    the value and a section header must come before it, with only INI lines (keys, comments,
+    blank lines) between them.
+    """
+    if not _INI_HEAD.search(text, max(0, start - 96), start) or not _YAML_TAIL.match(text, end):
+        return False
+    lo = max(0, start - 2000)
+    headers = list(_INI_SECTION.finditer(text, lo, start))
+    if not headers:
+        return False
+    between = text[headers[-1].end() : text.rfind("\n", 0, start) + 1]
+    return all(
+        not line.strip() or line.lstrip()[:1] in "#;" or _INI_LINE.fullmatch(line) is not None
+        for line in between.splitlines()
+    )
+
+
+_INI_LINE: Final = re.compile(r"[ \t]{0,8}[A-Za-z_][\w.-]{0,80}[ \t]{0,4}[=:][^\n;{}()]{0,400}")
+
+
 def _code_value(text: str, start: int, end: int) -> bool:
     """An unquoted value that is an expression in code, not a literal.
 
@@ -115,8 +145,8 @@ def _code_value(text: str, start: int, end: int) -> bool:
         and _ENV_LINE_TAIL.match(text, end)
     ):
         return False  # `REACT_APP_PASS=whiteduke` in an env file or a shell: a literal
-    if yaml_value(text, start, end):
-        return False  # `password: wintermoon` in YAML
+    if yaml_value(text, start, end) or ini_value(text, start, end):
+        return False  # `password: wintermoon` in YAML, `password = wintermoon` in an INI file
     value = text[start:end]
     if len(value) > 130 or _MEMBER.fullmatch(value) is None:
         return False

@@ -67,6 +67,9 @@ WEAK = "wintermoon7"  # typed by a person: no detector takes it for random
     ("credentials:\n  login: admin\n  password: hardcodEd\n", "hardcodEd"),
     ("apikey: YXNkZmZmZmZm_HARDcoded\nother: 1\n", "YXNkZmZmZmZm_HARDcoded"),
     ("spring:\n  datasource:\n    username: app\n    password: wintermoon\n", "wintermoon"),
+    # a plain value ending a line of an INI file, under its section's header
+    ("[client]\nuser = root\npassword = wintermoon\n", "wintermoon"),
+    ("[SETTINGS]\n# the login\nSSHuser = root\n\nSSHpassword = hardcoded", "hardcoded"),
     # the items of a list under a credential's plural name
     (f'"passwords": [\n  "{WEAK}",\n  "Hardcoded1"\n],', WEAK),
     (f"api_keys:\n  - {KEY}\n  - other\n", KEY),
@@ -129,6 +132,9 @@ def test_a_named_secret_is_redacted_whole(text: str, secret: str) -> None:
     "db:\n  password: !Ref DbPassword\n  user: app\n",
     "db:\n  user: app\n  password: changeme\n",
     "tokens:\n  - refresh\n  - access\n",
+    "[x]\ndef f():\n    password = pw\n",
+    "class A:\n    password = default_password\n",
+    "[pypi]\nusername = u\npassword = ${PYPI_PASSWORD}\n",
     '"passwords": ["required", "min-length"]',
     "secretTemplates:\n  - name: ENC[AES256_GCM,data:W3PiZ6lD6bpfAdI=,iv:2qF98Zk,type:str]\n",
     "db_passwords:\n  - ENC[AES256_GCM,data:W3PiZ6lD6bpfAdI=,iv:2qF98Zk,type:str]\n",

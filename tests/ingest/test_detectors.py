@@ -406,6 +406,7 @@ ADVERSARIAL = [
     ("  user: app\n  password: wintermoon\n" * 2000)[:65536],
     ("<key>password</key><value>" * 3000)[:65536],
     ("--name /prod/db/password " * 3000 + "--value x")[:65536],
+    ("[s]\n" + "password = wintermoon\n" * 3000)[:65536],
 ]
 
 
