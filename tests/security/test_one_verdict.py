@@ -77,6 +77,20 @@ CONTEXTS = (
     "The admin password is {m} until we move it.",
     "I set API_KEY to {m} in the CI settings.",
     "`{m}`",
+    # the name-and-value forms: glued names, key/value entries, calls, subscripts, lists,
+    # plain YAML and INI values
+    "bloggerKEY-{m}",
+    "mailboxlayer ACCESS {m}",
+    "define( 'DB_PASSWORD', '{m}' );",
+    "$config['db_password'] = '{m}';",
+    '{{"key": "db_password", "value": "{m}"}}',
+    "<entry><key>pro_password</key><value>{m}</value></entry>",
+    "secrets:\n  - key: business.password\n    value: {m}\n",
+    'aws ssm put-parameter --name /prod/db/password --value "{m}"',
+    '"passwords": [\n  "{m}",\n  "{m}"\n],',
+    "api_keys:\n  - {m}\n  - {m}\n",
+    "spring:\n  datasource:\n    username: app\n    password: {m}\n",
+    "[client]\nuser = root\npassword = {m}\n",
     "{m}",
 )
 
