@@ -82,7 +82,8 @@ _PIECE_VALUE_MAX: Final = 1024
 #: `:` and `@`): their neighbours are a user name or a header, not more of the secret.
 #: Kinds whose format fixes where the value ends (a hash, then a shadow line's `:19000:`):
 #: never joined, never run on to a token's end (here or in funes.ingest.redact).
-FIXED_END_KINDS: Final = frozenset({"password-hash"})
+#: (a URL path's token ends at its `/`: `/api/v1/<token>/telemetry` keeps its route)
+FIXED_END_KINDS: Final = frozenset({"password-hash", "url-path-token"})
 _NOT_JOINED_KINDS: Final = frozenset(
     {"private-key", "url-password", "kubernetes-secret", *FIXED_END_KINDS}
 )

@@ -167,6 +167,14 @@ _YAML_ITEM: Final = re.compile(
 )
 _LIST_ITEMS: Final = 64
 _MAPPING_ITEM: Final = re.compile(r"[A-Za-z0-9_.-]{1,80}:(?:[ \t]|$)")
+#: A line that names a credential and ends in `:`, then the value alone on a line of its own
+#: (Jenkins' first-start banner: `Please use the following password to proceed to
+#: installation:`, a blank line, the password; `Your new API key:` then the key).
+_LINE_THEN_VALUE: Final = re.compile(
+    r"(?i)\b(?P<n>password|passphrase|passcode|api[ _-]?key|access[ _-]?key|secret[ _-]?key"
+    r"|token|secret)\b[^\n:]{0,80}:[ \t]{0,8}\r?\n(?:[ \t]{0,8}\r?\n){0,2}[ \t]{0,8}"
+    r"(?P<v>[^\s]{6,256})[ \t]{0,8}(?=\r?\n|$)"
+)
 #: A parameter store's CLI: `aws ssm put-parameter --name /prod/db/password --value "…"`.
 _PAIR_FLAGS: Final = re.compile(
     r"--name[ \t=]{1,4}[\"']?(?P<n>[A-Za-z0-9_./-]{1,120})[\"']?[ \t]{1,4}"
@@ -515,6 +523,17 @@ def _scan_quoted_pairs(text: str, out: Raw) -> None:
             out.append((vs, ve, PRIORITY, "password" if cls == "password" else "named-secret"))
 
 
+def _scan_line_values(text: str, out: Raw) -> None:
+    """A value alone on its line after a line naming it and ending in `:`."""
+    for m in _LINE_THEN_VALUE.finditer(text):
+        name = m.group("n").replace(" ", "_")
+        cls = name_class(name) or "secret"
+        value = m.group("v")
+        if _STEM_IN.search(value) is None and credential_value(cls, value):
+            out.append((m.start("v"), m.end("v"), PRIORITY,
+                        "password" if cls == "password" else "named-secret"))
+
+
 def _scan_lists(text: str, out: Raw) -> None:
     """The items of a list under a credential's name (`"api_keys": ["…", "…"]`, `tokens:`)."""
     for pattern, item in ((_LIST_JSON, _JSON_ITEM), (_LIST_YAML, _YAML_ITEM)):
@@ -594,6 +613,8 @@ def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
         _scan_quoted_pairs(text, out)
     if "[" in text or "\n" in text:
         _scan_lists(text, out)
+    if ":\n" in text or ":\r\n" in text or ": \n" in text:
+        _scan_line_values(text, out)
     if "env" in lowered and ("getenv" in lowered or "environ" in lowered or ".fetch" in lowered
                              or "env.get" in lowered):
         _scan_pairs(text, out, (_ENV_DEFAULT,))

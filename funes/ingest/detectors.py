@@ -51,7 +51,9 @@ from funes.ingest.providers import ANCHORS
 __all__ = ["ANCHORS", "KINDS", "random_word", "scan"]
 
 #: Kinds this module names in ``[REDACTED:<kind>]``.
-KINDS: Final = ("provider-token", "password-hash", "named-secret", "random-token")
+KINDS: Final = (
+    "provider-token", "password-hash", "url-path-token", "named-secret", "random-token"
+)
 MARKER: Final = "[REDACTED:"
 
 Raw = list[tuple[int, int, int, str]]

@@ -184,6 +184,8 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "honeycomb": (("hcaik_", r"[a-z0-9]{58}"), ("hcxik_", r"[a-z0-9]{58}")),
     "launchdarkly": (("api-", _UUID_BODY), ("sdk-", _UUID_BODY)),
     "ubidots": (("BBFF-", r"[A-Za-z0-9]{30}"),),  # an IoT platform's account token
+    # ThingsBoard's device access token, in its device API's path
+    "thingsboard": (("/api/v1/", r"[A-Za-z0-9]{20}(?=/(?:telemetry|attributes|rpc|claim))"),),
     "pixie": (("px-api-", _UUID_BODY), ("px-dep-", _UUID_BODY)),  # New Relic's Pixie
     # Tableau's personal access token secret: 16 bytes in base64, `:`, 32 characters (checked
     # with the 22 base64 characters before its `==:`)
@@ -245,7 +247,7 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
 }
 
 #: Families whose findings are not tokens.
-KIND: Final = {"password-hash": "password-hash"}
+KIND: Final = {"password-hash": "password-hash", "thingsboard": "url-path-token"}
 
 
 #: The part of a match the placeholder test judges, where not all of it is random: an Azure
@@ -256,7 +258,7 @@ _JUDGED_PART: Final[dict[str, Callable[[str], str]]] = {
     "password-hash": lambda v: v.rsplit("$", 1)[-1],
 }
 #: Characters at a match's start that are not the secret (Okta's header word `SSWS `).
-_NOT_SECRET_HEAD: Final = {"okta": len("SSWS ")}
+_NOT_SECRET_HEAD: Final = {"okta": len("SSWS "), "thingsboard": len("/api/v1/")}
 
 _NOT_WORD_BEFORE = r"(?<![A-Za-z0-9_])"
 _NOT_TOKEN_AFTER = r"(?![A-Za-z0-9_])"
@@ -279,6 +281,7 @@ def _provider_patterns() -> tuple[tuple[str, tuple[str, ...], re.Pattern[str]], 
                 "SSWS ": r"(?<![A-Za-z0-9_])",
                 "key-": r"(?<![A-Za-z0-9_-])",  # not `public-key-…`, `hellosign-key-…`
                 "==:": r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{22}",
+                "/api/v1/": r"(?<=[A-Za-z0-9.-])",  # after the host
             }.get(prefix) or (
                 "" if prefix.startswith((".", "discord", "outlook", "hooks."))
                 else _NOT_WORD_BEFORE)

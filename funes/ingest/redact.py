@@ -862,6 +862,7 @@ _KIND_PRIORITY: Final = {
     **{d.kind: d.priority for d in DETECTORS},
     "provider-token": 3,
     "password-hash": 3,
+    "url-path-token": 3,
     "named-secret": 7,
     "random-token": 9,
 }

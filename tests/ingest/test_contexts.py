@@ -67,6 +67,11 @@ WEAK = "wintermoon7"  # typed by a person: no detector takes it for random
     ("credentials:\n  login: admin\n  password: hardcodEd\n", "hardcodEd"),
     ("apikey: YXNkZmZmZmZm_HARDcoded\nother: 1\n", "YXNkZmZmZmZm_HARDcoded"),
     ("spring:\n  datasource:\n    username: app\n    password: wintermoon\n", "wintermoon"),
+    # a value alone on its line after a line naming it and ending in `:` (Jenkins' banner)
+    ("Please use the following password to proceed to installation:\n\n"
+     "bd9627decc6346d780b3b6ab6ea8fe1f\n\nThis may also be found at: /var/jenkins_home",
+     "bd9627decc6346d780b3b6ab6ea8fe1f"),
+    (f"Your new access key:\n  {RANDOM}\n", RANDOM),
     # a plain value ending a line of an INI file, under its section's header
     ("[client]\nuser = root\npassword = wintermoon\n", "wintermoon"),
     ("[SETTINGS]\n# the login\nSSHuser = root\n\nSSHpassword = hardcoded", "hardcoded"),
@@ -132,6 +137,10 @@ def test_a_named_secret_is_redacted_whole(text: str, secret: str) -> None:
     "db:\n  password: !Ref DbPassword\n  user: app\n",
     "db:\n  user: app\n  password: changeme\n",
     "tokens:\n  - refresh\n  - access\n",
+    "if password:\n    login()\n",
+    "if token:\n    continue\n",
+    "password:\n  existing_secret\n",
+    "Enter password:\n********\n",
     "[x]\ndef f():\n    password = pw\n",
     "class A:\n    password = default_password\n",
     "[pypi]\nusername = u\npassword = ${PYPI_PASSWORD}\n",
@@ -199,3 +208,10 @@ def test_a_discord_bot_token_is_known_by_its_structure() -> None:
     token = "MzQ3NDM4ODcyMjgwNjMwNTk2.Sctr2e.oLajJDiRggHE34VDFwrRjkv3xkb9Wsqf3VBTbT"
     text = f'env:\n  - name: DISCORD_BOT_TOKEN\n    value: "{token}"\n'
     assert token[:20] not in redact(text)[0]
+
+
+def test_a_device_token_in_its_api_path_keeps_the_route() -> None:
+    token = "354u1g321kcqc1oad3w7"
+    out = redact(f"curl -d @t.json https://thingsboard.cloud/api/v1/{token}/telemetry")[0]
+    assert token not in out and out.endswith("/api/v1/[REDACTED:url-path-token]/telemetry"), out
+    assert redact("GET /api/v1/users/telemetry") == ("GET /api/v1/users/telemetry", [])

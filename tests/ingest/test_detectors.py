@@ -407,6 +407,8 @@ ADVERSARIAL = [
     ("<key>password</key><value>" * 3000)[:65536],
     ("--name /prod/db/password " * 3000 + "--value x")[:65536],
     ("[s]\n" + "password = wintermoon\n" * 3000)[:65536],
+    ("the password to use:\n\n" * 3000)[:65536],
+    ("/api/v1/" * 8192)[:65536],
 ]
 
 
