@@ -114,6 +114,8 @@ _add_reviews(
     [
         ("password", "7e35aaaea6b83ab4", "tp", "distutils register docs: .pypirc password: sekrit"),
         ("password", "6116c09f89718e82", "tp", "distutils test_upload: a test .pypirc's password"),
+        # `user, password = "wile", "coyote"`: the password now (the user was taken before)
+        ("password", "4e629e9dbcc153d7", "tp", "urllib2 test: user, password = wile, coyote"),
     ]
 )
 

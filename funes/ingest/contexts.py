@@ -175,6 +175,14 @@ _LINE_THEN_VALUE: Final = re.compile(
     r"|token|secret)\b[^\n:]{0,80}:[ \t]{0,8}\r?\n(?:[ \t]{0,8}\r?\n){0,2}[ \t]{0,8}"
     r"(?P<v>[^\s]{6,256})[ \t]{0,8}(?=\r?\n|$)"
 )
+#: Names assigned quoted values together (Python's `user, password = "…", "…"`, Go's
+#: `const a, b string = "…", "…"`, `a, b := "…", "…"`): each name takes the value at its place.
+_TUPLE_ASSIGN: Final = re.compile(
+    r"(?P<names>[A-Za-z_][A-Za-z0-9_]{0,80}(?:[ \t]{0,4},[ \t]{0,4}[A-Za-z_][A-Za-z0-9_]{0,80})"
+    r"{1,7})(?:[ \t]{1,4}[A-Za-z_][A-Za-z0-9_.]{0,40})?[ \t]{0,4}:?=[ \t]{0,4}"
+    r"(?P<values>(?:[\"'][^\"'\n]{0,256}[\"'][ \t]{0,4},[ \t]{0,4}){1,7}[\"'][^\"'\n]{0,256}[\"'])"
+)
+_TUPLE_VALUE: Final = re.compile(r"(?P<q>[\"'])(?P<v>[^\"'\n]{0,256})(?P=q)")
 #: A parameter store's CLI: `aws ssm put-parameter --name /prod/db/password --value "…"`.
 _PAIR_FLAGS: Final = re.compile(
     r"--name[ \t=]{1,4}[\"']?(?P<n>[A-Za-z0-9_./-]{1,120})[\"']?[ \t]{1,4}"
@@ -337,6 +345,8 @@ def _strict_name(name: str, cls: str) -> bool:
     (`AUTH_SERVER`, `SORT_KEY` name a class of thing but not the credential itself.)
     """
     parts = [p.lower() for p in _PARTS.findall(name)]
+    while len(parts) > 1 and parts[-1].isdigit():
+        parts.pop()  # `DB_PASSWORD_2`, `static_password02`: a numbered credential
     last = parts[-1]
     if cls == "password":
         return last in _PASSWORD_PARTS or last.startswith("passw")
@@ -488,6 +498,8 @@ def _scan_pairs(text: str, out: Raw, patterns: tuple[re.Pattern[str], ...]) -> N
     for pattern in patterns:
         for m in pattern.finditer(text):
             cls = name_class(m.group("n"))
+            if cls is None and m.group("n").lower() in ("pass", "pwd"):
+                cls = "password"  # a pair's name field says it: `{"key": "PASS", "value": …}`
             if cls is None or (cls == "key" and not _strict_name(m.group("n"), cls)):
                 continue  # `cache_key`, `sort_key`: a key-value store's own keys
             vs, ve = _value_at(text, m.end(), m.group("q") or None, False)
@@ -521,6 +533,28 @@ def _scan_quoted_pairs(text: str, out: Raw) -> None:
             cls, value
         ):
             out.append((vs, ve, PRIORITY, "password" if cls == "password" else "named-secret"))
+
+
+def _scan_tuples(text: str, out: Raw) -> None:
+    """Names assigned quoted values together: each value judged by the name at its place."""
+    for m in _TUPLE_ASSIGN.finditer(text):
+        names = [n.strip() for n in m.group("names").split(",")]
+        values = list(_TUPLE_VALUE.finditer(text, m.start("values"), m.end("values")))
+        if len(names) != len(values):
+            continue
+        for name, v in zip(names, values, strict=True):
+            cls = name_class(name)
+            if cls is None or not _strict_name(name, cls):
+                continue
+            value = v.group("v")
+            if not value or _STEM_IN.search(value) is not None or " " in value:
+                continue
+            # A quoted literal assigned to a password's name is the password, as in
+            # `password = "coyote"` (funes.ingest.redact); other names want a credential's look.
+            if (cls == "password" and len(value) >= 4 and not _not_a_value(value)) or (
+                    credential_value(cls, value)):
+                out.append((v.start("v"), v.end("v"), PRIORITY,
+                            "password" if cls == "password" else "named-secret"))
 
 
 def _scan_line_values(text: str, out: Raw) -> None:
@@ -611,6 +645,8 @@ def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
         _scan_pairs(text, out, (_PAIR_YAML, _PAIR_JSON, _PAIR_XML, _PAIR_ELEMENTS, _PAIR_FLAGS))
     if "," in text or "]" in text:
         _scan_quoted_pairs(text, out)
+    if "," in text and "=" in text:
+        _scan_tuples(text, out)
     if "[" in text or "\n" in text:
         _scan_lists(text, out)
     if ":\n" in text or ":\r\n" in text or ": \n" in text:

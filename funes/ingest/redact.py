@@ -788,11 +788,20 @@ def _assignment_at(
             or vetoes.ini_value(text, v_start, v_end)
         )
     )
+    if _TUPLE_NAMES.search(text, max(0, name_start - 400), name_start) and text[
+        v_end + len(quote) :
+    ].lstrip(" \t").startswith(","):
+        return  # `user, password = "admin", "…"`: a tuple, paired by place (contexts.py)
     if _value_is_secret(kind, value, literal, text, v_end):
         out.append((v_start, v_end, _ASSIGN_PRIORITY[kind], kind))
 
 
 _ENV_REST: Final = re.compile(r"[^\s\"'`]{1,512}")
+#: The names before the last of a tuple being assigned, from the line's start (`user, `).
+_TUPLE_NAMES: Final = re.compile(
+    r"(?:^|\n)[ \t]{0,40}(?:(?:const|var|let|local)[ \t]{1,4})?"
+    r"(?:[A-Za-z_][A-Za-z0-9_]{0,80}[ \t]{0,4},[ \t]{0,4}){1,7}$"
+)
 #: A quoted literal's whole value, up to its closing quote on the line: backslash escapes in
 #: double quotes, the shell's `'\''` (close, escaped quote, reopen) in single quotes.
 _QUOTED_VALUE: Final = {

@@ -72,6 +72,14 @@ WEAK = "wintermoon7"  # typed by a person: no detector takes it for random
      "bd9627decc6346d780b3b6ab6ea8fe1f\n\nThis may also be found at: /var/jenkins_home",
      "bd9627decc6346d780b3b6ab6ea8fe1f"),
     (f"Your new access key:\n  {RANDOM}\n", RANDOM),
+    # names assigned quoted values together: each value goes with the name at its place
+    (f'user, password = "admin", "{WEAK}"', WEAK),
+    ('    user, password = "wile", "coyote"', "coyote"),
+    (f'\tconst static_password01, api_token string = "{WEAK}", "{RANDOM}"', WEAK),
+    (f'\tuser, static_password05 := "bob", "{WEAK}"', WEAK),
+    # a numbered credential's name, and `PASS` as a pair's name field
+    (f'define("static_password02", "{WEAK}", true);', WEAK),
+    (f'{{"key": "PASS", "value": "{WEAK}"}}', WEAK),
     # a plain value ending a line of an INI file, under its section's header
     ("[client]\nuser = root\npassword = wintermoon\n", "wintermoon"),
     ("[SETTINGS]\n# the login\nSSHuser = root\n\nSSHpassword = hardcoded", "hardcoded"),
@@ -138,6 +146,10 @@ def test_a_named_secret_is_redacted_whole(text: str, secret: str) -> None:
     "db:\n  user: app\n  password: changeme\n",
     "tokens:\n  - refresh\n  - access\n",
     "if password:\n    login()\n",
+    'name, password_hint = "bob", "your pets name"',
+    'user, password = "admin", "${PW}"',
+    'x, password = foo("a", "b")',
+    'label, token = "Token", "short"',
     "if token:\n    continue\n",
     "password:\n  existing_secret\n",
     "Enter password:\n********\n",
@@ -215,3 +227,13 @@ def test_a_device_token_in_its_api_path_keeps_the_route() -> None:
     out = redact(f"curl -d @t.json https://thingsboard.cloud/api/v1/{token}/telemetry")[0]
     assert token not in out and out.endswith("/api/v1/[REDACTED:url-path-token]/telemetry"), out
     assert redact("GET /api/v1/users/telemetry") == ("GET /api/v1/users/telemetry", [])
+
+
+def test_in_a_tuple_the_user_is_not_taken_for_the_password() -> None:
+    """`user, password = "admin", "…"`: the value right after `password =` is the user's."""
+    out = redact('user, password = "admin", "wintermoon7"')[0]
+    assert '"admin"' in out and "wintermoon7" not in out, out
+    # keyword arguments and objects are not tuples: the value after the name is its own
+    for text in ('f(user="bob", password="wintermoon7", x=1)',
+                 '{"user": "bob", "password": "wintermoon7", "x": 1}'):
+        assert "wintermoon7" not in redact(text)[0], text

@@ -409,6 +409,8 @@ ADVERSARIAL = [
     ("[s]\n" + "password = wintermoon\n" * 3000)[:65536],
     ("the password to use:\n\n" * 3000)[:65536],
     ("/api/v1/" * 8192)[:65536],
+    ("a, " * 21845)[:65536],
+    ('user, password = "x1", ' * 3000)[:65536],
 ]
 
 

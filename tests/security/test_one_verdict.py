@@ -91,6 +91,8 @@ CONTEXTS = (
     "api_keys:\n  - {m}\n  - {m}\n",
     "spring:\n  datasource:\n    username: app\n    password: {m}\n",
     "[client]\nuser = root\npassword = {m}\n",
+    'user, password = "admin", "{m}"',
+    '{{"key": "PASS", "value": "{m}"}}',
     "{m}",
 )
 
