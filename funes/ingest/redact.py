@@ -788,8 +788,9 @@ def _assignment_at(
             or vetoes.ini_value(text, v_start, v_end)
         )
     )
+    after = v_end + len(quote)
     if _TUPLE_NAMES.search(text, max(0, name_start - 400), name_start) and text[
-        v_end + len(quote) :
+        after : after + 16
     ].lstrip(" \t").startswith(","):
         return  # `user, password = "admin", "…"`: a tuple, paired by place (contexts.py)
     if _value_is_secret(kind, value, literal, text, v_end):
