@@ -573,8 +573,9 @@ def _scan_lists(text: str, out: Raw) -> None:
     for pattern, item in ((_LIST_JSON, _JSON_ITEM), (_LIST_YAML, _YAML_ITEM)):
         for m in pattern.finditer(text):
             name = m.group("n")
-            cls = name_class(name[:-1] if name.endswith(("s", "S")) else name)
-            if cls is None or (cls == "key" and not _strict_name(name.rstrip("sS"), cls)):
+            singular = name[:-1] if name.endswith(("s", "S")) else name
+            cls = name_class(singular)
+            if cls is None or (cls == "key" and not _strict_name(singular, cls)):
                 continue
             pos = m.end()
             for _ in range(_LIST_ITEMS):

@@ -428,7 +428,7 @@ _ASCENDING: Final = re.compile(
     r"012345|123456|234567|345678|456789|56789a|6789ab|789abc|89abcd|9abcde|abcdef"
 )
 _NUMBER_LITERAL: Final = re.compile(r"0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|[0-9]+")
-_NAME_PARTS: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_NAME_PARTS: Final = re.compile(r"[A-Z]?[a-z]{1,64}|[A-Z]{1,64}(?![a-z])|[0-9]{1,64}")
 #: Parts of a name that say the hex or UUID after it is an identifier, a digest or data: what
 #: code, lockfiles, test vectors and tool output name their hex values and UUIDs.
 _VALUE_LABELS: Final = frozenset((

@@ -12,7 +12,7 @@ import binascii
 import re
 from typing import Final
 
-from funes.ingest.detectors import _encoded_text, _word_letters
+from funes.ingest.detectors import _NAME_PARTS, _encoded_text, _word_letters
 
 __all__ = ["ini_value", "vetoed", "yaml_value"]
 
@@ -27,12 +27,8 @@ _NOT_SECRET_NAMES: Final = re.compile(
     # AWS's `ClientToken` alone: `VAULT_CLIENT_TOKEN`, `oauthClientToken` are credentials.
     r"|^client_?token$"
     r"|(?:^|_)idempotency(?:_?key)?$"
-    r"|(?:^|_)(?:cache|partition|sort|primary|range|hash|object|s3|foreign)_?key$"
+    r"|(?:^|_)(?:cache|partition|sort|primary|range|hash|object|s_?3|foreign)_?key$"
     r"|(?:^|_)token_?type$|(?:^|_)next_?marker$"
-)
-#: A name's parts: words in any case, an acronym, digits kept with the part before (`S3Key`).
-_NAME_PARTS: Final = re.compile(
-    r"[A-Z]?[a-z]{1,64}[0-9]{0,16}|[A-Z]{1,64}[0-9]{0,16}(?![a-z])|[0-9]{1,64}"
 )
 _NAME_BEFORE: Final = re.compile(
     r"([A-Za-z][A-Za-z0-9_.-]{0,60})[\"']?(?:\s{0,8}[:=]\s{0,8}|(?<=[A-Za-z0-9])[ \t]{1,8})[\"']?$"
@@ -56,8 +52,6 @@ _TYPE_NAME: Final = re.compile(r"(?:[A-Z][a-z]{1,32}){1,6}[?!]?")
 _YAML_HEAD: Final = re.compile(
     r"(?:^|\n)[ \t]{0,40}(?:-[ \t]{1,4})?[A-Za-z_][\w.-]{0,80}:[ \t]{1,8}$"
 )
-#: After a YAML value: nothing but spaces and a comment to the line's end.
-_YAML_TAIL: Final = re.compile(r"[ \t]{0,64}(?:#[^\n]{0,256})?(?:\n|$)")
 
 
 _MEMBER: Final = re.compile(r"[A-Za-z_$][\w$]{0,64}(?:\??\.[A-Za-z_$][\w$]{0,64}){0,8}")
@@ -69,6 +63,7 @@ _ENV_ASSIGNED: Final = re.compile(
 #: The same line indented or commented out (`    REACT_APP_PASS=x  # note`, `# PASS=x`), when
 #: nothing but a comment follows the value: a keyword argument in code goes on (`,` or `)`).
 _ENV_LINE_HEAD: Final = re.compile(r"(?:^|\n)[ \t]{0,16}(?:#[ \t]{0,4})?[A-Z][A-Z0-9_]{1,80}=$")
+#: After a value: nothing but spaces and a comment to the line's end (env, YAML, INI lines).
 _ENV_LINE_TAIL: Final = re.compile(r"[ \t]{0,64}(?:#[^\n]{0,256})?(?:\n|$)")
 
 
@@ -80,7 +75,9 @@ def yaml_value(text: str, start: int, end: int) -> bool:
     the line must end at the value, and a neighbouring line must be a YAML key or list item
     with no `,`, `;`, `{` or `(` at its end; a type's name (`AccessToken`, `String!`) stays.
     """
-    if not _YAML_HEAD.search(text, max(0, start - 124), start) or not _YAML_TAIL.match(text, end):
+    if not _YAML_HEAD.search(text, max(0, start - 124), start):
+        return False
+    if not _ENV_LINE_TAIL.match(text, end):
         return False
     if _TYPE_NAME.fullmatch(text, start, end) or text[end - 1 : end] in (",", ";", "{", "("):
         return False
@@ -115,7 +112,9 @@ def ini_value(text: str, start: int, end: int) -> bool:
     the value and a section header must come before it, with only INI lines (keys, comments,
     blank lines) between them.
     """
-    if not _INI_HEAD.search(text, max(0, start - 96), start) or not _YAML_TAIL.match(text, end):
+    if not _INI_HEAD.search(text, max(0, start - 96), start):
+        return False
+    if not _ENV_LINE_TAIL.match(text, end):
         return False
     lo = max(0, start - 2000)
     headers = list(_INI_SECTION.finditer(text, lo, start))

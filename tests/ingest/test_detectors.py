@@ -280,6 +280,9 @@ def test_a_pagination_name_must_start_where_a_part_of_the_name_starts() -> None:
     assert leaked(key, redact(f'"NextPageToken": "{key}"')[0])
     assert leaked(key, redact(f"page_token = {key}")[0])
     assert not leaked(key, redact(f"statuspage_token = {key}")[0])
+    value = "a8Kd93JfLq0Zx7VbN2mPw5Rt"  # an object store's key, by its name's parts
+    assert leaked(value, redact(f'"S3Key": "{value}"')[0])
+    assert not leaked(value, redact(f'"MyApiKey": "{value}"')[0])
 
 
 @pytest.mark.parametrize(
