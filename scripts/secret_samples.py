@@ -40,6 +40,11 @@ repository and only read by the bench.
   files and code in 40 syntaxes (YAML, JSON, XML, .npmrc, pip.conf, Dockerfile, shell, Python,
   Go, PHP, Java, JavaScript, HTML …), with the values its tests must find marked by the word
   ``hardcoded`` (or base64 of it) in the sections marked noncompliant.
+* **semgrep-rules** (Semgrep Rules License v1.0, https://github.com/semgrep/semgrep-rules): the
+  test files of its ``generic/secrets/security`` rules mark each line a rule must find with a
+  ``ruleid:`` comment above it (the secret is the line's longest credential-shaped token, a
+  URL's password, or a key block's longest body line). Rules that find identifiers (account
+  ids, service-account types, OAuth client ids), password hashes and shadow files are left out.
 
 Run (the commits are pinned; a checkout at any commit works, the files are read with
 ``git show <pinned>``):
@@ -48,6 +53,7 @@ Run (the commits are pinned; a checkout at any commit works, the files are read 
         --detect-secrets /path/to/detect-secrets [--noseyparker /path/to/noseyparker] \\
         [--kingfisher /path/to/kingfisher] [--secretlint /path/to/secretlint] \\
         [--ripsecrets /path/to/ripsecrets] [--whispers /path/to/whispers] \\
+        [--semgrep /path/to/semgrep-rules] \\
         --out /work/scratch/secret-samples.json
 """
 
@@ -71,6 +77,7 @@ KINGFISHER_COMMIT = "ee7c0db3ef87575768f817820c24736249ffcdef"
 SECRETLINT_COMMIT = "18346ba31b8173d52060b971221ab38c1943def0"
 RIPSECRETS_COMMIT = "416e9d04d6ba8941fc3106bf986b6c8aa875767e"
 WHISPERS_COMMIT = "5832bf74dcb127128ba653ed87601c927124b5aa"
+SEMGREP_COMMIT = "157ae4706d7f54aa33647332f234dd68f30da195"
 LICENCES = {
     "trufflehog": "AGPL-3.0 (test data read for measurement only, nothing vendored)",
     "detect-secrets": "Apache-2.0 (test data read for measurement only, nothing vendored)",
@@ -78,6 +85,8 @@ LICENCES = {
     "kingfisher": "Apache-2.0 (rule examples read for measurement only, nothing vendored)",
     "secretlint": "MIT (test snapshots read for measurement only, nothing vendored)",
     "ripsecrets": "MIT (test files read for measurement only, nothing vendored)",
+    "semgrep": "Semgrep Rules License v1.0 (test files read for measurement only, nothing"
+               " vendored)",
     "whispers": "Apache-2.0 (test fixtures read for measurement only, nothing vendored)",
 }
 #: Where each rules-with-examples scanner keeps its rule files.
@@ -719,6 +728,63 @@ def whispers_samples(repo: Path, commit: str) -> tuple[list[dict[str, Any]], dic
     return samples, stats
 
 
+#: semgrep rules that find identifiers, hashes of passwords or whole files, not secrets.
+SEMGREP_NOT_SECRETS: Final = re.compile(
+    r"account-id|service-account|oauth-url|bcrypt-hash|etc-shadow"
+)
+_QUERY_VALUE: Final = re.compile(r"[?&]\w+=([^&#\s]+)")
+_ANNOTATION: Final = re.compile(r"^\s*(?:#|//|<!--|--|/\*)\s*(ruleid|ok|todoruleid):\s*([\w.-]+)")
+
+
+def semgrep_samples(repo: Path, commit: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The line under each `ruleid:` comment of the generic secrets rules' test files."""
+    samples: list[dict[str, Any]] = []
+    stats = {"files": 0, "identifier_rules": 0, "negatives": 0, "skipped": 0}
+    for path in _files(repo, commit, "generic/secrets/security"):
+        if path.endswith(".yaml"):
+            continue
+        stats["files"] += 1
+        lines = _git(repo, "show", f"{commit}:{path}").splitlines()
+        for i, line in enumerate(lines):
+            m = _ANNOTATION.match(line)
+            if m is None:
+                continue
+            if m.group(1) == "ok":
+                stats["negatives"] += 1
+                continue
+            if SEMGREP_NOT_SECRETS.search(m.group(2)):
+                stats["identifier_rules"] += 1
+                continue
+            rest = [x for x in lines[i + 1 :] if x.strip()]
+            if not rest or _ANNOTATION.match(rest[0]):
+                stats["skipped"] += 1
+                continue
+            text = rest[0]
+            if "-----BEGIN" in text:  # a key block: its lines up to its end or a blank line
+                block = []
+                for x in lines[i + 1 :]:
+                    if not x.strip() or _ANNOTATION.match(x):
+                        break
+                    block.append(x)
+                    if "-----END" in x:
+                        break
+                text = "\n".join(block)
+                body = [x.strip() for x in block[1:] if "-----" not in x and ":" not in x]
+                secret = max(body, key=len) if body else None
+            else:
+                u = _URL_PASSWORD.search(text)
+                secret = u.group(1) if u else _payload_secret(text.strip().rstrip(",;"))
+                query = _QUERY_VALUE.findall(secret or "")
+                if query:  # a URL holding its key in a query: the longest parameter's value
+                    secret = max(query, key=len)
+            if secret is None or secret not in text:
+                stats["skipped"] += 1
+                continue
+            samples.append({"source": "semgrep", "family": m.group(2), "text": text,
+                            "secrets": [secret]})
+    return samples, stats
+
+
 def _dedupe(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     seen: set[tuple[str, str, tuple[str, ...]]] = set()
     out = []
@@ -740,6 +806,7 @@ def main() -> None:
     parser.add_argument("--secretlint", type=Path)
     parser.add_argument("--ripsecrets", type=Path)
     parser.add_argument("--whispers", type=Path)
+    parser.add_argument("--semgrep", type=Path)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     readers = {
@@ -752,6 +819,7 @@ def main() -> None:
         "secretlint": (args.secretlint, SECRETLINT_COMMIT, secretlint_samples),
         "ripsecrets": (args.ripsecrets, RIPSECRETS_COMMIT, ripsecrets_samples),
         "whispers": (args.whispers, WHISPERS_COMMIT, whispers_samples),
+        "semgrep": (args.semgrep, SEMGREP_COMMIT, semgrep_samples),
     }
     upstream: dict[str, Any] = {}
     samples: list[dict[str, Any]] = []

@@ -243,6 +243,14 @@ _DISCORD_BOT: Final = re.compile(
 )
 
 
+#: An `.npmrc` auth line: `//registry.example.com/path/:_authToken=…`, `_auth = …`.
+_IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,511}")
+_NPMRC_AUTH: Final = re.compile(
+    r"(?m)^[ \t]{0,8}(?P<r>//[^\s=]{1,512}:)?_(?P<n>authToken|auth|password)[ \t]{0,4}=[ \t]{0,4}"
+    r"(?P<q>[\"']?)(?P<v>[^\s\"'#;]{6,512})(?P=q)[ \t]{0,8}\r?$"
+)
+
+
 def _entropy(value: str) -> float:
     n = len(value)
     return -sum(c / n * math.log2(c / n) for c in Counter(value).values()) if n else 0.0
@@ -593,6 +601,26 @@ def _scan_lists(text: str, out: Raw) -> None:
                     break
 
 
+def _scan_npmrc(text: str, out: Raw) -> None:
+    """The auth settings of npm (`_auth`, `_authToken`, `_password`), per registry or global.
+
+    An `.npmrc` stores them as written: base64 of `user:password`, a token, base64 of a
+    password, none of which looks random enough for a bare value to be taken by its look.
+    Only references (`${NPM_TOKEN}`) and placeholders stay, and outside a registry's line
+    an identifier (Python writes `_auth = auth` too).
+    """
+    for m in _NPMRC_AUTH.finditer(text):
+        value = m.group("v")
+        if _placeholder(value) or _PLACEHOLDER_WORDS.match(value) or "$" in value:
+            continue
+        if m.group("r") is None and _IDENTIFIER.fullmatch(value) and not any(
+            c.isdigit() for c in value
+        ):
+            continue  # `_auth = auth_header` in code; a registry's line is never code
+        kind = "named-secret" if m.group("n").startswith("auth") else "password"
+        out.append((m.start("v"), m.end("v"), PRIORITY, kind))
+
+
 def _scan_credential_calls(text: str, out: Raw) -> None:
     """The password argument of a credential constructor.
 
@@ -657,6 +685,8 @@ def scan(text: str, lowered: str, present: set[str], out: Raw) -> None:
         _scan_pairs(text, out, (_ENV_DEFAULT,))
     if "variable" in lowered and "default" in lowered:
         _scan_pairs(text, out, (_HCL_DEFAULT,))
+    if "_auth" in lowered or "_password" in lowered:
+        _scan_npmrc(text, out)
     if "(" in text and ("auth" in lowered or "credential" in lowered
                         or "directoryentry" in lowered):
         _scan_credential_calls(text, out)

@@ -52,7 +52,8 @@ __all__ = ["ANCHORS", "KINDS", "random_word", "scan"]
 
 #: Kinds this module names in ``[REDACTED:<kind>]``.
 KINDS: Final = (
-    "provider-token", "password-hash", "url-path-token", "named-secret", "random-token"
+    "provider-token", "password-hash", "url-path-token", "url-signature", "named-secret",
+    "random-token",
 )
 MARKER: Final = "[REDACTED:"
 

@@ -129,8 +129,11 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
                ("sq0csp-", r"[A-Za-z0-9_-]{43}")),
     "razorpay": (("rzp_live_", r"[A-Za-z0-9]{14,4096}"), ("rzp_test_", r"[A-Za-z0-9]{14,4096}")),
     "shippo": (("shippo_live_", r"[a-f0-9]{40}"), ("shippo_test_", r"[a-f0-9]{40}")),
-    "braintree": (("access_token$production$", r"[a-z0-9]{16}\$[a-f0-9]{32}"),
-                  ("access_token$sandbox$", r"[a-z0-9]{16}\$[a-f0-9]{32}")),
+    "braintree": (("access_token$production$", r"[a-z0-9]{16}\$[a-z0-9]{32}"),
+                  ("access_token$sandbox$", r"[a-z0-9]{16}\$[a-z0-9]{32}")),
+    # Onfido: `api_live.` or `api_sandbox.`, a region (`_us`, `_ca`) between them optional
+    "onfido": tuple((f"api_{env}{region}.", r"[A-Za-z0-9_-]{11}\.[A-Za-z0-9_-]{32}")
+                    for env in ("live", "sandbox") for region in ("", "_us", "_ca", "_eu")),
     "paystack": (("sk_live_", r"[a-f0-9]{40}"),),
     "flutterwave": (("FLWSECK-", r"[a-f0-9]{32}-X"), ("FLWSECK_TEST-", r"[a-f0-9]{32}-X")),
     "ramp": (("ramp_sec_", r"[A-Za-z0-9]{40,4096}"), ("ramp_tok_", r"[A-Za-z0-9]{40,4096}")),
@@ -183,6 +186,7 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
                   ("dt0s01.", r"[A-Z0-9]{24}\.[A-Z0-9]{64}")),
     "honeycomb": (("hcaik_", r"[a-z0-9]{58}"), ("hcxik_", r"[a-z0-9]{58}")),
     "launchdarkly": (("api-", _UUID_BODY), ("sdk-", _UUID_BODY)),
+    "kolide": (("k2sk_v1_", r"[A-Za-z0-9]{24}"),),  # Kolide's device-trust API keys
     "ubidots": (("BBFF-", r"[A-Za-z0-9]{30}"),),  # an IoT platform's account token
     # ThingsBoard's device access token, in its device API's path
     "thingsboard": (("/api/v1/", r"[A-Za-z0-9]{20}(?=/(?:telemetry|attributes|rpc|claim))"),),
@@ -230,7 +234,7 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "discord-webhook": (("discord.com/api/webhooks/", r"[0-9]{17,20}/[A-Za-z0-9_-]{60,70}"),
                         ("discordapp.com/api/webhooks/", r"[0-9]{17,20}/[A-Za-z0-9_-]{60,70}")),
     "teams-webhook": ((".webhook.office.com/webhookb2/", r"[A-Za-z0-9@/_-]{60,400}"),
-                      ("outlook.office.com/webhook/", r"[A-Za-z0-9@/_-]{60,400}"),
+                      ("outlook.office.com/webhook/", r"[A-Za-z0-9@/_-]{36,400}"),
                       (".logic.azure.com",
                        r":443/workflows/[a-f0-9]{32}/triggers/[A-Za-z0-9_/?=&%.-]{40,400}")),
     "zapier-webhook": (("hooks.zapier.com/hooks/catch/",
@@ -241,13 +245,20 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     # Firebase Cloud Messaging's legacy server key: `AAAA` + 7, `:APA91b`, ~134 (checked
     # with what comes before its colon).
     "firebase-fcm": ((":APA91b", r"[A-Za-z0-9_-]{120,160}"),),
+    # A URL's signature or session token: what makes a SAS, Logic Apps or presigned S3/GCS URL
+    # (or a session's temporary credentials in one) grant access; the rest of the URL stays.
+    "url-signature": (("sig=", r"[A-Za-z0-9%_+/-]{30,200}={0,2}"),
+                      ("X-Amz-Signature=", r"[a-f0-9]{64}"),
+                      ("X-Goog-Signature=", r"[a-f0-9]{256,1024}"),
+                      ("X-Amz-Security-Token=", r"[A-Za-z0-9%_.~+/-]{100,4096}={0,2}")),
     "tailscale": (("tskey-",
                    r"(?:auth|api|client|scim|webhook)-[A-Za-z0-9]{6,64}-[A-Za-z0-9]{16,64}"),),
     "dockerhub": (("dckr_pat_", r"[A-Za-z0-9_-]{27,64}"), ("dckr_oat_", r"[A-Za-z0-9_-]{27,64}")),
 }
 
 #: Families whose findings are not tokens.
-KIND: Final = {"password-hash": "password-hash", "thingsboard": "url-path-token"}
+KIND: Final = {"password-hash": "password-hash", "thingsboard": "url-path-token",
+               "url-signature": "url-signature"}
 
 
 #: The part of a match the placeholder test judges, where not all of it is random: an Azure
@@ -259,6 +270,8 @@ _JUDGED_PART: Final[dict[str, Callable[[str], str]]] = {
 }
 #: Characters at a match's start that are not the secret (Okta's header word `SSWS `).
 _NOT_SECRET_HEAD: Final = {"okta": len("SSWS "), "thingsboard": len("/api/v1/")}
+#: Where the secret starts in a URL signature's match: after its parameter's `=`.
+_AFTER_EQUALS: Final = frozenset({"url-signature"})
 
 _NOT_WORD_BEFORE = r"(?<![A-Za-z0-9_])"
 _NOT_TOKEN_AFTER = r"(?![A-Za-z0-9_])"
@@ -282,6 +295,10 @@ def _provider_patterns() -> tuple[tuple[str, tuple[str, ...], re.Pattern[str]], 
                 "key-": r"(?<![A-Za-z0-9_-])",  # not `public-key-…`, `hellosign-key-…`
                 "==:": r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{22}",
                 "/api/v1/": r"(?<=[A-Za-z0-9.-])",  # after the host
+                "sig=": r"(?<=[?&])",  # a query parameter
+                "X-Amz-Signature=": r"(?<=[?&])",
+                "X-Goog-Signature=": r"(?<=[?&])",
+                "X-Amz-Security-Token=": r"(?<=[?&])",
             }.get(prefix) or (
                 "" if prefix.startswith((".", "discord", "outlook", "hooks."))
                 else _NOT_WORD_BEFORE)
@@ -315,11 +332,13 @@ def scan(text: str, present: set[str], out: Raw) -> None:
         for m in _PROVIDERS[i][2].finditer(text):
             value = m.group(0)
             family = _PROVIDERS[i][0]
+            head = value.index("=") + 1 if family in _AFTER_EQUALS else _NOT_SECRET_HEAD.get(
+                family, 0)
             part = _JUDGED_PART.get(family)
-            judged = value if part is None else part(value)
+            judged = value[head:] if part is None else part(value)
             if _entropy(judged) < 2.5 or filler(judged):
                 continue  # "AC" + 32 zeros, "key-xxxx…": a placeholder in the format's shape
-            start = m.start() + _NOT_SECRET_HEAD.get(family, 0)
+            start = m.start() + head
             out.append((start, m.end(), PRIORITY, KIND.get(family, "provider-token")))
 
 

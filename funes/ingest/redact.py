@@ -76,7 +76,7 @@ __all__ = [
 MARKER_PREFIX: Final = "[REDACTED:"
 #: The version of funes's own detectors: bump it when a detector changes what it finds, so
 #: `funes status` tells memories redacted before to run `funes scrub`.
-DETECTORS_VERSION: Final = 5
+DETECTORS_VERSION: Final = 6
 
 
 @cache
@@ -873,6 +873,7 @@ _KIND_PRIORITY: Final = {
     "provider-token": 3,
     "password-hash": 3,
     "url-path-token": 3,
+    "url-signature": 3,
     "named-secret": 7,
     "random-token": 9,
 }

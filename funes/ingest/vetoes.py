@@ -130,6 +130,12 @@ def ini_value(text: str, start: int, end: int) -> bool:
 _INI_LINE: Final = re.compile(r"[ \t]{0,8}[A-Za-z_][\w.-]{0,80}[ \t]{0,4}[=:][^\n;{}()]{0,400}")
 
 
+#: An .npmrc auth line up to its value (`//registry.example.com/:_password=`).
+_NPMRC_HEAD: Final = re.compile(
+    r"[ \t]{0,8}//[^\s=]{1,512}:_(?:authToken|auth|password)[ \t]{0,4}=[ \t]{0,4}[\"']?"
+)
+
+
 def _code_value(text: str, start: int, end: int) -> bool:
     """An unquoted value that is an expression in code, not a literal.
 
@@ -146,6 +152,9 @@ def _code_value(text: str, start: int, end: int) -> bool:
         return False  # `REACT_APP_PASS=whiteduke` in an env file or a shell: a literal
     if yaml_value(text, start, end) or ini_value(text, start, end):
         return False  # `password: wintermoon` in YAML, `password = wintermoon` in an INI file
+    ls = text.rfind("\n", max(0, start - 600), start) + 1
+    if _NPMRC_HEAD.fullmatch(text, ls, start):
+        return False  # `//registry.example.com/:_password=…` in an .npmrc: a literal
     value = text[start:end]
     if len(value) > 130 or _MEMBER.fullmatch(value) is None:
         return False

@@ -132,3 +132,22 @@ def test_whispers_fixtures_give_the_marked_values_of_noncompliant_sections(tmp_p
         "passwords.yml": ["hardcoded1", "hardcoded2", "hardcodedHook"],
         "plain.env": ["aGFyZGNvZGVkdmFsdWU="],
     }
+
+
+def test_semgrep_test_files_give_the_line_under_each_ruleid(tmp_path: Path) -> None:
+    key = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEogIBAAKCAQEAjosMtDUqbE1\n"
+           "-----END RSA PRIVATE KEY-----")
+    commit = _commit(tmp_path, {
+        "generic/secrets/security/detected-x.txt":
+            "# ruleid: detected-x\nX_TOKEN=ghp_Ab3Ab3Ab3\n\n# ok: detected-x\nX_TOKEN=$T\n"
+            "// ruleid: detected-fb\nhttps://graph.example.com/me?fields=id&access_token=EAAB9xK2"
+            "qLm8Rt5v&limit=1\n# ruleid: detected-x\n" + key + "\n",
+        "generic/secrets/security/detected-aws-account-id.txt":
+            "# ruleid: detected-aws-account-id\naws_account_id = 287139315271\n",
+        "generic/secrets/security/detected-x.yaml": "rules: []\n",
+    })
+    samples, stats = ss.semgrep_samples(tmp_path, commit)
+    assert [s["secrets"] for s in samples] == [
+        ["ghp_Ab3Ab3Ab3"], ["EAAB9xK2qLm8Rt5v"], ["MIIEogIBAAKCAQEAjosMtDUqbE1"]]
+    assert samples[2]["text"] == key
+    assert stats == {"files": 2, "identifier_rules": 1, "negatives": 1, "skipped": 0}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import re
+
 import pytest
 
 from funes.ingest.contexts import credential_value, name_class
@@ -227,6 +230,34 @@ def test_a_device_token_in_its_api_path_keeps_the_route() -> None:
     out = redact(f"curl -d @t.json https://thingsboard.cloud/api/v1/{token}/telemetry")[0]
     assert token not in out and out.endswith("/api/v1/[REDACTED:url-path-token]/telemetry"), out
     assert redact("GET /api/v1/users/telemetry") == ("GET /api/v1/users/telemetry", [])
+
+
+@pytest.mark.parametrize("line", [
+    "//registry.npmjs.org/:_authToken=npm_{k}",
+    "//npm.example.com/repository/npm-private/:_auth={b}",
+    "//acme.npm/releases:_password=CorrectHorseBatteryStaple",
+    "_auth = {b}",
+    '  _authToken="{k}"',
+])
+def test_npmrc_auth_settings_are_literals(line: str) -> None:
+    """An .npmrc stores base64 and words as written: what follows `_auth=` is the secret."""
+    filled = line.format(k="Xk9fP2qLm8Rt5vBn",  # `_auth` is base64 of `user:password`
+                         b=base64.b64encode(b"deploy:wintermoon7").decode())
+    text = "registry=https://registry.npmjs.org/\nalways-auth=true\n" + filled + "\n"
+    value = re.split(r"=\s*\"?", filled, maxsplit=1)[1].rstrip('"')
+    out = redact(text)[0]
+    assert value not in out, out
+    assert "registry=https://registry.npmjs.org/" in out and "always-auth=true" in out
+
+
+@pytest.mark.parametrize("text", [
+    "//registry.npmjs.org/:_authToken=${NPM_TOKEN}",
+    "_auth = auth_header",
+    "    _password = password",
+    "self._auth = auth",
+])
+def test_npmrc_references_and_code_are_left(text: str) -> None:
+    assert redact(text) == (text, []), text
 
 
 def test_in_a_tuple_the_user_is_not_taken_for_the_password() -> None:

@@ -74,6 +74,12 @@ def provider_tokens(seed: int) -> dict[str, str]:
         + rnd(r, string.ascii_uppercase + string.digits, 32),
         "django": "django-insecure-" + rnd(r, ALNUM + "!@#%^&*(-_=+)", 50),
         "twitch-stream": f"live_{r.randrange(10**8, 10**9)}_{rnd(r, ALNUM, 30)}",
+        "kolide": "k2sk_v1_" + rnd(r, ALNUM, 24),
+        "onfido": "api_live_us." + rnd(r, B64URL, 11) + "." + rnd(r, B64URL, 32),
+        "braintree": "access_token$production$" + rnd(r, LOWER_ALNUM, 16) + "$"
+        + rnd(r, LOWER_ALNUM, 32),
+        "outlook-webhook": f"https://outlook.office.com/webhook/{rnd(r, HEX, 8)}-{rnd(r, HEX, 4)}-"
+        f"{rnd(r, HEX, 4)}-{rnd(r, HEX, 4)}-{rnd(r, HEX, 12)}@",
     }
 
 
@@ -274,6 +280,29 @@ def test_a_providers_name_then_words_that_qualify_its_key(template: str) -> None
     assert redact(f"daily access {hexkey[:31]}")[1] == []  # not a key's size
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_urls_signature_is_redacted_and_the_rest_of_the_url_kept(seed: int) -> None:
+    """SAS, Logic Apps and presigned URLs grant access by their signature alone."""
+    r = random.Random(seed)
+    sig, amz = rnd(r, B64URL, 43), rnd(r, HEX, 64)
+    token = rnd(r, ALNUM, 60) + "%2F" + rnd(r, ALNUM, 80) + "%3D"
+    for text, secret in (
+        ("https://prod-1.westus.logic.azure.com:443/workflows/1f/triggers/manual/paths/invoke"
+         f"?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig={sig}", sig),
+        ("GET https://b.s3.amazonaws.com/k.tar?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=60"
+         f"&X-Amz-SignedHeaders=host&X-Amz-Signature={amz} 200", amz),
+        (f"https://b.s3.amazonaws.com/k?X-Amz-Security-Token={token}&X-Amz-Expires=60", token),
+    ):
+        out = redact(text)[0]
+        assert secret not in out and "[REDACTED:" in out, out
+        assert out.startswith(text[:30]), out
+    # a signature's name in prose, a placeholder, a parameter whose name ends in "sig"
+    for text in ("append ?sig=<signature> to the URL",
+                 "the ?sig=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                 "https://example.com/x?design=wintermoon_on_the_lake_at_dawn_2"):
+        assert redact(text) == (text, []), text
+
+
 def test_a_pagination_name_must_start_where_a_part_of_the_name_starts() -> None:
     """`NextPageToken` is a cursor; `statuspage_token` is Statuspage's API token."""
     key = _uuid(random.Random(3))
@@ -414,6 +443,10 @@ ADVERSARIAL = [
     ("/api/v1/" * 8192)[:65536],
     ("a, " * 21845)[:65536],
     ('user, password = "x1", ' * 3000)[:65536],
+    ("//" + "r/" * 32767)[:65536],
+    ("//registry.example.com/:_auth=" * 2200)[:65536],
+    ("?sig=" + "%2B" * 21844)[:65536],
+    ("&X-Amz-Security-Token=" + "A%2F" * 16380)[:65536],
 ]
 
 

@@ -108,6 +108,7 @@ def fake_secrets(seed: int = 7) -> dict[str, list[str]]:
         "provider-token": ["shpat_" + rnd(rng, "0123456789abcdef", 32)],
         "password-hash": ["$2b$12$" + rnd(rng, ALNUM + "./", 53)],
         "url-path-token": [rnd(rng, string.ascii_lowercase + string.digits, 20)],
+        "url-signature": [rnd(rng, "0123456789abcdef", 64)],
         "named-secret": [rnd(rng, ALNUM, 24)],
         "random-token": [rnd(rng, ALNUM, 32)],
     }
@@ -187,6 +188,8 @@ def transcript(secrets: dict[str, list[str]]) -> str:
             f"The shop's admin token {s['provider-token'][0]} works again.",
             f"deploy:{s['password-hash'][0]}:19000:0:99999:7:::",
             f"curl -d @t.json https://thingsboard.cloud/api/v1/{s['url-path-token'][0]}/telemetry",
+            "curl 'https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=3600"
+            f"&X-Amz-SignedHeaders=host&X-Amz-Signature={s['url-signature'][0]}'",
             f"jira token - '{s['named-secret'][0]}'",
             f"I rotated it this morning and the new one is {s['random-token'][0]} for now.",
         ]
