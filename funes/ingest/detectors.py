@@ -438,7 +438,7 @@ _VALUE_LABELS: Final = frozenset((
     "seed", "fingerprint", "sig", "signature", "oid", "tree", "parent", "blob", "ref", "head",
     "build", "run", "job", "trace", "span", "request", "req", "session", "sess", "correlation",
     "transaction", "txn", "tx", "event", "msg", "message", "user", "account", "acct", "org",
-    "tenant", "project", "instance", "device", "node", "container", "image", "layer", "kid",
+    "tenant", "project", "instance", "device", "node", "container", "image", "kid",
     "serial", "mac", "hmac", "cipher", "ciphertext", "plaintext", "text", "data", "pub", "pubkey",
     "public", "cert", "certificate", "expected", "actual", "result", "res", "value", "val",
     "test", "vector", "example", "sample", "color", "file", "path", "url", "uri", "name", "hex",
@@ -479,6 +479,8 @@ def _provider_named(text: str, start: int, value: str) -> bool:
         return False
     name = m.group(1).strip("._-")
     parts = [p.lower() for p in _NAME_PARTS.findall(name)]
+    if _CAMEL_WORD.fullmatch(name) and parts[0] not in _VALUE_LABELS:
+        parts = parts[:-1]  # `SoftLayer`: a brand's last hump is part of its name (`_brand`)
     if not parts or any(
         p in _VALUE_LABELS or p.startswith(_LABEL_AFFIXES) or "hex" in p
         or p.endswith(("hash", "sum", "id", "ids"))
@@ -491,12 +493,21 @@ def _provider_named(text: str, start: int, value: str) -> bool:
 _LAST_WORD: Final = re.compile(r"(?<![A-Za-z0-9_.$/?&;=-])(?:[A-Z]?[a-z]{3,24}|[A-Z]{4,24})\Z")
 
 
+_CAMEL_WORD: Final = re.compile(r"[A-Z][a-z0-9]{1,24}(?:[A-Z][a-z0-9]{1,24}){1,2}")
+
+
 def _brand(name: str) -> bool:
     """`name` (its last word) is one word no vocabulary has: a provider's name, not a word."""
-    m = _LAST_WORD.search(name)
-    if m is None:
-        return False
-    word = m.group(0).lower()
+    if _CAMEL_WORD.fullmatch(name):
+        humps = [h.lower() for h in _NAME_PARTS.findall(name)]
+        if any(h in _QUALIFIERS or h in _VALUE_LABELS for h in humps[:1] + humps[-1:]):
+            return False  # `CacheKey`, `ImageLayer`: a word and what it labels, not a brand
+        word = name.lower()  # `SoftLayer`, `HubSpot`: one brand written in two humps
+    else:
+        m = _LAST_WORD.search(name)
+        if m is None:
+            return False
+        word = m.group(0).lower()
     return word not in _VALUE_LABELS and word not in _vocabulary()
 
 
@@ -583,9 +594,10 @@ def _glued(word: str) -> int:
 #: A provider's name, then words that qualify its key (`mailboxlayer ACCESS`, `splunk_PRIVATE`,
 #: `bugsnag private-key`), right before a value: the name of the key is the provider's name.
 _QUALIFIED: Final = re.compile(
-    r"(?<![A-Za-z0-9_.$/?&;=-])([A-Za-z][a-z0-9]{2,24}|[A-Z][A-Z0-9]{3,24})"
+    r"(?<![A-Za-z0-9_.$/?&;=-])([A-Za-z][a-z0-9]{2,24}(?:[A-Z][a-z0-9]{1,24}){0,2}"
+    r"|[A-Z][A-Z0-9]{3,24})"
     r"(?:[ \t_-]{0,2}(?i:access|private|secret|token|key|api|code|auth)){1,3}"
-    r"[\"']?[ \t]{0,3}(?::=|=>|->|[:=(])?[ \t]{0,3}[\"'`]?\Z"
+    r"[\"']?[ \t]{0,3}(?::=|=>|->|[:=(]|(?:is|was)[ \t]{1,3})?[ \t]{0,3}[\"'`]?\Z"
 )
 
 

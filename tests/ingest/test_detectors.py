@@ -268,6 +268,7 @@ def test_a_glued_name_whose_rest_is_no_key_is_left(text: str) -> None:
 @pytest.mark.parametrize("template", [
     "mailboxlayer ACCESS {s}", "weatherbitACCESS {s}", "splunk_PRIVATE {s}",
     "bugsnag private-key {s}", "tyntec access token: {s}",
+    "Our SoftLayer key is {s}", "SoftLayer API key: {s}",
 ])
 def test_a_providers_name_then_words_that_qualify_its_key(template: str) -> None:
     """`coinapi ACCESS <key>`: the provider's name (a word no vocabulary has) names the key
@@ -278,6 +279,16 @@ def test_a_providers_name_then_words_that_qualify_its_key(template: str) -> None
         assert not leaked(key, out), out
     hexkey = rnd(r, HEX, 32)
     assert redact(f"daily access {hexkey[:31]}")[1] == []  # not a key's size
+
+
+@pytest.mark.parametrize("name", [
+    "LastCommit:", "CacheKey:", "the ImageLayer key is", "layer:", "FileHash:", "ObjectKey:",
+    "the cache key is", "NodeVersion:", "AssertionError:", "ValueError:",
+])
+def test_a_word_and_what_it_labels_is_no_brand(name: str) -> None:
+    """A brand in two humps (`SoftLayer`) names a key; two words in two humps do not."""
+    text = f"{name} 8f3c2a9d1e7b4f6a0c5d2e9f8a7b6c1d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b"
+    assert redact(text) == (text, []), text
 
 
 @pytest.mark.parametrize("seed", [1, 2])
