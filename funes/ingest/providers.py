@@ -55,6 +55,11 @@ def _entropy(value: str) -> float:
 #: A UUID's shape (lowercase, base36 in some providers' keys, hex in others).
 _UUID_BODY: Final = r"[a-z0-9]{8}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{12}"
 
+#: Azure's identifiable key signatures, 33 (32-byte keys) or 76 (64-byte keys) characters in.
+_AZURE_32: Final = ("+ASb", "+AEh", "+ARm", "AIoT", "AzCa")
+_AZURE_64: Final = ("+ASt", "ACDb", "APIM", "+ABa", "+AMC")
+_B64_BEFORE: Final = r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/]"
+
 #: (prefix literal, body expression) per provider family, as their documentation describes the
 #: format. Matched anywhere (prefix, then a bounded body), with no word character before.
 PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
@@ -79,6 +84,19 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     # Azure DevOps' current PATs: 84 characters, `JQQJ9` at 52, `AZDO` at 76 (checked with
     # the 76 before it).
     "azure-devops": (("AZDO", r"[A-Za-z0-9]{4}"),),
+    # Azure's identifiable keys: a fixed signature at a fixed place in base64 (checked with
+    # the characters before it): 32-byte keys (Service Bus, Event Hubs, Relay, IoT, Redis),
+    # 64-byte keys (Storage, Cosmos DB, API Management, Batch, ML), Search and Container
+    # Registry keys, Functions keys, and the common annotated keys' `JQQJ9` (Azure OpenAI, AI
+    # services, Maps, Event Grid, …).
+    "azure-identifiable": tuple(
+        (sig, r"[A-P][A-Za-z0-9+/]{5}=") for sig in _AZURE_32
+    ) + tuple((sig, r"[A-Za-z0-9+/]{5}[AQgw]==") for sig in _AZURE_64) + (
+        ("AzSe", r"[A-D][A-Za-z0-9]{5}"), ("+ACR", r"[A-D][A-Za-z0-9+/]{5}"),
+        ("AzFu", r"[A-Za-z0-9_-]{5}[AQgw]=="),
+        ("JQQJ9", r"[9DH][A-Za-z0-9][A-L][A-Za-z0-9]{16}[A-Za-z][A-Za-z0-9]{7}"
+                  r"(?:[A-Za-z0-9]{2}==)?"),
+    ),
     "heroku": (("HRKU-", r"[A-Za-z0-9_-]{30,4096}"),),
     "netlify": (("nfp_", r"[A-Za-z0-9]{36,4096}"),),
     "supabase": (("sbp_", r"[a-f0-9]{40}"), ("sb_secret_", r"[A-Za-z0-9_-]{20,4096}")),
@@ -295,6 +313,12 @@ def _provider_patterns() -> tuple[tuple[str, tuple[str, ...], re.Pattern[str]], 
                 "key-": r"(?<![A-Za-z0-9_-])",  # not `public-key-…`, `hellosign-key-…`
                 "==:": r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{22}",
                 "/api/v1/": r"(?<=[A-Za-z0-9.-])",  # after the host
+                **{sig: _B64_BEFORE + "{33}" for sig in _AZURE_32},
+                **{sig: _B64_BEFORE + "{76}" for sig in _AZURE_64},
+                "AzSe": r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9]{42}",
+                "+ACR": _B64_BEFORE + "{42}",
+                "AzFu": r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9_-]{44}",
+                "JQQJ9": r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9]{52}",
                 "sig=": r"(?<=[?&])",  # a query parameter
                 "X-Amz-Signature=": r"(?<=[?&])",
                 "X-Goog-Signature=": r"(?<=[?&])",

@@ -75,6 +75,12 @@ def provider_tokens(seed: int) -> dict[str, str]:
         "django": "django-insecure-" + rnd(r, ALNUM + "!@#%^&*(-_=+)", 50),
         "twitch-stream": f"live_{r.randrange(10**8, 10**9)}_{rnd(r, ALNUM, 30)}",
         "kolide": "k2sk_v1_" + rnd(r, ALNUM, 24),
+        "azure-storage": rnd(r, B64, 76) + "+ASt" + rnd(r, B64, 5) + "Q==",
+        "azure-servicebus": rnd(r, B64, 33) + "+ASb" + "C" + rnd(r, B64, 5) + "=",
+        "azure-search": rnd(r, ALNUM, 42) + "AzSe" + "B" + rnd(r, ALNUM, 5),
+        "azure-functions": rnd(r, B64URL, 44) + "AzFu" + rnd(r, B64URL, 5) + "g==",
+        "azure-openai-cask": rnd(r, ALNUM, 52) + "JQQJ99" + rnd(r, ALNUM, 1) + "C"
+        + rnd(r, ALNUM, 16) + "A" + rnd(r, ALNUM, 7),
         "onfido": "api_live_us." + rnd(r, B64URL, 11) + "." + rnd(r, B64URL, 32),
         "braintree": "access_token$production$" + rnd(r, LOWER_ALNUM, 16) + "$"
         + rnd(r, LOWER_ALNUM, 32),
@@ -457,6 +463,7 @@ ADVERSARIAL = [
     ("//" + "r/" * 32767)[:65536],
     ("//registry.example.com/:_auth=" * 2200)[:65536],
     ("?sig=" + "%2B" * 21844)[:65536],
+    (" " + "Xk9fP2qLm8Rt5vBn" * 5 + "+ASt+ACRAzSeJQQJ9AzFu" * 3000)[:65536],
     ("&X-Amz-Security-Token=" + "A%2F" * 16380)[:65536],
 ]
 
