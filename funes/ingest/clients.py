@@ -5,7 +5,7 @@ Agents run these in the shell and the transcript keeps the command: `docker logi
 `smbclient -U user%…`, `openssl … -passout pass:…`, `keytool -storepass …`, `zip -P …`,
 `rabbitmqctl add_user NAME …`, `echo … | docker login --password-stdin`, `psexec \\\\host -u
 admin -p …`, PowerShell's `Connect-VIServer -Password …` and `ConvertTo-SecureString '…'
--AsPlainText`. The flag that carries
+-AsPlainText`, Oracle's `sqlplus user/…@db`. The flag that carries
 the password is the client's own (docker's `-p` is a port elsewhere, mongo's `-p` a password),
 so each client names its flags, and only its command line is read: from the client's name to
 the end of the line or of the command (`;`, `&&`, `|`).
@@ -69,8 +69,18 @@ ANCHORS: Final = frozenset({
     "ldap", "smbclient", "rpcclient", "smbmap", "crackmapexec", "netexec", "openssl", "keytool",
     "zip", "7z", "rabbitmqctl", "mysql", "mariadb", "sshpass", "password-stdin", "psexec",
     "paexec", "connect-viserver", "connect-ciserver", "connect-hcxserver",
-    "convertto-securestring",
+    "convertto-securestring", "sqlplus", "rman", "expdp", "impdp", "sqlldr", "dgmgrl",
+    "jdbc:oracle",
 })
+#: Oracle's clients and thin JDBC URLs take `user/password@database` as one word
+#: (`sqlplus -s scott/…@//db:1521/ORCL`, `jdbc:oracle:thin:scott/…@db:1521:ORCL`).
+_ORACLE_WORDS: Final = ("sqlplus", "rman", "expdp", "impdp", "sqlldr", "dgmgrl", "jdbc:oracle")
+_ORACLE: Final = re.compile(
+    r"(?:(?<![\w./-])(?P<cmd>sqlplus|rman|expdp|impdp|sqlldr|dgmgrl)(?:[ \t]{1,4}-[A-Za-z]{1,2})"
+    r"{0,3}[ \t]{1,4}(?:(?:target|catalog|auxiliary)[ \t]{1,4})?[\"']?"
+    r"|(?i:jdbc:oracle:(?:thin|oci):))"
+    r"[A-Za-z0-9_$#]{1,64}/(?P<v>[^\s/@\"']{1,128})(?=@|[\s\"']|$)"
+)
 _CLIENT: Final = re.compile(
     r"(?<![\w./-])(?:" + "|".join(f"(?P<c{i}>{c})" for i, (c, _f) in enumerate(_CLIENTS))
     + r")(?![\w-])"
@@ -127,6 +137,15 @@ def scan(text: str, lowered: str, out: Raw, commands: Raw | None = None) -> None
             if _value_ok(f.group("v")):
                 into.append((f.start("v"), f.end("v"), PRIORITY, "password"))
         done = line_end
+    if any(word in lowered for word in _ORACLE_WORDS):
+        for o in _ORACLE.finditer(text):
+            if not _value_ok(o.group("v")):
+                continue
+            ls = text.rfind("\n", max(0, o.start() - 200), o.start()) + 1
+            on_command = o.group("cmd") is not None and _COMMAND_HEAD.search(
+                text, ls or max(0, o.start() - 200), o.start()) is not None
+            into = commands if commands is not None and on_command else out
+            into.append((o.start("v"), o.end("v"), PRIORITY, "password"))
     if "password-stdin" in lowered:
         for s in _STDIN.finditer(text):
             if _value_ok(s.group("v")):

@@ -36,6 +36,11 @@ PW = "Xq7vT2mPz9Lk"
     f'Connect-VIServer -Server vc01 -User ops@vsphere.local -Password "{PW}"',
     f"$pw = ConvertTo-SecureString '{PW}' -AsPlainText -Force",
     f'$pw = ConvertTo-SecureString -String "{PW}" -AsPlainText -Force',
+    f"sqlplus -s app_user/{PW}@//db.example.com:1521/ORCL @migrate.sql",
+    f'sqlplus "sys/{PW} as sysdba"',
+    f"rman target sys/{PW}@prod",
+    f"expdp system/{PW} directory=dp schemas=hr",
+    f"url: jdbc:oracle:thin:scott/{PW}@db.example.com:1521:ORCL",
     # a word-only password is still a shell word, not an expression in code
     "cmd.exe /C PSEXEC \\\\10.0.94.120 -u Administrator -p dev_admin CMD /C ECHO",
     'system("psexec \\\\\\\\192.168.3.77 -u Administrator -p braksha shutdown -r");',
@@ -59,6 +64,10 @@ def test_a_clients_password_flag_is_redacted(text: str) -> None:
     "ConvertTo-SecureString -AsPlainText -Force $plain",
     "psexec \\\\host -u ops -p $Password cmd",
     "PsExec.exe @hosts.txt -u CORP\\\\ADMIN -p PASSWORD cmd /c copy a b",
+    "sqlplus /nolog @setup.sql",
+    "sqlplus app/$DB_PASS@db",
+    "jdbc:oracle:thin:@//db.example.com:1521/ORCL",
+    "the sqlplus docs at docs/sqlplus/index.html",
 ])
 def test_what_is_not_a_clients_password_is_left(text: str) -> None:
     assert redact(text) == (text, []), redact(text)[0]
