@@ -243,8 +243,8 @@ _DISCORD_BOT: Final = re.compile(
 )
 
 
-#: An `.npmrc` auth line: `//registry.example.com/path/:_authToken=…`, `_auth = …`.
 _IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,511}")
+#: An `.npmrc` auth line: `//registry.example.com/path/:_authToken=…`, `_auth = …`.
 _NPMRC_AUTH: Final = re.compile(
     r"(?m)^[ \t]{0,8}(?P<r>//[^\s=]{1,512}:)?_(?P<n>authToken|auth|password)[ \t]{0,4}=[ \t]{0,4}"
     r"(?P<q>[\"']?)(?P<v>[^\s\"'#;]{6,512})(?P=q)[ \t]{0,8}\r?$"

@@ -151,7 +151,7 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
                   ("access_token$sandbox$", r"[a-z0-9]{16}\$[a-z0-9]{32}")),
     # Onfido: `api_live.` or `api_sandbox.`, a region (`_us`, `_ca`) between them optional
     "onfido": tuple((f"api_{env}{region}.", r"[A-Za-z0-9_-]{11}\.[A-Za-z0-9_-]{32}")
-                    for env in ("live", "sandbox") for region in ("", "_us", "_ca", "_eu")),
+                    for env in ("live", "sandbox") for region in ("", "_us", "_ca")),
     "paystack": (("sk_live_", r"[a-f0-9]{40}"),),
     "flutterwave": (("FLWSECK-", r"[a-f0-9]{32}-X"), ("FLWSECK_TEST-", r"[a-f0-9]{32}-X")),
     "ramp": (("ramp_sec_", r"[A-Za-z0-9]{40,4096}"), ("ramp_tok_", r"[A-Za-z0-9]{40,4096}")),
