@@ -62,6 +62,16 @@ _CLIENTS: Final[tuple[tuple[str, str], ...]] = (
     # The plain text comes first (or after `-String`): `ConvertTo-SecureString 'pw' -AsPlainText`.
     (r"convertto-securestring", r"(?i:(?<=securestring[ \t])|(?<=-string[ \t]))"),
 )
+#: Oracle's clients and thin JDBC URLs take `user/password@database` as one word
+#: (`sqlplus -s scott/…@//db:1521/ORCL`, `jdbc:oracle:thin:scott/…@db:1521:ORCL`).
+_ORACLE_CLIENTS: Final = ("sqlplus", "rman", "expdp", "impdp", "sqlldr", "dgmgrl")
+_ORACLE_WORDS: Final = (*_ORACLE_CLIENTS, "jdbc:oracle")
+_ORACLE: Final = re.compile(
+    r"(?:(?<![\w./-])(?P<cmd>" + "|".join(_ORACLE_CLIENTS) + r")(?:[ \t]{1,4}-[A-Za-z]{1,2})"
+    r"{0,3}[ \t]{1,4}(?:(?:target|catalog|auxiliary)[ \t]{1,4})?[\"']?"
+    r"|(?i:jdbc:oracle:(?:thin|oci):))"
+    r"[A-Za-z0-9_$#]{1,64}/(?P<v>[^\s/@\"']{1,128})(?=@|[\s\"']|$)"
+)
 #: A word each client's command line holds, lowercased: redaction's keyword pass looks for
 #: them, and only a text holding one is read here.
 ANCHORS: Final = frozenset({
@@ -69,18 +79,8 @@ ANCHORS: Final = frozenset({
     "ldap", "smbclient", "rpcclient", "smbmap", "crackmapexec", "netexec", "openssl", "keytool",
     "zip", "7z", "rabbitmqctl", "mysql", "mariadb", "sshpass", "password-stdin", "psexec",
     "paexec", "connect-viserver", "connect-ciserver", "connect-hcxserver",
-    "convertto-securestring", "sqlplus", "rman", "expdp", "impdp", "sqlldr", "dgmgrl",
-    "jdbc:oracle",
+    "convertto-securestring", *_ORACLE_WORDS,
 })
-#: Oracle's clients and thin JDBC URLs take `user/password@database` as one word
-#: (`sqlplus -s scott/…@//db:1521/ORCL`, `jdbc:oracle:thin:scott/…@db:1521:ORCL`).
-_ORACLE_WORDS: Final = ("sqlplus", "rman", "expdp", "impdp", "sqlldr", "dgmgrl", "jdbc:oracle")
-_ORACLE: Final = re.compile(
-    r"(?:(?<![\w./-])(?P<cmd>sqlplus|rman|expdp|impdp|sqlldr|dgmgrl)(?:[ \t]{1,4}-[A-Za-z]{1,2})"
-    r"{0,3}[ \t]{1,4}(?:(?:target|catalog|auxiliary)[ \t]{1,4})?[\"']?"
-    r"|(?i:jdbc:oracle:(?:thin|oci):))"
-    r"[A-Za-z0-9_$#]{1,64}/(?P<v>[^\s/@\"']{1,128})(?=@|[\s\"']|$)"
-)
 _CLIENT: Final = re.compile(
     r"(?<![\w./-])(?:" + "|".join(f"(?P<c{i}>{c})" for i, (c, _f) in enumerate(_CLIENTS))
     + r")(?![\w-])"
@@ -116,6 +116,12 @@ _COMMAND_HEAD: Final = re.compile(
 )
 
 
+def _starts_command(text: str, start: int) -> bool:
+    """Whether what starts at `start` starts a command (its line's head is a prompt or so)."""
+    line_start = text.rfind("\n", max(0, start - 200), start) + 1
+    return _COMMAND_HEAD.search(text, line_start or max(0, start - 200), start) is not None
+
+
 def scan(text: str, lowered: str, out: Raw, commands: Raw | None = None) -> None:
     """Append each client password on `text`'s command lines to `out`.
 
@@ -130,9 +136,7 @@ def scan(text: str, lowered: str, out: Raw, commands: Raw | None = None) -> None
         end = _END.search(text, m.end())
         line_end = len(text) if end is None else end.start()
         i = int(next(k for k, v in m.groupdict().items() if v is not None)[1:])
-        line_start = text.rfind("\n", max(0, m.start() - 200), m.start()) + 1
-        head = _COMMAND_HEAD.search(text, line_start or max(0, m.start() - 200), m.start())
-        into = commands if commands is not None and head is not None else out
+        into = commands if commands is not None and _starts_command(text, m.start()) else out
         for f in _FLAGS[i].finditer(text, m.end(), line_end):
             if _value_ok(f.group("v")):
                 into.append((f.start("v"), f.end("v"), PRIORITY, "password"))
@@ -141,9 +145,7 @@ def scan(text: str, lowered: str, out: Raw, commands: Raw | None = None) -> None
         for o in _ORACLE.finditer(text):
             if not _value_ok(o.group("v")):
                 continue
-            ls = text.rfind("\n", max(0, o.start() - 200), o.start()) + 1
-            on_command = o.group("cmd") is not None and _COMMAND_HEAD.search(
-                text, ls or max(0, o.start() - 200), o.start()) is not None
+            on_command = o.group("cmd") is not None and _starts_command(text, o.start())
             into = commands if commands is not None and on_command else out
             into.append((o.start("v"), o.end("v"), PRIORITY, "password"))
     if "password-stdin" in lowered:

@@ -244,10 +244,15 @@ _DISCORD_BOT: Final = re.compile(
 
 
 _IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,511}")
-#: An `.npmrc` auth line: `//registry.example.com/path/:_authToken=…`, `_auth = …`.
+#: An `.npmrc` auth line up to its value: `//registry.example.com/path/:_authToken=`, `_auth = `.
+_NPMRC_NAME: Final = (
+    r"[ \t]{0,8}(?P<r>//[^\s=]{1,512}:)?_(?P<n>authToken|auth|password)[ \t]{0,4}=[ \t]{0,4}"
+)
+#: The same line's head, to its opening quote (funes.ingest.vetoes reads a registry's as a
+#: literal's, whatever detector found the value).
+NPMRC_HEAD: Final = re.compile(_NPMRC_NAME + r"[\"']?")
 _NPMRC_AUTH: Final = re.compile(
-    r"(?m)^[ \t]{0,8}(?P<r>//[^\s=]{1,512}:)?_(?P<n>authToken|auth|password)[ \t]{0,4}=[ \t]{0,4}"
-    r"(?P<q>[\"']?)(?P<v>[^\s\"'#;]{6,512})(?P=q)[ \t]{0,8}\r?$"
+    r"(?m)^" + _NPMRC_NAME + r"(?P<q>[\"']?)(?P<v>[^\s\"'#;]{6,512})(?P=q)[ \t]{0,8}\r?$"
 )
 
 

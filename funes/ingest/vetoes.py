@@ -12,6 +12,7 @@ import binascii
 import re
 from typing import Final
 
+from funes.ingest.contexts import NPMRC_HEAD
 from funes.ingest.detectors import _NAME_PARTS, _encoded_text, _word_letters
 
 __all__ = ["ini_value", "vetoed", "yaml_value"]
@@ -130,12 +131,6 @@ def ini_value(text: str, start: int, end: int) -> bool:
 _INI_LINE: Final = re.compile(r"[ \t]{0,8}[A-Za-z_][\w.-]{0,80}[ \t]{0,4}[=:][^\n;{}()]{0,400}")
 
 
-#: An .npmrc auth line up to its value (`//registry.example.com/:_password=`).
-_NPMRC_HEAD: Final = re.compile(
-    r"[ \t]{0,8}//[^\s=]{1,512}:_(?:authToken|auth|password)[ \t]{0,4}=[ \t]{0,4}[\"']?"
-)
-
-
 def _code_value(text: str, start: int, end: int) -> bool:
     """An unquoted value that is an expression in code, not a literal.
 
@@ -153,7 +148,8 @@ def _code_value(text: str, start: int, end: int) -> bool:
     if yaml_value(text, start, end) or ini_value(text, start, end):
         return False  # `password: wintermoon` in YAML, `password = wintermoon` in an INI file
     ls = text.rfind("\n", max(0, start - 600), start) + 1
-    if _NPMRC_HEAD.fullmatch(text, ls, start):
+    npmrc = NPMRC_HEAD.fullmatch(text, ls, start)
+    if npmrc is not None and npmrc.group("r"):
         return False  # `//registry.example.com/:_password=…` in an .npmrc: a literal
     value = text[start:end]
     if len(value) > 130 or _MEMBER.fullmatch(value) is None:
