@@ -80,7 +80,7 @@ _B64_RUN: Final = re.compile(r"[A-Za-z0-9]{8,4096}")
 _ID_PREFIX: Final = re.compile(
     r"(?i)^(?:req|request|msg|message|toolu|tool|call|chatcmpl|run|thread|asst|file|batch|step"
     r"|resp|sess|session|trace|span|job|task|build|evt|cus|sub|ch|pi|pm|seti|in|ii|prod|price"
-    r"|txn|po|acct|ba|card|src|tok|sha\d*|md5|blake\d*|h1|id|uid|uuid|ocid\d|arn|etag|commit"
+    r"|txn|po|acct|ba|card|src|tok|sha\d{0,3}|md5|blake\d{0,3}|h1|id|uid|uuid|ocid\d|arn|etag|commit"
     r"|rev|ref|img|image|data|cache|node|pod|deploy|chunk|row|doc|obj|vs|sk-ant-api\d\d-x)[_:-]"
 )
 _DOTTED: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,256}(?:\.[A-Za-z_][A-Za-z0-9_]{0,256}){1,64}")
@@ -131,7 +131,7 @@ def _word_letters(value: str) -> int:
     return sum(len(p) for p in _WORDY_PART.findall(value) if _pronounceable(p))
 
 
-_VERSION: Final = re.compile(r"v?\d+\.\d+[.+-]")
+_VERSION: Final = re.compile(r"v?\d{1,9}\.\d{1,9}[.+-]")
 _B64_BODY: Final = re.compile(r"[A-Za-z0-9+/]{16,4096}={0,2}|[A-Za-z0-9_-]{16,4096}")
 
 
@@ -258,7 +258,7 @@ _PROSE_WORDS: Final = re.compile(r"(?<![\w/.+=-])[A-Za-z]{2,4096}(?![\w/.+=-])")
 #: A label before a value that says it is an identifier or a digest, not a credential.
 _ID_LABEL: Final = re.compile(
     r"(?i)(?:\b|_|(?<=[a-z]))(?:ids?|identifier|request|trace|span|nonce|hash|digest|checksum"
-    r"|sha\d*|md5|etag|commit|revision|rev|uuid|guid|version|build|session|cursor|marker"
+    r"|sha\d{0,3}|md5|etag|commit|revision|rev|uuid|guid|version|build|session|cursor|marker"
     r"|integrity)\b[\s:=#'\"(]{0,8}$"
 )
 _STANDALONE_PRIORITY: Final = 9
@@ -339,7 +339,7 @@ def _secret_words(text: str, lowered: str) -> list[tuple[int, int]]:
 
 #: Parts of a name that say its value is not a secret even though a secret word ends it.
 _NOT_SECRET_PARTS: Final = re.compile(
-    r"(?i)public|hash|sha\d*|md5|digest|checksum|fingerprint|cache|etag|_id\b|[a-z]Id\b|sort"
+    r"(?i)public|hash|sha\d{0,3}|md5|digest|checksum|fingerprint|cache|etag|_id\b|[a-z]Id\b|sort"
     r"|partition|primary|foreign|index|next|page|idempoten|continu|cursor|csrf|xsrf|type"
     r"|length|size|count|file|path|url|name|prefix|timeout|expir|authenticity"
 )
@@ -370,7 +370,7 @@ _QUOTED_AFTER: Final = re.compile(
 
 #: A regular expression, a format string or a path, not a password made of symbols.
 _PATTERN_SYNTAX: Final = re.compile(
-    r"\\|\(\?|\.\*|\.\+|\[\^|\][+*?{]|%[sdr(]|\{\d*\}|/\w+/|^[./~]|[a-z]-[a-z]\]"
+    r"\\|\(\?|\.\*|\.\+|\[\^|\][+*?{]|%[sdr(]|\{\d{0,9}\}|/\w{1,1024}/|^[./~]|[a-z]-[a-z]\]"
 )
 #: The rest of an identifier after a secret word in it (`_secure` of `my_password_secure`;
 #: not a plural's `s_output` of `n_tokens_output`).
@@ -428,7 +428,9 @@ _NAME_THEN_VALUE: Final = re.compile(
 _ASCENDING: Final = re.compile(
     r"012345|123456|234567|345678|456789|56789a|6789ab|789abc|89abcd|9abcde|abcdef"
 )
-_NUMBER_LITERAL: Final = re.compile(r"0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|[0-9]+")
+_NUMBER_LITERAL: Final = re.compile(
+    r"0[xX][0-9a-fA-F_]{1,256}|0[bB][01_]{1,256}|0[oO][0-7_]{1,256}|[0-9]{1,256}"
+)
 _NAME_PARTS: Final = re.compile(r"[A-Z]?[a-z]{1,64}|[A-Z]{1,64}(?![a-z])|[0-9]{1,64}")
 #: Parts of a name that say the hex or UUID after it is an identifier, a digest or data: what
 #: code, lockfiles, test vectors and tool output name their hex values and UUIDs.

@@ -40,6 +40,11 @@ def filler(value: str) -> bool:
     return _RUN_OF_FIVE.search(value) is not None or periodic(value[len(value) // 4 :])
 
 
+def random_enough(value: str) -> bool:
+    """`value` could be a generated secret's body: not a filler, not a few characters repeated."""
+    return _entropy(value) >= 2.5 and not filler(value)
+
+
 def periodic(value: str) -> bool:
     """`value` is a unit of at most 16 characters repeated (`0123456789abcdef0123…`)."""
     n = len(value)
@@ -181,7 +186,7 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "mailchimp": (("-us", r"[0-9]{1,2}"),),  # checked with its 32 hex digits before it
     "sendgrid": (("SG.", r"[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}"),),
     "sendinblue": (("xkeysib-", r"[a-f0-9]{64}-[A-Za-z0-9]{16}"),),
-    "telegram": ((":AA", r"[A-Za-z0-9_-]{33}"),),  # checked with its bot id before it
+    "telegram": ((":AA", r"[A-Za-z0-9_-]{32,33}"),),  # checked with its bot id before it
     "twitch-stream": (("live_", r"[0-9]{6,12}_[A-Za-z0-9]{30}"),),
     "twitter": (("AAAAAAAAAAAAAAAAAAAAA", r"[A-Za-z0-9%]{30,4096}"),),
     "notion": (("ntn_", r"[A-Za-z0-9]{40,4096}"), ("secret_", r"[A-Za-z0-9]{43}")),
@@ -208,6 +213,8 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "ubidots": (("BBFF-", r"[A-Za-z0-9]{30}"),),  # an IoT platform's account token
     # ThingsBoard's device access token, in its device API's path
     "thingsboard": (("/api/v1/", r"[A-Za-z0-9]{20}(?=/(?:telemetry|attributes|rpc|claim))"),),
+    # SoftLayer's (IBM Cloud classic) API key as the last segment of its SOAP endpoint
+    "softlayer-soap": (("api.softlayer.com/soap/v3", r"(?:\.1)?/[A-Za-z0-9]{64}"),),
     "pixie": (("px-api-", _UUID_BODY), ("px-dep-", _UUID_BODY)),  # New Relic's Pixie
     # Tableau's personal access token secret: 16 bytes in base64, `:`, 32 characters (checked
     # with the 22 base64 characters before its `==:`)
@@ -276,7 +283,7 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
 
 #: Families whose findings are not tokens.
 KIND: Final = {"password-hash": "password-hash", "thingsboard": "url-path-token",
-               "url-signature": "url-signature"}
+               "softlayer-soap": "url-path-token", "url-signature": "url-signature"}
 
 
 #: The part of a match the placeholder test judges, where not all of it is random: an Azure
@@ -286,10 +293,14 @@ _JUDGED_PART: Final[dict[str, Callable[[str], str]]] = {
     "azure-devops": lambda v: v[:52],
     "password-hash": lambda v: v.rsplit("$", 1)[-1],
 }
-#: Characters at a match's start that are not the secret (Okta's header word `SSWS `).
-_NOT_SECRET_HEAD: Final = {"okta": len("SSWS "), "thingsboard": len("/api/v1/")}
-#: Where the secret starts in a URL signature's match: after its parameter's `=`.
-_AFTER_EQUALS: Final = frozenset({"url-signature"})
+#: Where the secret starts in a match that begins with what is not secret: after Okta's
+#: header word `SSWS `, a device API's path, a URL parameter's `=`, an endpoint's last `/`.
+_SECRET_START: Final[dict[str, Callable[[str], int]]] = {
+    "okta": lambda v: len("SSWS "),
+    "thingsboard": lambda v: len("/api/v1/"),
+    "url-signature": lambda v: v.index("=") + 1,
+    "softlayer-soap": lambda v: v.rindex("/") + 1,
+}
 
 _NOT_WORD_BEFORE = r"(?<![A-Za-z0-9_])"
 _NOT_TOKEN_AFTER = r"(?![A-Za-z0-9_])"
@@ -356,11 +367,11 @@ def scan(text: str, present: set[str], out: Raw) -> None:
         for m in _PROVIDERS[i][2].finditer(text):
             value = m.group(0)
             family = _PROVIDERS[i][0]
-            head = value.index("=") + 1 if family in _AFTER_EQUALS else _NOT_SECRET_HEAD.get(
-                family, 0)
+            start_of = _SECRET_START.get(family)
+            head = 0 if start_of is None else start_of(value)
             part = _JUDGED_PART.get(family)
             judged = value[head:] if part is None else part(value)
-            if _entropy(judged) < 2.5 or filler(judged):
+            if not random_enough(judged):
                 continue  # "AC" + 32 zeros, "key-xxxx…": a placeholder in the format's shape
             start = m.start() + head
             out.append((start, m.end(), PRIORITY, KIND.get(family, "provider-token")))

@@ -606,8 +606,11 @@ def _scan_k8s_secrets(text: str, out: list[tuple[int, int, int, str]]) -> None:
 # Passwords in URLs: scheme://user:password@host
 # ------------------------------------------------------------------------------------------------
 
+#: A password may hold an unescaped `@` (`bria@pass135!`): the host starts after the
+#: authority's last `@`.
 _URL_USERINFO: Final = re.compile(
-    r"(?P<user>[^\s:@/?#\[\]\"'<>\\]*):(?P<secret>[^\s:@/?#\[\]\"'<>\\]+)@(?=[A-Za-z0-9\[])"
+    r"(?P<user>[^\s:@/?#\[\]\"'<>\\]*):"
+    r"(?P<secret>[^\s:@/?#\[\]\"'<>\\]+(?:@[^\s:@/?#\[\]\"'<>\\]{1,256}){0,4})@(?=[A-Za-z0-9\[])"
 )
 _URL_PRIORITY: Final = 3
 

@@ -232,6 +232,16 @@ def test_a_device_token_in_its_api_path_keeps_the_route() -> None:
     assert redact("GET /api/v1/users/telemetry") == ("GET /api/v1/users/telemetry", [])
 
 
+@pytest.mark.parametrize("version", ["v3", "v3.1"])
+def test_a_softlayer_key_in_its_soap_endpoint_keeps_the_host(version: str) -> None:
+    key = "3c1f0a9e2b7d4c6f8a1e0d9c7b5a3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a"
+    out = redact(f"client = Client('https://api.softlayer.com/soap/{version}/{key}')")[0]
+    assert key[:16] not in out and f"softlayer.com/soap/{version}/[REDACTED:url-path-token]'" in out
+    for kept in ("https://api.softlayer.com/soap/v3/SoftLayer_Account",
+                 "https://api.softlayer.com/soap/v3/" + "abcd1234" * 8):  # a docs' filler
+        assert redact(kept) == (kept, []), kept
+
+
 @pytest.mark.parametrize("line", [
     "//registry.npmjs.org/:_authToken=npm_{k}",
     "//npm.example.com/repository/npm-private/:_auth={b}",

@@ -86,6 +86,13 @@ def provider_tokens(seed: int) -> dict[str, str]:
         + rnd(r, LOWER_ALNUM, 32),
         "outlook-webhook": f"https://outlook.office.com/webhook/{rnd(r, HEX, 8)}-{rnd(r, HEX, 4)}-"
         f"{rnd(r, HEX, 4)}-{rnd(r, HEX, 4)}-{rnd(r, HEX, 12)}@",
+        "atlassian-dc": base64.b64encode(
+            str(r.randrange(10**11, 10**12)).encode() + b":" + r.randbytes(20)).decode(),
+        "asana": f"2/{r.randrange(10**15, 10**16)}/{r.randrange(10**15, 10**16)}:"
+        + rnd(r, HEX, 32),
+        "mailgun-hex": f"{rnd(r, HEX, 32)}-{rnd(r, HEX, 8)}-{rnd(r, HEX, 8)}",
+        "sas-signature": base64.b64encode(r.randbytes(32)).decode().replace("+", "%2B")
+        .replace("/", "%2F").replace("=", "%3D"),
     }
 
 
@@ -363,6 +370,11 @@ def test_a_pagination_name_must_start_where_a_part_of_the_name_starts() -> None:
         "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13",
         '  AppXq0fevzme2pys62n3e0fbqa7peapykr8v: { name: "Edge", id: "com.microsoft.edge" },',
         "<path d=`M240-560v400q0 33-23.5 56.5T160-80h640q33 0 56.5-23.5T880-160`/>",
+        # the layouts of funes.ingest.structured, when they are something else
+        "GET /v1/1700000000000000/1700000000000001:d41d8cd98f00b204e9800998ecf8427e 404",
+        "built 0123456789abcdef0123456789abcdef-00000000-00000000 from the cache",
+        "base64 of digits MDAwMDAwMDAwMDAwOjAwMDAwMDAwMDAwMDAwMDAwMDAw is no token",
+        "?q=hello%20world%2C%20this%20is%20a%20search%20for%20things%3D",
     ],
 )
 def test_what_transcripts_are_full_of_is_left_alone(text: str) -> None:
@@ -406,6 +418,18 @@ def test_base64_secret_starting_with_a_slash() -> None:
     for text in (f"aws_secret = {secret}", f'"client_secret": "{secret}"', f"my_token={secret}"):
         out = redact(text)[0]
         assert not leaked(secret, out), out
+
+
+def test_mavens_encrypted_master_password() -> None:
+    master = "jSMOWnoPFgsHVpMvz5VrIt5kRbzGpI8u+9EF1iFQyJQ="
+    text = f"<settingsSecurity>\n  <master>{{{master}}}</master>\n</settingsSecurity>\n"
+    assert redact(text)[0] == text.replace(master, "[REDACTED:xml-secret]")
+    assert redact("<master>true</master>")[1] == []
+
+
+def test_a_telegram_bot_token_of_32_characters_after_aa() -> None:
+    token = "4839574813:AAFD39kkdpWt3ywyRZergyOLMaJhac61qc"
+    assert not leaked(token, redact(f"bot = Bot('{token}')")[0])
 
 
 def test_fly_io_token_lists() -> None:
@@ -465,6 +489,11 @@ ADVERSARIAL = [
     ("?sig=" + "%2B" * 21844)[:65536],
     (" " + "Xk9fP2qLm8Rt5vBn" * 5 + "+ASt+ACRAzSeJQQJ9AzFu" * 3000)[:65536],
     ("&X-Amz-Security-Token=" + "A%2F" * 16380)[:65536],
+    # layouts of funes.ingest.structured: base64 of digits, ids and a colon, hex groups, %3D
+    ("MDAwMDAwMDAwMDAwOg" * 3641)[:65536],
+    ("1/" + "1234567890123456/" * 3855 + ":")[:65536],
+    ("0123456789abcdef" * 2 + "-01234567") * 1591,
+    ("%2B" * 21844 + "%3")[:65536],
 ]
 
 

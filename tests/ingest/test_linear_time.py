@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from funes.ingest import clients, contexts, gitleaks, vetoes
+from funes.ingest import clients, contexts, detectors, gitleaks, providers, structured, vetoes
 from funes.ingest.redact import DETECTORS, redact
 from tests.support.adversarial import FAMILIES, every_keyword, family_texts
 
@@ -78,12 +78,14 @@ def _patterns() -> Iterator[tuple[str, str]]:
             yield "global allowlist", allow.regexes.pattern
     for det in DETECTORS:
         yield f"detector {det.kind}", det.pattern.pattern
-    for module in (contexts, clients, vetoes):
+    for module in (contexts, clients, vetoes, detectors, structured):
         for name, value in vars(module).items():
             if isinstance(value, re.Pattern):
                 yield f"{module.__name__}.{name}", value.pattern
     for i, flag in enumerate(clients._FLAGS):
         yield f"clients._FLAGS[{i}]", flag.pattern
+    for family, _anchors, pattern in providers._PROVIDERS:
+        yield f"provider {family}", pattern.pattern
 
 
 def test_no_rule_allowlist_or_detector_repeats_without_bound() -> None:

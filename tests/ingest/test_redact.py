@@ -446,3 +446,13 @@ def test_a_flag_glued_to_a_token_is_still_a_flag() -> None:
     redacted, findings = redact(f" {key}--token S3cr3t-Pa55w0rd ")
     assert redacted == " [REDACTED:aws-access-key-id]--token [REDACTED:secret] "
     assert [f.kind for f in findings] == ["aws-access-key-id", "secret"]
+
+
+@pytest.mark.parametrize("url, kept", [
+    ("mongodb+srv://hpapp:bria@pass135!@briaserver.example.net/test", "@briaserver.example.net/"),
+    ("redis://:p4ss@w0rd@cache:6379", "@cache:6379"),
+    ("postgres://admin:Zq8vLm2x@db:5432/app?notify=bob@example.com", "@db:5432/app?notify=bob@"),
+])
+def test_a_url_password_holding_an_at_sign_goes_whole(url: str, kept: str) -> None:
+    out = redact(url)[0]
+    assert "[REDACTED:url-password]" + kept in out, out
