@@ -3,7 +3,8 @@
 XML secret elements of any length, private keys' bodies (DER, OpenSSH) without their PEM
 armour, Fly.io's comma-separated token lists, Vault AppRole ids, Maven's master password, and
 tokens whose own layout says what they are wherever they stand (Atlassian Data Center and
-Asana personal access tokens, Mailgun's keys, a percent-encoded SAS signature).
+Asana personal access tokens, Vault's legacy tokens, Mailgun's keys, a percent-encoded SAS
+signature).
 
 Apart from funes.ingest.detectors (whose value tests it reuses) because each of these is read
 by its own framing; linear like the rest (bounded repetitions, a single loop per expression).
@@ -139,7 +140,19 @@ _ENCODED_SIGNATURE: Final = re.compile(r"(?<![A-Za-z0-9%])[A-Za-z0-9%]{43,100}%3
 _SIGNATURE_B64: Final = re.compile(r"[A-Za-z0-9+/]{43}=")
 
 
+#: Vault's tokens from before 1.10 (service `s.`, batch `b.`, recovery `r.`; 24 random
+#: characters, or a longer protobuf body in `CAES…`): a one-letter variable's attribute has
+#: the same shape (`s.addComponentsFromRegistry`), so the body must look generated.
+_VAULT_LEGACY: Final = re.compile(
+    r"[sbr](?<![A-Za-z0-9_.$][sbr])\.([A-Za-z0-9_-]{24,500})(?![A-Za-z0-9_.(-])"
+)
+
+
 def _scan_layouts(text: str, out: Raw) -> None:
+    if "." in text:
+        for m in _VAULT_LEGACY.finditer(text):
+            if random_word(m.group(1)):
+                out.append((m.start(), m.end(), providers.PRIORITY, "provider-token"))
     for m in _ATLASSIAN_DC.finditer(text):
         if providers.random_enough(m.group(0)[18:]):
             out.append((m.start(), m.end(), providers.PRIORITY, "provider-token"))

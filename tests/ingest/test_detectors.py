@@ -91,6 +91,7 @@ def provider_tokens(seed: int) -> dict[str, str]:
         "asana": f"2/{r.randrange(10**15, 10**16)}/{r.randrange(10**15, 10**16)}:"
         + rnd(r, HEX, 32),
         "mailgun-hex": f"{rnd(r, HEX, 32)}-{rnd(r, HEX, 8)}-{rnd(r, HEX, 8)}",
+        "vault-legacy": "s." + rnd(r, ALNUM, 24),
         "sas-signature": base64.b64encode(r.randbytes(32)).decode().replace("+", "%2B")
         .replace("/", "%2F").replace("=", "%3D"),
     }
@@ -375,6 +376,9 @@ def test_a_pagination_name_must_start_where_a_part_of_the_name_starts() -> None:
         "built 0123456789abcdef0123456789abcdef-00000000-00000000 from the cache",
         "base64 of digits MDAwMDAwMDAwMDAwOjAwMDAwMDAwMDAwMDAwMDAwMDAw is no token",
         "?q=hello%20world%2C%20this%20is%20a%20search%20for%20things%3D",
+        "function(){s.addComponentsFromRegistry()}",
+        "this._err(s.unexpectedCharacterAfterDoctypeSystemIdentifier)",
+        "ServerAddressByClientCIDRs: s.getServerAddressByClientCIDRs(req.Request),",
     ],
 )
 def test_what_transcripts_are_full_of_is_left_alone(text: str) -> None:
@@ -494,6 +498,7 @@ ADVERSARIAL = [
     ("1/" + "1234567890123456/" * 3855 + ":")[:65536],
     ("0123456789abcdef" * 2 + "-01234567") * 1591,
     ("%2B" * 21844 + "%3")[:65536],
+    (" s." + "A1b2" * 120 + "(") * 133,
 ]
 
 
