@@ -108,6 +108,8 @@ def _joined(text: str, start: int, end: int) -> tuple[int, int]:
         part = text[k : start - 1]
         if len(part) < 4 or not any(ch.isdigit() for ch in part) or _name_like(part):
             break
+        if part.startswith("//"):
+            break  # `https://oauth2:<token>@host`: a URL's user name, which stays
         start = k
     for _ in range(4):
         m = _PART_AFTER.match(text, end) if text[end : end + 1] in (":", "=") else None

@@ -480,8 +480,8 @@ def _scan_named(text: str, lowered: str, out: Raw) -> None:
         if gap is None:
             continue
         cls = name_class(text[s:e])
-        if cls is None:
-            continue
+        if cls is None or text.endswith("://", 0, s):
+            continue  # (`https://x-access-token:…@host`: a URL's user, its password is read there)
         quote = gap.group("q") or gap.group("pq")
         # `with secret X`, `password X`: no operator, so only a singular name and a value
         # that looks generated (`tokens truncated`, `password reset` are not).

@@ -715,6 +715,8 @@ def _assignment_at(
     name = lowered[name_start:end].strip("_.-")
     if "public" in name:
         return  # public keys are not secrets
+    if text.endswith("://", 0, name_start):
+        return  # `https://token:…@host`: a URL's user name; its password is read as one
     if _PASSWORD_NAME.search(name):
         kind = "password"
     elif _SECRET_NAME.search(name) or name == "auth":

@@ -16,7 +16,7 @@ import re
 import urllib.parse
 from typing import Final
 
-from funes.ingest import providers
+from funes.ingest import contexts, providers
 from funes.ingest.detectors import _HEX, _NAMED_PRIORITY, _UUID_RE, MARKER, Raw, random_word
 
 __all__ = ["scan"]
@@ -148,6 +148,28 @@ _VAULT_LEGACY: Final = re.compile(
 )
 
 
+#: A name and its value inside a percent-encoded URL (a login's `next=` or an OAuth
+#: `redirect_uri=` carrying `…%3Ftoken%3D<value>%26…`): `=` written `%3D`, `&` `%26`.
+_ENCODED_PAIR: Final = re.compile(r"(?i)%3D")
+_ENCODED_NAME: Final = re.compile(r"(?i)(?:%3F|%26|[?&\s\"'=/]|^)([A-Za-z][A-Za-z0-9_.-]{0,63})\Z")
+_ENCODED_VALUE: Final = re.compile(r"(?:[A-Za-z0-9._~+-]|%(?!26|23)[0-9A-Fa-f]{2}){4,512}")
+
+
+def _scan_encoded_pairs(text: str, out: Raw) -> None:
+    k = _ENCODED_PAIR.search(text)
+    while k is not None:
+        m = _ENCODED_NAME.search(text, max(0, k.start() - 67), k.start())
+        if m is not None:
+            cls = contexts.name_class(m.group(1))
+            v = _ENCODED_VALUE.match(text, k.end()) if cls else None
+            if cls and v is not None and contexts.credential_value(
+                cls, urllib.parse.unquote(v.group(0))
+            ):
+                out.append((v.start(), v.end(), _NAMED_PRIORITY,
+                            "password" if cls == "password" else "named-secret"))
+        k = _ENCODED_PAIR.search(text, k.end())
+
+
 def _scan_layouts(text: str, out: Raw) -> None:
     if "." in text:
         for m in _VAULT_LEGACY.finditer(text):
@@ -175,6 +197,8 @@ def _scan_layouts(text: str, out: Raw) -> None:
                 continue
             if providers.random_enough(text[start : m.end()]):
                 out.append((start, m.end(), providers.PRIORITY, "provider-token"))
+    if "%3D" in text or "%3d" in text:
+        _scan_encoded_pairs(text, out)
     if "%3D" in text:
         for m in _ENCODED_SIGNATURE.finditer(text):
             value = urllib.parse.unquote(m.group(0))

@@ -424,6 +424,23 @@ def test_base64_secret_starting_with_a_slash() -> None:
         assert not leaked(secret, out), out
 
 
+@pytest.mark.parametrize("url, secret", [
+    ("https://app.example.com/login?next=%2Fcallback%3Ftoken%3DZq8vLm2xWp4rTs6uYv8wQ1%26u%3D1",
+     "Zq8vLm2xWp4rTs6uYv8wQ1"),
+    ("https://x.com/cb?redirect=https%3A%2F%2Fapp%2Fdone%3Fpassword%3DZq8vLm2x%2BWp4r%26u%3D1",
+     "Zq8vLm2x%2BWp4r"),
+])
+def test_a_credential_inside_a_percent_encoded_url(url: str, secret: str) -> None:
+    out = redact(url)[0]
+    assert secret not in out and "%26u%3D1" in out, out
+
+
+def test_what_a_percent_encoded_url_names_otherwise_is_left() -> None:
+    for url in ("https://x.com/search?q=size%3D10%26sort%3Dname%26page_token%3Dabc",
+                "https://x.com/l?u=https%3A%2F%2Fy.com%2F%3Fid%3D123e4567-e89b-12d3-a456-426614174000"):
+        assert redact(url) == (url, []), url
+
+
 def test_mavens_encrypted_master_password() -> None:
     master = "jSMOWnoPFgsHVpMvz5VrIt5kRbzGpI8u+9EF1iFQyJQ="
     text = f"<settingsSecurity>\n  <master>{{{master}}}</master>\n</settingsSecurity>\n"
@@ -499,6 +516,8 @@ ADVERSARIAL = [
     ("0123456789abcdef" * 2 + "-01234567") * 1591,
     ("%2B" * 21844 + "%3")[:65536],
     (" s." + "A1b2" * 120 + "(") * 133,
+    ("%3Ftoken%3D" + "a1B2" * 140) * 114,
+    ("password" * 8 + "%3D") * 1260,
 ]
 
 

@@ -466,3 +466,18 @@ def test_a_url_password_holding_an_at_sign_goes_whole(url: str, kept: str) -> No
 def test_awss_published_example_keys_are_left_under_any_name(text: str) -> None:
     """The documentation's keys, as gitleaks' allowlist has them; a name does not make them real."""
     assert redact(text) == (text, [])
+
+
+@pytest.mark.parametrize("url, user, host", [
+    ("https://oauth2:glpat-Zq8vLm2xWp4rTs6uYv8w@gitlab.com/x/y.git", "oauth2",
+     "gitlab.com/x/y.git"),
+    ("https://x-access-token2:ghs_16C7e42F292c6912E7710c838347Ae178B4a@github.com/o/r",
+     "x-access-token2", "github.com/o/r"),
+    ("https://token:Zq8vLm2xWp4rTs6uYv8wQ1@git.example.com/o/r", "token", "git.example.com/o/r"),
+])
+def test_a_token_as_a_urls_password_keeps_the_user_and_the_host(
+    url: str, user: str, host: str
+) -> None:
+    """Only the password goes: a user named like a credential is no name for what follows."""
+    out = redact(f"git clone {url}")[0]
+    assert out.startswith(f"git clone https://{user}:[REDACTED:") and out.endswith(f"]@{host}"), out
