@@ -5,7 +5,8 @@ Agents run these in the shell and the transcript keeps the command: `docker logi
 `smbclient -U user%…`, `openssl … -passout pass:…`, `keytool -storepass …`, `zip -P …`,
 `rabbitmqctl add_user NAME …`, `echo … | docker login --password-stdin`, `psexec \\\\host -u
 admin -p …`, PowerShell's `Connect-VIServer -Password …` and `ConvertTo-SecureString '…'
--AsPlainText`, Oracle's `sqlplus user/…@db`. The flag that carries
+-AsPlainText`, Oracle's `sqlplus user/…@db`, `ssh-keygen -P … -N …`, `gpg --passphrase …`.
+The flag that carries
 the password is the client's own (docker's `-p` is a port elsewhere, mongo's `-p` a password),
 so each client names its flags, and only its command line is read: from the client's name to
 the end of the line or of the command (`;`, `&&`, `|`).
@@ -48,13 +49,16 @@ _CLIENTS: Final[tuple[tuple[str, str], ...]] = (
     (r"ldapsearch|ldapadd|ldapmodify|ldapdelete|ldapwhoami|ldappasswd|ldapcompare|ldapmodrdn",
      r"-w[ \t]{1,4}"),
     (r"smbclient|rpcclient|smbmap|crackmapexec|netexec", r"-U[ \t]{1,4}[^\s%]{1,64}%"),
-    (r"openssl", r"-pass(?:in|out)?[ \t]{1,4}pass:"),
+    (r"openssl", r"(?:-pass(?:in|out)?[ \t]{1,4}pass:|-k[ \t]{1,4})"),
     (r"keytool", r"-(?:store|key|srcstore|deststore|srckey|destkey)pass[ \t]{1,4}"),
     (r"zip|unzip", r"-P[ \t]{1,4}"),
     (r"7z|7za|7zr", r"-p"),
     (r"rabbitmqctl", r"(?:add_user|change_password)[ \t]{1,4}[^\s]{1,64}[ \t]{1,4}"),
     (r"mysql|mysqldump|mysqladmin|mariadb|mariadb-dump", r"-p"),
     (r"sshpass", r"-p[ \t]{0,4}"),
+    # a key's old and new passphrases (`-N ''`, no passphrase, is no value)
+    (r"ssh-keygen", r"-[PN][ \t]{0,4}"),
+    (r"gpg|gpg2", r"--passphrase(?:[ \t]{1,4}|=)"),
     (r"psexec(?:64)?(?:\.exe)?|paexec(?:\.exe)?", r"-p[ \t]{1,4}"),
     # PowerShell: parameters are case-insensitive, the client's name is matched lowercased.
     (r"connect-viserver|connect-ciserver|connect-hcxserver",
@@ -78,6 +82,7 @@ ANCHORS: Final = frozenset({
     "login", "redis-cli", "keydb-cli", "valkey-cli", "mongo", "sqlcmd", "bcp", "osql", "isql",
     "ldap", "smbclient", "rpcclient", "smbmap", "crackmapexec", "netexec", "openssl", "keytool",
     "zip", "7z", "rabbitmqctl", "mysql", "mariadb", "sshpass", "password-stdin", "psexec",
+    "ssh-keygen", "gpg",
     "paexec", "connect-viserver", "connect-ciserver", "connect-hcxserver",
     "convertto-securestring", *_ORACLE_WORDS,
 })

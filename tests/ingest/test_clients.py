@@ -41,6 +41,9 @@ PW = "Xq7vT2mPz9Lk"
     f"rman target sys/{PW}@prod",
     f"expdp system/{PW} directory=dp schemas=hr",
     f"url: jdbc:oracle:thin:scott/{PW}@db.example.com:1521:ORCL",
+    f"ssh-keygen -p -f ~/.ssh/id_ed25519 -P {PW} -N {PW}",
+    f"gpg --batch --yes --passphrase '{PW}' -d secrets.tar.gpg",
+    f"openssl enc -d -aes-256-cbc -k {PW} -in backup.enc -out backup.tar",
     # a word-only password is still a shell word, not an expression in code
     "cmd.exe /C PSEXEC \\\\10.0.94.120 -u Administrator -p dev_admin CMD /C ECHO",
     'system("psexec \\\\\\\\192.168.3.77 -u Administrator -p braksha shutdown -r");',
@@ -68,6 +71,8 @@ def test_a_clients_password_flag_is_redacted(text: str) -> None:
     "sqlplus app/$DB_PASS@db",
     "jdbc:oracle:thin:@//db.example.com:1521/ORCL",
     "the sqlplus docs at docs/sqlplus/index.html",
+    "ssh-keygen -t ed25519 -N '' -C ci@example.com -f deploy_key",
+    "gpg --batch --passphrase-fd 0 -d secrets.tar.gpg",
 ])
 def test_what_is_not_a_clients_password_is_left(text: str) -> None:
     assert redact(text) == (text, []), redact(text)[0]
