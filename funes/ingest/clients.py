@@ -81,9 +81,9 @@ _ORACLE: Final = re.compile(
 ANCHORS: Final = frozenset({
     "login", "redis-cli", "keydb-cli", "valkey-cli", "mongo", "sqlcmd", "bcp", "osql", "isql",
     "ldap", "smbclient", "rpcclient", "smbmap", "crackmapexec", "netexec", "openssl", "keytool",
-    "zip", "7z", "rabbitmqctl", "mysql", "mariadb", "sshpass", "password-stdin", "psexec",
-    "ssh-keygen", "gpg",
-    "paexec", "connect-viserver", "connect-ciserver", "connect-hcxserver",
+    "zip", "7z", "rabbitmqctl", "mysql", "mariadb", "sshpass", "ssh-keygen", "gpg",
+    "password-stdin", "psexec", "paexec", "connect-viserver", "connect-ciserver",
+    "connect-hcxserver",
     "convertto-securestring", *_ORACLE_WORDS,
 })
 _CLIENT: Final = re.compile(

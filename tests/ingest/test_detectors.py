@@ -441,6 +441,10 @@ def test_what_a_percent_encoded_url_names_otherwise_is_left() -> None:
         assert redact(url) == (url, []), url
 
 
+def test_a_layout_alone_in_a_short_text() -> None:
+    assert redact("s.Z4bTMtngfLeQ18AqVoBBkUAOD1")[0] == "[REDACTED:provider-token]"
+
+
 def test_mavens_encrypted_master_password() -> None:
     master = "jSMOWnoPFgsHVpMvz5VrIt5kRbzGpI8u+9EF1iFQyJQ="
     text = f"<settingsSecurity>\n  <master>{{{master}}}</master>\n</settingsSecurity>\n"
