@@ -78,6 +78,7 @@ SECRETLINT_COMMIT = "18346ba31b8173d52060b971221ab38c1943def0"
 RIPSECRETS_COMMIT = "416e9d04d6ba8941fc3106bf986b6c8aa875767e"
 WHISPERS_COMMIT = "5832bf74dcb127128ba653ed87601c927124b5aa"
 SEMGREP_COMMIT = "157ae4706d7f54aa33647332f234dd68f30da195"
+TRIVY_COMMIT = "dc3c56eed58ab21c7e08d26757c517bc946a86c5"
 LICENCES = {
     "trufflehog": "AGPL-3.0 (test data read for measurement only, nothing vendored)",
     "detect-secrets": "Apache-2.0 (test data read for measurement only, nothing vendored)",
@@ -88,6 +89,7 @@ LICENCES = {
     "semgrep": "Semgrep Rules License v1.0 (test files read for measurement only, nothing"
                " vendored)",
     "whispers": "Apache-2.0 (test fixtures read for measurement only, nothing vendored)",
+    "trivy": "Apache-2.0 (test data read for measurement only, nothing vendored)",
 }
 #: Where each rules-with-examples scanner keeps its rule files.
 RULE_DIRS = {
@@ -785,6 +787,71 @@ def semgrep_samples(repo: Path, commit: str) -> tuple[list[dict[str, Any]], dict
     return samples, stats
 
 
+_TRIVY_RULE: Final = re.compile(r'\bRuleID:\s*"([^"]+)"')
+_TRIVY_MATCH: Final = re.compile(r"\bMatch:\s*")
+_TRIVY_DIR: Final = "pkg/fanal/secret"
+
+
+def trivy_samples(repo: Path, commit: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Each built-in rule's finding in the scanner's test table, read back from its test file.
+
+    A finding's ``Match`` is the matched text with the secret masked by one ``*`` per
+    character; the test file that holds that text, the stars taken as wildcards, gives the
+    secret back. Findings of the tests' own configured rules (``rule1`` …) are left out.
+    """
+    src = _git(repo, "show", f"{commit}:{_TRIVY_DIR}/scanner_test.go")
+    env = _go_env(src)
+    rules = _git(repo, "show", f"{commit}:{_TRIVY_DIR}/builtin-rules.go")
+    builtin = set(re.findall(r'\bID:\s*"([^"]+)"', rules))
+    texts = []
+    for path in _files(repo, commit, f"{_TRIVY_DIR}/testdata"):
+        if not path.endswith((".yaml", ".yml")):
+            try:
+                texts.append(_git(repo, "show", f"{commit}:{path}"))
+            except UnicodeDecodeError:  # the test of a file that is not UTF-8
+                continue
+    samples: list[dict[str, Any]] = []
+    stats = {"files": len(texts), "findings": 0, "configured_rules": 0, "unmatched": 0}
+    for m in _TRIVY_RULE.finditer(src):
+        stats["findings"] += 1
+        rule = m.group(1)
+        if rule not in builtin:
+            stats["configured_rules"] += 1
+            continue
+        following = _TRIVY_RULE.search(src, m.end())
+        at = _TRIVY_MATCH.search(src, m.end(), following.start() if following else len(src))
+        try:
+            masked, _ = _Parser(_tokens(src[at.end() : at.end() + 20000]), env).expr() if at \
+                else ("", [])
+        except (Unevaluable, ValueError, IndexError):
+            masked = ""
+        parts = re.split(r"(\*+)", masked)
+        pattern = "".join(f"([\\s\\S]{{{len(x)}}})" if x.startswith("*") else re.escape(x)
+                          for x in parts if x)
+        if len(re.sub(r"\*+", "", masked).strip()) < 4:  # nothing left to find it by
+            stats["unmatched"] += 1
+            continue
+        hit = next((h for t in texts
+                    for h in [re.search(pattern, t)] if h), None)
+        if hit is None:
+            stats["unmatched"] += 1
+            continue
+        whole = hit.string
+        start = whole.rfind("\n", 0, hit.start()) + 1
+        end = whole.find("\n", hit.end())
+        text = whole[start : end if end >= 0 else len(whole)]
+        found = [g.strip().strip("\"'") for g in hit.groups()]
+        if rule == "private-key":  # a key block: its longest line of base64
+            found = [max(re.findall(r"[A-Za-z0-9+/=]{16,}", g.replace("\\n", "\n")) or [""],
+                         key=len) for g in found]
+        secrets = [g for g in found if len(g) >= 8]
+        if not secrets:
+            stats["unmatched"] += 1
+            continue
+        samples.append({"source": "trivy", "family": rule, "text": text, "secrets": secrets})
+    return samples, stats
+
+
 def _dedupe(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     seen: set[tuple[str, str, tuple[str, ...]]] = set()
     out = []
@@ -807,6 +874,7 @@ def main() -> None:
     parser.add_argument("--ripsecrets", type=Path)
     parser.add_argument("--whispers", type=Path)
     parser.add_argument("--semgrep", type=Path)
+    parser.add_argument("--trivy", type=Path)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     readers = {
@@ -820,6 +888,7 @@ def main() -> None:
         "ripsecrets": (args.ripsecrets, RIPSECRETS_COMMIT, ripsecrets_samples),
         "whispers": (args.whispers, WHISPERS_COMMIT, whispers_samples),
         "semgrep": (args.semgrep, SEMGREP_COMMIT, semgrep_samples),
+        "trivy": (args.trivy, TRIVY_COMMIT, trivy_samples),
     }
     upstream: dict[str, Any] = {}
     samples: list[dict[str, Any]] = []

@@ -127,6 +127,10 @@ PROVIDERS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "bitbucket-dc": (("BBDC-", r"[A-Za-z0-9+/@_-]{40,44}"),),
     "gitea": (("gta_", r"[a-f0-9]{40}"),),
     "rubygems": (("rubygems_", r"[a-f0-9]{48}"),),
+    # Private Packagist (Composer): organization read/update and user update tokens
+    "private-packagist": (("packagist_ort_", r"[a-fA-F0-9]{68}"),
+                          ("packagist_out_", r"[a-fA-F0-9]{68}"),
+                          ("packagist_uut_", r"[a-fA-F0-9]{68}")),
     "clojars": (("CLOJARS_", r"[a-z0-9]{60}"),),
     "nuget": (("oy2", r"[a-z0-9]{43}"),),
     "harness": (("pat.", r"[A-Za-z0-9_-]{22}\.[a-f0-9]{24}\.[A-Za-z0-9]{20}"),),
@@ -338,7 +342,7 @@ def _provider_patterns() -> tuple[tuple[str, tuple[str, ...], re.Pattern[str]], 
                 "" if prefix.startswith((".", "discord", "outlook", "hooks."))
                 else _NOT_WORD_BEFORE)
             if prefix.startswith(".webhook.") or prefix.startswith(".logic."):
-                before = r"https://[A-Za-z0-9-]{1,64}"  # the whole URL, tenant host included
+                before = r"https://[A-Za-z0-9_-]{1,64}"  # the whole URL, tenant host included
             alts.append(before + re.escape(prefix) + body)
             anchors.append(prefix.lower())
         pattern = "(?:" + "|".join(alts) + ")" + (

@@ -76,7 +76,7 @@ __all__ = [
 MARKER_PREFIX: Final = "[REDACTED:"
 #: The version of funes's own detectors: bump it when a detector changes what it finds, so
 #: `funes status` tells memories redacted before to run `funes scrub`.
-DETECTORS_VERSION: Final = 7
+DETECTORS_VERSION: Final = 8
 
 
 @cache
@@ -487,12 +487,23 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     _d(
         "xml-secret",
         ("</",),
-        r"(?i)<(?P<tag>(?:[A-Za-z_][\w.:-]{0,40}?)?(?:password|passwd|secret|token|api_?key|"
-        r"credentials?|pwd))>[ \t\r\n]*(?P<secret>[^<\s][^<\n]{0,255}?)[ \t\r\n]*</(?P=tag)>",
+        r"(?i)<(?P<tag>(?:[A-Za-z_][\w.:-]{0,40}?)?(?:password|passwd|passphrase|secret|token"
+        r"|api_?key|credentials?|pwd))>[ \t\r\n]*(?P<secret>[^<\s][^<\n]{0,255}?)[ \t\r\n]*"
+        r"</(?P=tag)>",
         group="secret",
         validate=lambda m, t: len(m.group("secret")) >= 4
         and not _is_placeholder(m.group("secret")),
         priority=5,
+    ),
+    _d(
+        # A registry login's config, base64 of its JSON (`{"auths": …` or `{` and a line
+        # break), in a pull secret's manifest or pasted alone: it holds the registry password.
+        "kubernetes-secret",
+        (".dockerconfigjson", ".dockercfg"),
+        r"\.(?:dockerconfigjson|dockercfg)[\"']?:[ \t]{0,8}(?:\|[-+]?[ \t]{0,8}\n[ \t]{0,64})?"
+        r"[\"']?(?P<secret>e[wy][A-Za-z0-9+/=]{6,})",
+        group="secret",
+        priority=5,  # a Secret manifest's (_K8S_PRIORITY)
     ),
     _d(
         "netrc-password",
@@ -562,7 +573,7 @@ def _scan_private_keys(text: str, out: list[tuple[int, int, int, str]]) -> None:
             span = (begin.start(), m.end())
             body = m.group(0)
         body = body.replace("\\n", "").replace("\\r", "")
-        if len(_B64_CHARS.findall(body)) >= 40:  # real key material, not a "..." placeholder
+        if len(_B64_CHARS.findall(body)) >= 32:  # key material, not a "..." placeholder
             out.append((*span, _PEM_PRIORITY, "private-key"))
 
 
@@ -730,6 +741,10 @@ def _assignment_at(
     if tail is None and raw_name.startswith("-") and raw_name[1:2] in _FLAG_START:
         flag = True  # --token x, and PowerShell's -ClientSecret 'x'
         tail = _FLAG_TAIL.match(text, end)
+    docker_env = False
+    if tail is None and _DOCKER_ENV.search(text, max(0, name_start - 24), name_start):
+        docker_env = True  # a Dockerfile's `ENV NAME value`: the value is what is written
+        tail = _FLAG_TAIL.match(text, end)
     if tail is None:
         return
     # "pass", "auth", "pwd" alone: only as a quoted key, or Pwd= in a connection string
@@ -772,6 +787,14 @@ def _assignment_at(
             return
         if flag and not quote and value.isalpha() and _wordy(value):
             return  # "--password options": prose about a flag, not a value
+        if ":" in tail.group(0) and "=" not in tail.group(0):
+            # After `: ` a value ends at a space, not at `&` or `|` as a query's does
+            # (`api_token: Tr0ub4dor&3x`): what follows it on the word is its own.
+            more = _COLON_REST.match(text, v_end)
+            if more is not None and more.end() > v_end:
+                v_end = more.end()
+                value = text[v_start:v_end].rstrip(":.,!?")
+                v_end = v_start + len(value)
     env_style = (
         not flag
         and raw_name.isupper()
@@ -787,7 +810,7 @@ def _assignment_at(
             v_end = env_rest.end()
             value = text[v_start:v_end]
     # Backquotes delimit code in Markdown and shells, so they do not make a literal.
-    literal = (bool(quote) and not quote.endswith("`")) or flag or env_style or (
+    literal = (bool(quote) and not quote.endswith("`")) or flag or env_style or docker_env or (
         group == "bv" and (
             (":" in text[end:v_start] and vetoes.yaml_value(text, v_start, v_end))
             or vetoes.ini_value(text, v_start, v_end)
@@ -803,6 +826,8 @@ def _assignment_at(
 
 
 _ENV_REST: Final = re.compile(r"[^\s\"'`]{1,512}")
+_COLON_REST: Final = re.compile(r"[&|<>=][^\s\"'`,;()\[\]{}]{1,256}")
+_DOCKER_ENV: Final = re.compile(r"(?:^|\n)[ \t]{0,8}ENV[ \t]{1,8}$")
 #: The names before the last of a tuple being assigned, from the line's start (`user, `).
 _TUPLE_NAMES: Final = re.compile(
     r"(?:^|\n)[ \t]{0,40}(?:(?:const|var|let|local)[ \t]{1,4})?"

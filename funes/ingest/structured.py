@@ -23,7 +23,8 @@ __all__ = ["scan"]
 
 
 _XML_OPEN: Final = re.compile(
-    r"<((?:[a-z_][\w.:-]{0,40}?)?(?:password|passwd|secret|token|api_?key|credentials?|pwd))>"
+    r"<((?:[a-z_][\w.:-]{0,40}?)?(?:password|passwd|passphrase|secret|token|api_?key"
+    r"|credentials?|pwd))>"
 )
 _XML_MAX: Final = 16384
 _FLY: Final = re.compile(
@@ -110,6 +111,39 @@ _SECRET_ID: Final = re.compile(
 #: Maven's encrypted master password (settings-security.xml): with the settings file's
 #: encrypted passwords, it opens them all.
 _MAVEN_MASTER: Final = re.compile(r"<master>\{([A-Za-z0-9+/=\\]{16,512})\}</master>")
+#: A plain one (not yet encrypted): `<master>` names other things in other files (Spark's
+#: `<master>yarn-cluster</master>` in an Oozie workflow), so its settings file must be there
+#: or the value must look like a password.
+_MAVEN_PLAIN: Final = re.compile(r"<master>[ \t]{0,8}([^\s<{][^\s<]{3,127})[ \t]{0,8}</master>")
+
+
+#: A PuTTY key file's private half: `Private-Lines: N` and N lines of base64 (escaped
+#: `\n` in a JSON or HCL string too). The public lines before it stay.
+_PPK_PRIVATE: Final = re.compile(r"Private-Lines:[ \t]{0,4}([0-9]{1,3})(?:\r?\n|(?:\\r)?\\n)")
+_PPK_LINE: Final = re.compile(r"[A-Za-z0-9+/=]{1,128}(?:\r?\n|(?:\\r)?\\n|$)")
+
+
+def _scan_ppk(text: str, out: Raw) -> None:
+    for m in _PPK_PRIVATE.finditer(text):
+        pos = m.end()
+        for _ in range(min(int(m.group(1)), 256)):
+            line = _PPK_LINE.match(text, pos)
+            if line is None:
+                break
+            pos = line.end()
+        end = pos
+        while end > m.end() and text[end - 1] in "\r\n":
+            end -= 1
+        if text.endswith(("\\n", "\\r"), m.end(), end):
+            end -= 2
+        if end - m.end() >= 16:
+            out.append((m.end(), end, 0, "private-key"))
+
+
+def _strong_password(value: str) -> bool:
+    """Upper and lower case and a digit (`node-1` and `yarn-cluster` are hosts' names)."""
+    return (len(value) >= 8 and any(c.isupper() for c in value)
+            and any(c.islower() for c in value) and any(c.isdigit() for c in value))
 
 
 def _scan_fly(text: str, out: Raw) -> None:
@@ -210,9 +244,15 @@ def scan(text: str, lowered: str, out: Raw) -> None:
     """Append the structured findings on `text` to `out` (start, end, priority, kind)."""
     if "</" in text:
         _scan_xml(text, lowered, out)
-    if "<master>{" in text:
+    if "<master>" in text:
         for m in _MAVEN_MASTER.finditer(text):
             out.append((m.start(1), m.end(1), _NAMED_PRIORITY, "xml-secret"))
+        in_settings = "settingssecurity" in lowered
+        for m in _MAVEN_PLAIN.finditer(text):
+            if in_settings or _strong_password(m.group(1)):
+                out.append((m.start(1), m.end(1), _NAMED_PRIORITY, "xml-secret"))
+    if "Private-Lines:" in text:
+        _scan_ppk(text, out)
     if "FlyV1" in text:
         _scan_fly(text, out)
     if any(a in text for a in _DER_ANCHORS):

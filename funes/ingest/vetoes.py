@@ -63,7 +63,13 @@ _ENV_ASSIGNED: Final = re.compile(
 )
 #: The same line indented or commented out (`    REACT_APP_PASS=x  # note`, `# PASS=x`), when
 #: nothing but a comment follows the value: a keyword argument in code goes on (`,` or `)`).
-_ENV_LINE_HEAD: Final = re.compile(r"(?:^|\n)[ \t]{0,16}(?:#[ \t]{0,4})?[A-Z][A-Z0-9_]{1,80}=$")
+#: Also an item of a Compose file's `environment:` list (`  - POSTGRES_PASSWORD=postgres`).
+_ENV_LINE_HEAD: Final = re.compile(
+    r"(?:^|\n)[ \t]{0,16}(?:#[ \t]{0,4}|-[ \t]{1,4})?[A-Z][A-Z0-9_]{1,80}=$"
+)
+_DOCKER_ENV_HEAD: Final = re.compile(
+    r"(?:^|\n)[ \t]{0,8}ENV[ \t]{1,8}[A-Za-z_][\w.-]{0,80}[ \t]{1,8}$"
+)
 #: After a value: nothing but spaces and a comment to the line's end (env, YAML, INI lines).
 _ENV_LINE_TAIL: Final = re.compile(r"[ \t]{0,64}(?:#[^\n]{0,256})?(?:\n|$)")
 
@@ -145,6 +151,8 @@ def _code_value(text: str, start: int, end: int) -> bool:
         and _ENV_LINE_TAIL.match(text, end)
     ):
         return False  # `REACT_APP_PASS=whiteduke` in an env file or a shell: a literal
+    if _DOCKER_ENV_HEAD.search(text, max(0, start - 104), start):
+        return False  # a Dockerfile's `ENV ARTEMIS_PASSWORD artemis`
     if yaml_value(text, start, end) or ini_value(text, start, end):
         return False  # `password: wintermoon` in YAML, `password = wintermoon` in an INI file
     ls = text.rfind("\n", max(0, start - 600), start) + 1

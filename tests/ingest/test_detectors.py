@@ -92,6 +92,8 @@ def provider_tokens(seed: int) -> dict[str, str]:
         + rnd(r, HEX, 32),
         "mailgun-hex": f"{rnd(r, HEX, 32)}-{rnd(r, HEX, 8)}-{rnd(r, HEX, 8)}",
         "vault-legacy": "s." + rnd(r, ALNUM, 24),
+        "private-packagist": "packagist_" + r.choice(["ort", "out", "uut"]) + "_"
+        + rnd(r, HEX, 68),
         "sas-signature": base64.b64encode(r.randbytes(32)).decode().replace("+", "%2B")
         .replace("/", "%2F").replace("=", "%3D"),
     }
@@ -452,6 +454,40 @@ def test_mavens_encrypted_master_password() -> None:
     assert redact("<master>true</master>")[1] == []
 
 
+def test_mavens_plain_master_password_and_key_passphrase() -> None:
+    """Before `mvn --encrypt-master-password`, the master is plain; a server's `<passphrase>`
+    opens its private key."""
+    settings = "<settingsSecurity>\n  <master>plainMaster</master>\n</settingsSecurity>"
+    assert redact(settings)[0] == settings.replace("plainMaster", "[REDACTED:xml-secret]")
+    assert redact("<master>Hunter2secret</master>")[0] == "<master>[REDACTED:xml-secret]</master>"
+    server = "<server><passphrase>  gpgPassphrase  </passphrase></server>"
+    assert redact(server)[0] == server.replace("gpgPassphrase", "[REDACTED:xml-secret]")
+    for other in ("<master>yarn-cluster</master>", "<master>local[*]</master>",
+                  "<master>plainMaster</master>", "<master>node-1</master>"):
+        assert redact(other)[1] == [], other
+
+
+@pytest.mark.parametrize("text", [
+    "  .dockercfg: {v}",
+    "  .dockerconfigjson: {v}",
+    '{{".dockerconfigjson": "{v}"}}',
+    ".dockerconfigjson: |\n    {v}",
+])
+def test_a_registry_login_config_outside_its_manifest(text: str) -> None:
+    """A pull secret's value is base64 of the registry's JSON login, password included."""
+    value = base64.b64encode(b'{"auths":{"registry.example.com":{"auth":"dXNlcjpodW50ZXIy"}}}')
+    out, found = redact(text.format(v=value.decode()))
+    assert value.decode() not in out and [f.kind for f in found] == ["kubernetes-secret"], out
+    assert redact("name: .dockerconfigjson")[1] == []
+
+
+def test_a_private_key_block_on_one_line() -> None:
+    for body in ("4c6f4a5cb2d395f828384c2ab29d1f55", rnd(random.Random(3), B64, 64)):
+        text = f"-----BEGIN PRIVATE KEY-----{body}-----END PRIVATE KEY-----"
+        assert redact(text)[0] == "[REDACTED:private-key]", body
+    assert redact("-----BEGIN PRIVATE KEY-----...-----END PRIVATE KEY-----")[1] == []
+
+
 def test_a_telegram_bot_token_of_32_characters_after_aa() -> None:
     token = "4839574813:AAFD39kkdpWt3ywyRZergyOLMaJhac61qc"
     assert not leaked(token, redact(f"bot = Bot('{token}')")[0])
@@ -524,6 +560,12 @@ ADVERSARIAL = [
     ("password" * 8 + "%3D") * 1260,
     ("x://u:" + "p@q" * 5 + " ") * 2978,  # a URL password's `@`s
     "x://u:" + "p@" * 32765,
+    # PuTTY's private lines, Maven's plain master, registry configs, Dockerfile ENV, `: a&b`
+    ("Private-Lines: 999\n" + "QUJD\n" * 300) * 27,
+    ("<master>" + "Ab1" * 40 + " ") * 520,
+    (".dockerconfigjson: ew" + "A" * 60 + " ") * 780,
+    ("\nENV " + "A_PASSWORD " * 8) * 600,
+    ("api_token: Tr0ub4dor" + "&x" * 200 + " ") * 150,
 ]
 
 
@@ -565,3 +607,49 @@ def test_a_random_value_dressed_as_a_key_type_is_still_redacted() -> None:
     assert not ssh_public_key("AAAAQk9H9xq7Lm2Vn3Rt9Wz4YbHc6JdPe5Gs0Ua1XoKw8Pz")
     out, found = redact("the new token is AAAAQk9H9xq7Lm2Vn3Rt9Wz4YbHc6JdPe5Gs0Ua1XoKw8Pz ok")
     assert found and "Qk9H9xq7" not in out
+
+
+@pytest.mark.parametrize("text, where", [
+    ("services:\n  db:\n    environment:\n      - POSTGRES_PASSWORD=postgres\n"
+     "      - POSTGRES_USER=app", "POSTGRES_PASSWORD=postgres"),
+    ("FROM alpine\nENV ARTEMIS_USER artemis\nENV ARTEMIS_PASSWORD artemis\nRUN make",
+     "ARTEMIS_PASSWORD artemis"),
+    ("FROM alpine\nENV DB_PASSWORD   s3cr3tPass\n", "DB_PASSWORD   s3cr3tPass"),
+])
+def test_literal_passwords_in_compose_lists_and_dockerfile_env(text: str, where: str) -> None:
+    """A Compose file's `- NAME=value` and a Dockerfile's `ENV NAME value` are literals."""
+    name = where.rpartition(where.split()[-1] if " " in where else where.split("=")[1])[0]
+    assert redact(text)[0] == text.replace(where, name + "[REDACTED:password]")
+
+
+def test_dockerfile_env_references_stay() -> None:
+    for text in ("ENV ARTEMIS_PASSWORD $PASS", "ENV DB_PASSWORD ${DB_PASSWORD}"):
+        assert redact(text)[1] == [], text
+
+
+def test_a_value_after_a_colon_runs_over_ampersands() -> None:
+    """After `: ` a value ends at a space; a query's `&` still ends its value."""
+    assert redact("api_token: Tr0ub4dor&3x")[0] == "api_token: [REDACTED:secret]"
+    url = "https://x.example/?token=Zq8vLm2xWp4rTs6uYv8wQ1&u=1"
+    assert redact(url)[0] == "https://x.example/?token=[REDACTED:secret]&u=1"
+
+
+def test_a_teams_webhook_whose_tenant_host_has_an_underscore() -> None:
+    url = ("https://team_name.webhook.office.com/webhookb2/7aa49aa6-7840-443d-806c-08ebe8f59966"
+           "@c662313f-14fc-43a2-9a7a-d2e27f4f3478/IncomingWebhook/8592f62b50cf41b9b93ba0c0a00a0b88"
+           "/eff4cd58-1bb8-4899-94de-795f656b4a18")
+    assert redact(f"  - url: {url}")[0] == "  - url: [REDACTED:provider-token]"
+
+
+@pytest.mark.parametrize("newline", ["\n", "\\n"])
+def test_a_putty_key_files_private_lines(newline: str) -> None:
+    r = random.Random(5)
+    public = [rnd(r, B64, 64), rnd(r, B64, 40)]
+    private = [rnd(r, B64, 64), rnd(r, B64, 64), rnd(r, B64, 20) + "=="]
+    text = newline.join([
+        "PuTTY-User-Key-File-2: ssh-rsa", "Encryption: none", "Comment: rsa-key-20200108",
+        "Public-Lines: 2", *public, "Private-Lines: 3", *private, "Private-MAC: " + rnd(r, HEX, 40),
+    ])
+    out, found = redact(f'"key": "{text}"' if newline == "\\n" else text)
+    assert not any(leaked(p, out) for p in private), out
+    assert all(p in out for p in public) and [f.kind for f in found] == ["private-key"], out
