@@ -909,16 +909,16 @@ _KIND_PRIORITY: Final = {
 }
 
 #: Every kind a finding can have, for reports and docs.
-KINDS: Final[tuple[str, ...]] = (
+KINDS: Final[tuple[str, ...]] = tuple(dict.fromkeys((
     "private-key",
-    *dict.fromkeys(d.kind for d in DETECTORS),
+    *(d.kind for d in DETECTORS),
     "url-password",
     "kubernetes-secret",
     "password",
     "secret",
     "high-entropy",
     *detectors.KINDS,
-)
+)))
 
 
 _lower = gitleaks.lower_in_place

@@ -209,6 +209,7 @@ def test_every_kind_is_redacted() -> None:
     # generic assignment ones that may also cover them).
     missing = set(KINDS) - set(found)
     assert not missing, f"never reported: {missing}"
+    assert len(KINDS) == len(set(KINDS)), "a kind listed twice"  # two detectors may share one
     # The non-secret context survives.
     for keep in ("cat .env", "db.internal.example.com:5432/app", "svc@demo-project", "HttpOnly",
                  "api.example.com/v1/me", "AccountName=acme", "user': 'bob'"):
